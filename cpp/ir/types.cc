@@ -1,0 +1,88 @@
+// Element types and tensor types of the ECG.
+#include "ir/types.h"
+
+#include "ir/errors.h"
+
+namespace dnnf {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+#define X(name, text, size, onnx) case DType::name: return text;
+    DNNF_FOR_EACH_DTYPE(X)
+#undef X
+  }
+  throw InternalError("dtype_name: bad dtype");
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+#define X(name, text, size, onnx) case DType::name: return size;
+    DNNF_FOR_EACH_DTYPE(X)
+#undef X
+  }
+  throw InternalError("dtype_size: bad dtype");
+}
+
+int dtype_to_onnx(DType t) {
+  switch (t) {
+#define X(name, text, size, onnx) case DType::name: return onnx;
+    DNNF_FOR_EACH_DTYPE(X)
+#undef X
+  }
+  throw InternalError("dtype_to_onnx: bad dtype");
+}
+
+std::optional<DType> parse_dtype(std::string_view s) {
+#define X(name, text, size, onnx) if (s == text) return DType::name;
+  DNNF_FOR_EACH_DTYPE(X)
+#undef X
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_from_onnx(int code) {
+#define X(name, text, size, onnx) if (code == onnx) return DType::name;
+  DNNF_FOR_EACH_DTYPE(X)
+#undef X
+  return std::nullopt;
+}
+
+bool is_float(DType t) { return t == DType::F16 || t == DType::F32 || t == DType::F64; }
+bool is_integer(DType t) { return !is_float(t) && t != DType::Bool; }
+
+bool TensorType::is_static() const {
+  for (const Dim& d : shape)
+    if (!d.is_static()) return false;
+  return true;
+}
+
+int64_t TensorType::numel() const {
+  int64_t n = 1;
+  for (const Dim& d : shape) {
+    if (!d.is_static()) throw InternalError("numel of a symbolic shape " + str());
+    n *= d.value;
+  }
+  return n;
+}
+
+std::vector<int64_t> TensorType::dims() const {
+  std::vector<int64_t> out;
+  out.reserve(shape.size());
+  for (const Dim& d : shape) {
+    if (!d.is_static()) throw InternalError("dims of a symbolic shape " + str());
+    out.push_back(d.value);
+  }
+  return out;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ",";
+    out += s[i].str();
+  }
+  return out + "]";
+}
+
+std::string TensorType::str() const { return std::string(dtype_name(dtype)) + shape_str(shape); }
+
+}  // namespace dnnf

@@ -1,0 +1,74 @@
+// Tensor types of the ECG: element type and shape. A dimension is either static (a value
+// >= 0) or symbolic (a name such as "batch"), so dynamic batch/sequence sizes are
+// representable; later stages specialize them (paper §3 works on static shapes).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dnnf {
+
+// Element types. The text names (f32, i64, ...) are the canonical spelling everywhere.
+#define DNNF_FOR_EACH_DTYPE(X) \
+  X(F16, "f16", 2, 10)         \
+  X(F32, "f32", 4, 1)          \
+  X(F64, "f64", 8, 11)         \
+  X(I8, "i8", 1, 3)            \
+  X(I16, "i16", 2, 5)          \
+  X(I32, "i32", 4, 6)          \
+  X(I64, "i64", 8, 7)          \
+  X(U8, "u8", 1, 2)            \
+  X(U16, "u16", 2, 4)          \
+  X(U32, "u32", 4, 12)         \
+  X(U64, "u64", 8, 13)         \
+  X(Bool, "bool", 1, 9)
+
+enum class DType : uint8_t {
+#define X(name, text, size, onnx) name,
+  DNNF_FOR_EACH_DTYPE(X)
+#undef X
+};
+
+const char* dtype_name(DType t);
+size_t dtype_size(DType t);
+std::optional<DType> parse_dtype(std::string_view name);
+// ONNX TensorProto.DataType codes; used by Cast's `to` attribute.
+int dtype_to_onnx(DType t);
+std::optional<DType> dtype_from_onnx(int code);
+bool is_float(DType t);
+bool is_integer(DType t);  // signed or unsigned, not bool
+
+struct Dim {
+  int64_t value = 0;   // meaningful when symbol is empty
+  std::string symbol;  // non-empty: a symbolic (dynamic) dimension
+
+  Dim() = default;
+  Dim(int64_t v) : value(v) {}  // NOLINT: implicit, shapes read naturally as {1, 3, 224}
+  static Dim sym(std::string name) { Dim d; d.symbol = std::move(name); return d; }
+  bool is_static() const { return symbol.empty(); }
+  bool operator==(const Dim& o) const { return symbol == o.symbol && (!is_static() || value == o.value); }
+  bool operator!=(const Dim& o) const { return !(*this == o); }
+  std::string str() const { return is_static() ? std::to_string(value) : symbol; }
+};
+
+using Shape = std::vector<Dim>;
+
+struct TensorType {
+  DType dtype = DType::F32;
+  Shape shape;
+
+  bool is_static() const;
+  int64_t numel() const;   // requires is_static()
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  std::vector<int64_t> dims() const;  // requires is_static()
+  std::string str() const;  // "f32[1,3,224,224]", "f32[batch,128]", scalar "f32[]"
+  bool operator==(const TensorType& o) const { return dtype == o.dtype && shape == o.shape; }
+  bool operator!=(const TensorType& o) const { return !(*this == o); }
+};
+
+std::string shape_str(const Shape& s);
+
+}  // namespace dnnf

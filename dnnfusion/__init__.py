@@ -1,0 +1,33 @@
+"""dnnfusion: an operator-fusion compiler for deep neural networks.
+
+A re-implementation of DNNFusion (Niu et al., PLDI 2021). ``load`` turns an ONNX model,
+a ``torch.nn.Module`` or a ``torch.fx.GraphModule`` into an Extended Computational Graph
+(ECG); later stages rewrite it, plan fusion and generate code.
+"""
+
+from dnnfusion.errors import (
+    CompileError,
+    DTypeError,
+    Error,
+    InternalError,
+    ModelFormatError,
+    ShapeError,
+    UnsupportedOperatorError,
+)
+from dnnfusion.ecg import ECG, load, op_table, parse
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ECG",
+    "load",
+    "parse",
+    "op_table",
+    "Error",
+    "UnsupportedOperatorError",
+    "ShapeError",
+    "DTypeError",
+    "ModelFormatError",
+    "CompileError",
+    "InternalError",
+]

@@ -1,0 +1,35 @@
+"""The exceptions dnnfusion raises.
+
+User mistakes (a malformed model, an unsupported operator, a wrong shape or dtype, a
+failed compile) raise a subclass of :class:`Error` whose message names the node, the
+operator and what was expected. :class:`InternalError` is a bug in dnnfusion and is
+deliberately *not* a subclass of :class:`Error`.
+"""
+
+
+class Error(Exception):
+    """Base class of every error caused by the model or the caller."""
+
+
+class UnsupportedOperatorError(Error):
+    """An operator (or an attribute value of one) that dnnfusion does not implement."""
+
+
+class ShapeError(Error):
+    """Shapes that do not fit an operator, or inputs of the wrong shape at call time."""
+
+
+class DTypeError(Error):
+    """An element type dnnfusion does not support, or inputs of the wrong dtype."""
+
+
+class ModelFormatError(Error):
+    """A malformed, truncated or invalid model file, graph or ECG text."""
+
+
+class CompileError(Error):
+    """Generated code failed to compile, or no compiler/device is available."""
+
+
+class InternalError(RuntimeError):
+    """A broken invariant inside dnnfusion: please report it."""
