@@ -171,6 +171,7 @@ class Parser {
     while (true) {
       skip_ws();
       if (word_ahead("return")) break;
+      if (pos_ >= s_.size() || s_[pos_] == '}') fail("expected 'return' before the end of the graph");
       statement(g);
     }
     expect_word("return");

@@ -1,0 +1,3 @@
+from dnnfusion.cli import main
+
+raise SystemExit(main())
