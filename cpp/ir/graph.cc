@@ -105,6 +105,16 @@ void Graph::set_outputs(const std::vector<ValueId>& outputs) {
   outputs_ = outputs;
 }
 
+void Graph::rename_value(ValueId id, const std::string& name) {
+  Value& v = values_.at(static_cast<size_t>(id));
+  if (v.name == name) return;
+  if (name.empty() || by_name_.count(name))
+    throw InternalError("rename_value: name '" + name + "' is empty or taken");
+  by_name_.erase(v.name);
+  v.name = name;
+  by_name_[name] = id;
+}
+
 const Value& Graph::value(ValueId id) const {
   if (id < 0 || static_cast<size_t>(id) >= values_.size())
     throw InternalError("graph '" + name_ + "': no value with id " + std::to_string(id));

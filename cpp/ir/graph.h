@@ -60,6 +60,9 @@ class Graph {
                                       const std::string& name,
                                       const std::vector<std::string>& output_names);
   void set_outputs(const std::vector<ValueId>& outputs);
+  // Renames a value; fails if the name is taken. Passes use it to keep graph outputs'
+  // names stable when a rewrite replaces the value that carried them.
+  void rename_value(ValueId id, const std::string& name);
 
   // Reading.
   const Value& value(ValueId id) const;

@@ -1,0 +1,79 @@
+// Fusion plans (paper §4.3): a partition of the ECG's nodes into blocks, each compiled to
+// one kernel, with the reason behind every decision. All planners (DNNFusion's and the
+// baselines) produce this one structure, so their layer counts compare like with like.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace dnnf {
+
+// ---- The mapping-type table (fusion_table.cc) ---------------------------------------
+enum class Decision : uint8_t { Fuse, Reject, Profile };  // green, red, yellow
+const char* decision_name(Decision d);                     // "fuse", "reject", "profile"
+
+struct FusionRule {
+  MappingType fused;  // the mapping type of the fused pair
+  Decision decision;
+  const char* why;    // one line: the paper's rule behind the cell
+};
+// The cell for `first` (producer) followed by `second` (consumer).
+const FusionRule& fusion_rule(MappingType first, MappingType second);
+
+// ---- Plans ---------------------------------------------------------------------------
+struct Block {
+  int id = -1;
+  std::vector<NodeId> nodes;     // topological order
+  NodeId seed = -1;              // the node the block grew from (-1: none, e.g. "none" planner)
+  MappingType fused_type = MappingType::OneToOne;
+  std::vector<ValueId> inputs;   // values read from outside the block (incl. constants)
+  std::vector<ValueId> outputs;  // values read after the block or graph outputs
+};
+
+// Why a producer/consumer pair ended up fused or not. Every edge between two nodes the
+// planner looked at gets one; `explain()` prints them.
+struct Reason {
+  NodeId producer = -1, consumer = -1;
+  bool fused = false;
+  std::string why;  // e.g. "table: Many-to-Many + One-to-One -> fuse (green)"
+};
+
+struct PlanStats {
+  int64_t operators_before = 0;
+  int64_t kernels_after = 0;
+  int64_t intermediate_bytes_removed = 0;  // bytes of tensors that no longer reach memory
+  int64_t intermediates_removed = 0;
+};
+
+struct FusionPlan {
+  std::string planner;
+  std::vector<Block> blocks;   // topological order of blocks
+  std::vector<int> block_of;   // per node id: its block id
+  std::vector<Reason> reasons;
+  PlanStats stats;
+};
+
+struct PlanOptions {
+  std::string planner = "dnnfusion";  // dnnfusion | none | patterns | tvm | dp
+  std::string target = "cpu";         // cpu | opencl
+  int max_kernel_args = 0;            // 0: no limit (cpu); OpenCL: 128
+  bool horizontal = false;            // fuse siblings reading one input (e.g. Q/K/V)
+  std::string profile_db;             // path of a profiling database ("" = the shipped one)
+};
+
+// Runs the chosen planner.
+FusionPlan plan_fusion(const Graph& g, const PlanOptions& opt);
+
+// Shared by all planners (plan.cc): turns a node->group assignment into blocks ordered
+// topologically, fills inputs/outputs/fused types/stats, and checks the plan (every node in
+// one block, blocks convex so the block graph is acyclic). Throws InternalError if not.
+FusionPlan finalize_plan(const Graph& g, std::string planner, const std::vector<int>& group_of,
+                         const std::vector<NodeId>& seeds, std::vector<Reason> reasons);
+// Whether merging the groups `a` and `b` would create a cycle between blocks.
+bool would_create_cycle(const Graph& g, const std::vector<int>& group_of, int a, int b);
+std::string plan_to_json(const Graph& g, const FusionPlan& p);
+std::string plan_to_dot(const Graph& g, const FusionPlan& p);
+
+}  // namespace dnnf
