@@ -1,0 +1,866 @@
+"""NumPy reference interpreter: the correctness oracle of dnnfusion.
+
+Every optimisation in the project (graph rewriting, fusion planning, generated kernels) is
+checked against this module, so it favours obviously-correct code over speed: it is plain
+NumPy plus the standard library, computes floating-point results in float64 and rounds them
+back to the input's dtype once at the end.
+
+Conventions (fixed; the C++ core, the front-ends and the tests rely on them):
+
+* The operators are exactly those of ``cpp/ir/ops.def``; the kernel keys are the ONNX op
+  names. Semantics, attribute names and default values are ONNX's, in their newest
+  (opset 21+) form. In particular these are always *inputs*, never attributes: ``axes`` of
+  ReduceMean/ReduceSum/ReduceMax/ReduceMin/ReduceProd/ReduceL2/Squeeze/Unsqueeze, ``split``
+  of Split, ``min``/``max`` of Clip, ``pads``/``constant_value``/``axes`` of Pad,
+  ``starts``/``ends``/``axes``/``steps`` of Slice and ``roi``/``scales``/``sizes`` of Resize.
+* A kernel is ``kernel(inputs, attrs) -> list[np.ndarray]``. ``inputs`` is positional;
+  an absent optional input is ``None`` (also in the middle of the list) or simply missing at
+  the end. ``attrs`` maps an ONNX attribute name to ``int | float | str | list[int] |
+  list[float] | list[str] | np.ndarray`` (tensor attributes such as ConstantOfShape's
+  ``value``); an attribute that is not in the dict takes its ONNX default. Cast's ``to`` is
+  the ONNX ``TensorProto`` data-type code.
+* A kernel returns all the outputs it can produce (e.g. MaxPool returns Y and Indices);
+  :func:`run_node` trims the list to the outputs a node actually has.
+* An attribute value a kernel does not implement raises ``NotImplementedError`` naming the
+  op, the attribute and the value; so does an op without a kernel. The only such values
+  are Cast to a type outside the ECG (bfloat16, float8, strings, ...), Dropout with
+  ``training_mode`` true and a non-zero ratio (random), and Resize ``antialias`` with
+  ``mode="nearest"`` (undefined in ONNX).
+* Outputs may be views of inputs (Identity, Reshape, Slice, Transpose, ...): treat every
+  array as read-only.
+* Where ONNX's own reference and onnxruntime disagree, the spec text decides: Resize
+  ``align_corners`` divides by the integer output length (onnxruntime agrees; ONNX's
+  generated test data uses the fractional one); SAME auto-padding of pools accounts for
+  dilations (ONNX shape inference agrees; onnxruntime's AveragePool/MaxPool do not); the
+  ``tf_crop_and_resize`` roi also applies to axes whose length does not change
+  (onnxruntime skips them). Resize source coordinates are computed in float32 with
+  onnxruntime's order of operations (float64 for float64 data), so nearest-neighbour ties
+  round as in float kernels.
+
+Besides the kernels (:data:`KERNELS`, :func:`run_node`) the module executes whole graphs
+(:func:`run`) or a slice of one (:func:`run_nodes`, used by the fusion planner to run a
+plan block by block). A graph is duck-typed, see :func:`run`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from functools import reduce
+from typing import Any, Protocol
+
+import numpy as np
+
+from . import _ref_nn as nn
+from ._ref_nn import unsupported
+
+Attrs = dict[str, Any]
+Inputs = list["np.ndarray | None"]
+Kernel = Callable[[Inputs, Attrs], list[np.ndarray]]
+
+# ONNX TensorProto data-type codes of the dtypes the ECG supports.
+ONNX_DTYPES: dict[int, np.dtype] = {
+    code: np.dtype(t) for code, t in {
+        1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32,
+        7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64,
+    }.items()
+}
+
+# The ECG's dtype names (Value.dtype).
+VALUE_DTYPES: dict[str, np.dtype] = {
+    name: np.dtype(t) for name, t in {
+        "f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
+        "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16,
+        "u32": np.uint32, "u64": np.uint64, "bool": np.bool_,
+    }.items()
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------------------------
+def _opt(inputs: Inputs, i: int) -> np.ndarray | None:
+    """The i-th input, or None when it is absent."""
+    return inputs[i] if len(inputs) > i else None
+
+
+def _is_float(x: np.ndarray) -> bool:
+    return x.dtype.kind == "f"
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    """x in the precision used for computing: float64 for floats, unchanged otherwise."""
+    return x.astype(np.float64, copy=False) if _is_float(x) else x
+
+
+def _axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def _axes(axes: Iterable[int], rank: int) -> tuple[int, ...]:
+    return tuple(sorted(_axis(int(a), rank) for a in axes))
+
+
+def _along(axis: int, rank: int, index: slice) -> tuple[slice, ...]:
+    """An index that applies ``index`` along ``axis`` and takes everything elsewhere."""
+    return tuple(index if i == axis else slice(None) for i in range(rank))
+
+
+def _scalar(x: np.ndarray) -> Any:
+    return x.reshape(-1)[0].item()
+
+
+# --------------------------------------------------------------------------------------------
+# Elementwise unary
+# --------------------------------------------------------------------------------------------
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Correctly rounded erf in float64 (math.erf, vectorised)."""
+    return np.asarray(_erf(x), dtype=np.float64).reshape(np.shape(x))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.exp(-np.logaddexp(0.0, -x))
+
+
+def _gelu(x: np.ndarray, a: Attrs) -> np.ndarray:
+    approximate = a.get("approximate", "none")
+    if approximate == "none":
+        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    raise unsupported("Gelu", "approximate", approximate)
+
+
+_SELU_ALPHA = 1.67326319217681884765625
+_SELU_GAMMA = 1.05070102214813232421875
+
+# fn(x, attrs) on float64 arrays (or on the raw integer array for the ops that accept ints).
+_UNARY: dict[str, Callable[[np.ndarray, Attrs], np.ndarray]] = {
+    "Relu": lambda x, a: np.maximum(x, 0),
+    "LeakyRelu": lambda x, a: np.where(x >= 0, x, a.get("alpha", 0.01) * x),
+    "Elu": lambda x, a: np.where(x > 0, x, a.get("alpha", 1.0) * np.expm1(x)),
+    "Selu": lambda x, a: a.get("gamma", _SELU_GAMMA) * np.where(
+        x > 0, x, a.get("alpha", _SELU_ALPHA) * np.expm1(x)),
+    "Sigmoid": lambda x, a: _sigmoid(x),
+    "HardSigmoid": lambda x, a: np.clip(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0, 1),
+    "HardSwish": lambda x, a: x * np.clip(x / 6.0 + 0.5, 0, 1),
+    "Tanh": lambda x, a: np.tanh(x),
+    "Softplus": lambda x, a: np.logaddexp(0.0, x),
+    "Softsign": lambda x, a: x / (1.0 + np.abs(x)),
+    "Mish": lambda x, a: x * np.tanh(np.logaddexp(0.0, x)),
+    "Gelu": _gelu,
+    "Erf": lambda x, a: erf(x),
+    "Sqrt": lambda x, a: np.sqrt(x),
+    "Reciprocal": lambda x, a: 1.0 / x,
+    "Exp": lambda x, a: np.exp(x),
+    "Log": lambda x, a: np.log(x),
+    "Neg": lambda x, a: np.negative(x),
+    "Abs": lambda x, a: np.abs(x),
+    "Floor": lambda x, a: np.floor(x),
+    "Ceil": lambda x, a: np.ceil(x),
+    "Round": lambda x, a: np.round(x),  # half to even, like ONNX
+    "Sign": lambda x, a: np.sign(x),
+    "Sin": lambda x, a: np.sin(x),
+    "Cos": lambda x, a: np.cos(x),
+}
+
+
+def _unary_kernel(fn: Callable[[np.ndarray, Attrs], np.ndarray]) -> Kernel:
+    def kernel(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+        x = inputs[0]
+        return [np.asarray(fn(_wide(x), attrs)).astype(x.dtype, copy=False)]
+    return kernel
+
+
+def _cast(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    to = int(attrs["to"])
+    if to not in ONNX_DTYPES:
+        raise unsupported("Cast", "to", to)
+    return [inputs[0].astype(ONNX_DTYPES[to])]
+
+
+def _clip(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, lo, hi = inputs[0], _opt(inputs, 1), _opt(inputs, 2)
+    y = x
+    if lo is not None and lo.size:
+        y = np.maximum(y, lo.astype(x.dtype))
+    if hi is not None and hi.size:
+        y = np.minimum(y, hi.astype(x.dtype))  # min > max yields max, as ONNX specifies
+    return [np.asarray(y, dtype=x.dtype)]
+
+
+def _dropout(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, ratio, training = inputs[0], _opt(inputs, 1), _opt(inputs, 2)
+    if training is not None and bool(_scalar(training)):
+        if ratio is None or _scalar(ratio) != 0:  # default ratio is 0.5
+            raise unsupported("Dropout", "training_mode", True)
+    return [x, np.ones(x.shape, dtype=bool)]
+
+
+# --------------------------------------------------------------------------------------------
+# Elementwise binary and variadic
+# --------------------------------------------------------------------------------------------
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division truncating toward zero (C semantics); x / 0 gives 0."""
+    safe = np.where(b == 0, 1, b)
+    q = a // safe
+    if a.dtype.kind == "i":
+        q = q + (((a % safe) != 0) & ((a < 0) != (safe < 0)))
+    return np.where(b == 0, 0, q)
+
+
+def _div(a: np.ndarray, b: np.ndarray, attrs: Attrs) -> np.ndarray:
+    return a / b if _is_float(a) else _int_div(a, b.astype(a.dtype))
+
+
+def _pow(a: np.ndarray, b: np.ndarray, attrs: Attrs) -> np.ndarray:
+    if not _is_float(a) and not _is_float(b) and np.all(b >= 0):
+        return np.power(a, b.astype(a.dtype))  # exact integer power (wraps like C)
+    return np.power(a.astype(np.float64), b.astype(np.float64))
+
+
+def _mod(a: np.ndarray, b: np.ndarray, attrs: Attrs) -> np.ndarray:
+    fmod = int(attrs.get("fmod", 0))
+    if fmod not in (0, 1):
+        raise unsupported("Mod", "fmod", fmod)
+    if not _is_float(a):
+        b = np.where(b == 0, 1, b).astype(a.dtype)  # x mod 0 is undefined; give 0 not a crash
+    return np.fmod(a, b) if fmod else np.mod(a, b)
+
+
+def _prelu(x: np.ndarray, slope: np.ndarray, attrs: Attrs) -> np.ndarray:
+    return np.where(x < 0, _wide(x) * _wide(slope), x)
+
+
+# fn(a, b, attrs); the result takes the dtype of the first operand.
+_BINARY: dict[str, Callable[[np.ndarray, np.ndarray, Attrs], np.ndarray]] = {
+    "Add": lambda a, b, _: a + b,
+    "Sub": lambda a, b, _: a - b,
+    "Mul": lambda a, b, _: a * b,
+    "Div": _div,
+    "Pow": _pow,
+    "Mod": _mod,
+    "PRelu": _prelu,
+}
+
+_COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "Equal": np.equal, "Less": np.less, "LessOrEqual": np.less_equal,
+    "Greater": np.greater, "GreaterOrEqual": np.greater_equal,
+    "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor,
+}
+
+
+def _binary_kernel(fn: Callable[[np.ndarray, np.ndarray, Attrs], np.ndarray]) -> Kernel:
+    def kernel(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+        a, b = inputs
+        return [np.asarray(fn(a, b, attrs)).astype(a.dtype, copy=False)]
+    return kernel
+
+
+def _compare_kernel(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Kernel:
+    return lambda inputs, attrs: [np.asarray(fn(inputs[0], inputs[1]), dtype=bool)]
+
+
+def _variadic_kernel(fn: Callable[[list[np.ndarray]], np.ndarray]) -> Kernel:
+    def kernel(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+        xs = [x for x in inputs if x is not None]
+        return [np.asarray(fn([_wide(x) for x in xs])).astype(xs[0].dtype, copy=False)]
+    return kernel
+
+
+_VARIADIC: dict[str, Callable[[list[np.ndarray]], np.ndarray]] = {
+    "Max": lambda xs: reduce(np.maximum, xs),
+    "Min": lambda xs: reduce(np.minimum, xs),
+    "Sum": lambda xs: reduce(np.add, xs),
+    "Mean": lambda xs: reduce(np.add, xs) / len(xs),
+}
+
+
+def _where(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    cond, x, y = inputs
+    return [np.where(cond, x, y).astype(x.dtype, copy=False)]
+
+
+def _trilu(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, k = inputs[0], _opt(inputs, 1)
+    k = int(_scalar(k)) if k is not None else 0
+    return [np.triu(x, k) if attrs.get("upper", 1) else np.tril(x, k)]
+
+
+# --------------------------------------------------------------------------------------------
+# Normalisation, linear algebra, softmax
+# --------------------------------------------------------------------------------------------
+def _channel(v: np.ndarray, rank: int) -> np.ndarray:
+    """A per-channel (C,) vector shaped to broadcast against N x C x D1 x ..."""
+    return _wide(v).reshape(1, -1, *[1] * (rank - 2))
+
+
+def _batch_norm(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, scale, bias, mean, var = inputs
+    eps = float(attrs.get("epsilon", 1e-5))
+    xf = _wide(x)
+    if not attrs.get("training_mode", 0):
+        y = (xf - _channel(mean, x.ndim)) / np.sqrt(_channel(var, x.ndim) + eps)
+        return [(y * _channel(scale, x.ndim) + _channel(bias, x.ndim)).astype(x.dtype)]
+    axes = (0, *range(2, x.ndim))
+    batch_mean, batch_var = xf.mean(axis=axes), xf.var(axis=axes)
+    momentum = float(attrs.get("momentum", 0.9))
+    y = (xf - _channel(batch_mean, x.ndim)) / np.sqrt(_channel(batch_var, x.ndim) + eps)
+    y = y * _channel(scale, x.ndim) + _channel(bias, x.ndim)
+    run_mean = _wide(mean) * momentum + batch_mean * (1 - momentum)
+    run_var = _wide(var) * momentum + batch_var * (1 - momentum)
+    return [y.astype(x.dtype), run_mean.astype(mean.dtype), run_var.astype(var.dtype)]
+
+
+def _instance_norm(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, scale, bias = inputs
+    xf = _wide(x)
+    axes = tuple(range(2, x.ndim))
+    mean, var = xf.mean(axis=axes, keepdims=True), xf.var(axis=axes, keepdims=True)
+    y = (xf - mean) / np.sqrt(var + float(attrs.get("epsilon", 1e-5)))
+    return [(y * _channel(scale, x.ndim) + _channel(bias, x.ndim)).astype(x.dtype)]
+
+
+def _layer_norm(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, scale, bias = inputs[0], _opt(inputs, 1), _opt(inputs, 2)
+    stash = int(attrs.get("stash_type", 1))
+    if stash not in ONNX_DTYPES or ONNX_DTYPES[stash].kind != "f":
+        raise unsupported("LayerNormalization", "stash_type", stash)
+    axes = tuple(range(_axis(int(attrs.get("axis", -1)), x.ndim), x.ndim))
+    xf = _wide(x)
+    mean = xf.mean(axis=axes, keepdims=True)
+    inv_std = 1.0 / np.sqrt(((xf - mean) ** 2).mean(axis=axes, keepdims=True)
+                            + float(attrs.get("epsilon", 1e-5)))
+    y = (xf - mean) * inv_std
+    if scale is not None:
+        y = y * _wide(scale)
+    if bias is not None:
+        y = y + _wide(bias)
+    u = ONNX_DTYPES[stash]
+    return [y.astype(x.dtype), mean.astype(u), inv_std.astype(u)]
+
+
+def _matmul(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    a, b = inputs
+    return [np.matmul(_wide(a), _wide(b)).astype(a.dtype, copy=False)]
+
+
+def _gemm(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    a, b, c = _wide(inputs[0]), _wide(inputs[1]), _opt(inputs, 2)
+    a = a.T if attrs.get("transA", 0) else a
+    b = b.T if attrs.get("transB", 0) else b
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    y = a @ b
+    if alpha != 1.0:
+        y = alpha * y
+    if c is not None and beta != 0.0:
+        y = y + (beta * _wide(c) if beta != 1.0 else _wide(c))
+    return [np.asarray(y).astype(inputs[0].dtype, copy=False)]
+
+
+def _softmax(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = _axis(int(attrs.get("axis", -1)), x.ndim)
+    e = np.exp(_wide(x) - np.max(_wide(x), axis=axis, keepdims=True))
+    return [(e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)]
+
+
+def _log_softmax(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = _axis(int(attrs.get("axis", -1)), x.ndim)
+    shifted = _wide(x) - np.max(_wide(x), axis=axis, keepdims=True)
+    return [(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))).astype(x.dtype)]
+
+
+# --------------------------------------------------------------------------------------------
+# Reductions, arg-reductions, scans, TopK
+# --------------------------------------------------------------------------------------------
+def _reduce_sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    return np.sum(_wide(x), axis=axes, keepdims=keep, dtype=None if _is_float(x) else x.dtype)
+
+
+def _reduce_prod(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    return np.prod(_wide(x), axis=axes, keepdims=keep, dtype=None if _is_float(x) else x.dtype)
+
+
+def _reduce_mean(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    count = math.prod(x.shape[a] for a in axes)
+    return np.sum(x.astype(np.float64), axis=axes, keepdims=keep) / count  # empty: nan
+
+
+def _reduce_extreme(fn: Callable[..., np.ndarray], identity: Callable[[np.dtype], Any]
+                    ) -> Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]:
+    """ReduceMax / ReduceMin; the reduction of an empty set is the identity (-inf / +inf)."""
+    def reducer(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+        extra = {"initial": identity(x.dtype)} if x.size == 0 else {}
+        return fn(x, axis=axes, keepdims=keep, **extra)
+    return reducer
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    return False if dtype == bool else (-np.inf if dtype.kind == "f" else np.iinfo(dtype).min)
+
+
+def _highest(dtype: np.dtype) -> Any:
+    return True if dtype == bool else (np.inf if dtype.kind == "f" else np.iinfo(dtype).max)
+
+
+_REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]] = {
+    "ReduceSum": _reduce_sum,
+    "ReduceProd": _reduce_prod,
+    "ReduceMean": _reduce_mean,
+    "ReduceMax": _reduce_extreme(np.max, _lowest),
+    "ReduceMin": _reduce_extreme(np.min, _highest),
+    "ReduceL2": lambda x, axes, keep: np.sqrt(np.sum(
+        x.astype(np.float64) ** 2, axis=axes, keepdims=keep)),
+}
+
+
+def _reduce_kernel(name: str) -> Kernel:
+    reducer = _REDUCERS[name]
+
+    def kernel(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+        x, axes = inputs[0], _opt(inputs, 1)
+        if axes is None or axes.size == 0:
+            # noop_with_empty_axes reduces over no axis at all (ReduceL2 still yields |x|).
+            axes = np.arange(0 if attrs.get("noop_with_empty_axes", 0) else x.ndim)
+        y = reducer(x, _axes(axes, x.ndim), bool(attrs.get("keepdims", 1)))
+        return [np.asarray(y).astype(x.dtype, copy=False)]
+    return kernel
+
+
+def _arg_kernel(fn: Callable[..., np.ndarray]) -> Kernel:
+    def kernel(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+        x = inputs[0]
+        axis = _axis(int(attrs.get("axis", 0)), x.ndim)
+        if attrs.get("select_last_index", 0):
+            idx = x.shape[axis] - 1 - fn(np.flip(x, axis), axis=axis)
+        else:
+            idx = fn(x, axis=axis)
+        if attrs.get("keepdims", 1):
+            idx = np.expand_dims(idx, axis)
+        return [np.asarray(idx, dtype=np.int64)]
+    return kernel
+
+
+def _cumsum(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = _axis(int(_scalar(inputs[1])), x.ndim)
+    reverse = bool(attrs.get("reverse", 0))
+    y = np.flip(_wide(x), axis) if reverse else _wide(x)
+    y = np.cumsum(y, axis=axis, dtype=y.dtype)
+    if attrs.get("exclusive", 0):  # shift by one along the axis, a zero first
+        shifted = np.zeros_like(y)
+        shifted[_along(axis, y.ndim, slice(1, None))] = y[_along(axis, y.ndim, slice(None, -1))]
+        y = shifted
+    return [(np.flip(y, axis) if reverse else y).astype(x.dtype)]
+
+
+def _topk(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, k = inputs[0], int(_scalar(inputs[1]))
+    axis = _axis(int(attrs.get("axis", -1)), x.ndim)
+    n = x.shape[axis]
+    if attrs.get("largest", 1):
+        # Descending with ties by lower index: stable ascending sort of the reversed axis,
+        # mapped back to original indices, then reversed.
+        order = np.flip(n - 1 - np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    else:
+        order = np.argsort(x, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    return [np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)]
+
+
+# --------------------------------------------------------------------------------------------
+# Shape manipulation
+# --------------------------------------------------------------------------------------------
+def _reshape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, shape = inputs[0], [int(s) for s in inputs[1]]
+    if not attrs.get("allowzero", 0):
+        shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    return [x.reshape(shape)]
+
+
+def _flatten(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = int(attrs.get("axis", 1))
+    axis = axis + x.ndim if axis < 0 else axis
+    return [x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))]
+
+
+def _squeeze(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, axes = inputs[0], _opt(inputs, 1)
+    if axes is None or axes.size == 0:
+        return [np.squeeze(x)]
+    return [np.squeeze(x, axis=_axes(axes, x.ndim))]
+
+
+def _unsqueeze(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, axes = inputs[0], inputs[1]
+    return [np.expand_dims(x, _axes(axes, x.ndim + axes.size))]
+
+
+def _concat(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    xs = [x for x in inputs if x is not None]
+    return [np.concatenate(xs, axis=_axis(int(attrs["axis"]), xs[0].ndim))]
+
+
+def _split(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, split = inputs[0], _opt(inputs, 1)
+    axis = _axis(int(attrs.get("axis", 0)), x.ndim)
+    dim = x.shape[axis]
+    if split is not None and split.size:
+        sizes = [int(s) for s in split]
+    elif "num_outputs" in attrs:
+        n = int(attrs["num_outputs"])
+        chunk = -(-dim // n)  # the last chunk is smaller when dim is not divisible
+        sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    else:
+        raise ValueError("Split needs the 'split' input or the 'num_outputs' attribute")
+    if sum(sizes) != dim or min(sizes) < 0:
+        raise ValueError(f"Split: sizes {sizes} do not partition dimension {dim}")
+    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+
+
+def _slice(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, starts, ends = inputs[:3]
+    axes, steps = _opt(inputs, 3), _opt(inputs, 4)
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    index = [slice(None)] * x.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis, start, end, step = _axis(int(axis), x.ndim), int(start), int(end), int(step)
+        dim = x.shape[axis]
+        if step == 0:
+            raise ValueError("Slice: steps must not be 0")
+        start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
+        if step > 0:
+            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        else:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        index[axis] = slice(start, end if end >= 0 else None, step)
+    return [x[tuple(index)]]
+
+
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")  # the same names as np.pad's
+
+
+def _pad(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, pads, value, axes = inputs[0], inputs[1], _opt(inputs, 2), _opt(inputs, 3)
+    mode = attrs.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        raise unsupported("Pad", "mode", mode)
+    axes = [_axis(int(a), x.ndim) for a in axes] if axes is not None else list(range(x.ndim))
+    if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes):
+        raise ValueError(f"Pad: {len(pads)} pads for axes {axes}")
+    begin, end = [0] * x.ndim, [0] * x.ndim
+    for i, a in enumerate(axes):
+        begin[a], end[a] = int(pads[i]), int(pads[i + len(axes)])
+    # Negative pads crop.
+    x = x[tuple(slice(-min(b, 0), x.shape[i] + min(e, 0)) for i, (b, e) in
+                enumerate(zip(begin, end)))]
+    widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    if mode == "constant":
+        fill = _scalar(value) if value is not None and value.size else 0
+        return [np.pad(x, widths, mode="constant", constant_values=fill)]
+    return [np.pad(x, widths, mode=mode)]
+
+
+def _shape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    shape = inputs[0].shape
+    start, end = int(attrs.get("start", 0)), attrs.get("end")
+    return [np.array(shape[start:None if end is None else int(end)], dtype=np.int64)]
+
+
+def _transpose(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x = inputs[0]
+    perm = attrs.get("perm")
+    return [np.transpose(x, None if perm is None else [int(p) for p in perm])]
+
+
+def _depth_to_space(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, bs = inputs[0], int(attrs["blocksize"])
+    n, c, h, w = x.shape
+    mode = attrs.get("mode", "DCR")
+    if mode == "DCR":
+        y = x.reshape(n, bs, bs, c // bs**2, h, w).transpose(0, 3, 4, 1, 5, 2)
+    elif mode == "CRD":
+        y = x.reshape(n, c // bs**2, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
+    else:
+        raise unsupported("DepthToSpace", "mode", mode)
+    return [y.reshape(n, c // bs**2, h * bs, w * bs)]
+
+
+def _space_to_depth(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, bs = inputs[0], int(attrs["blocksize"])
+    n, c, h, w = x.shape
+    y = x.reshape(n, c, h // bs, bs, w // bs, bs)
+    mode = attrs.get("mode", "DCR")
+    if mode == "DCR":
+        y = y.transpose(0, 3, 5, 1, 2, 4)
+    elif mode == "CRD":
+        y = y.transpose(0, 1, 3, 5, 2, 4)
+    else:
+        raise unsupported("SpaceToDepth", "mode", mode)
+    return [y.reshape(n, c * bs * bs, h // bs, w // bs)]
+
+
+def _expand(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, shape = inputs[0], tuple(int(s) for s in inputs[1])
+    return [np.array(np.broadcast_to(x, np.broadcast_shapes(x.shape, shape)))]
+
+
+def _gather(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, idx = inputs
+    axis = _axis(int(attrs.get("axis", 0)), x.ndim)
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    return [np.take(x, idx, axis=axis)]
+
+
+def _gather_elements(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, idx = inputs
+    axis = _axis(int(attrs.get("axis", 0)), x.ndim)
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    return [np.take_along_axis(x, idx, axis=axis)]
+
+
+def _constant_of_shape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    value = np.asarray(attrs.get("value", np.zeros(1, dtype=np.float32)))
+    shape = tuple(int(s) for s in inputs[0])
+    return [np.full(shape, value.reshape(-1)[0], dtype=value.dtype)]
+
+
+_CONSTANT_ATTRS: dict[str, np.dtype] = {
+    "value_float": np.dtype(np.float32), "value_floats": np.dtype(np.float32),
+    "value_int": np.dtype(np.int64), "value_ints": np.dtype(np.int64),
+}
+
+
+def _constant(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    if "value" in attrs:
+        return [np.array(attrs["value"])]
+    for name, dtype in _CONSTANT_ATTRS.items():
+        if name in attrs:
+            return [np.array(attrs[name], dtype=dtype)]
+    raise NotImplementedError(f"Constant: attributes {sorted(attrs)} are not supported")
+
+
+def _range(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    start, limit, delta = (x.reshape(-1)[0] for x in inputs)
+    dtype = inputs[0].dtype
+    if dtype.kind in "iu":
+        s, lim, d = int(start), int(limit), int(delta)
+        n = max(-((s - lim) // d), 0)  # ceil((limit - start) / delta), exact
+        return [(s + np.arange(n, dtype=np.int64) * d).astype(dtype)]
+    n = max(int(math.ceil((limit - start) / delta)), 0)  # in the input dtype, like ORT
+    return [(float(start) + np.arange(n) * float(delta)).astype(dtype)]
+
+
+def _identity(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    return [inputs[0]]
+
+
+# --------------------------------------------------------------------------------------------
+# The kernel table
+# --------------------------------------------------------------------------------------------
+KERNELS: dict[str, Kernel] = {
+    **{name: _unary_kernel(fn) for name, fn in _UNARY.items()},
+    **{name: _binary_kernel(fn) for name, fn in _BINARY.items()},
+    **{name: _compare_kernel(fn) for name, fn in _COMPARE.items()},
+    **{name: _variadic_kernel(fn) for name, fn in _VARIADIC.items()},
+    **{name: _reduce_kernel(name) for name in _REDUCERS},
+    "Not": lambda inputs, attrs: [np.logical_not(inputs[0])],
+    "Cast": _cast,
+    "Clip": _clip,
+    "Identity": _identity,
+    "Dropout": _dropout,
+    "Where": _where,
+    "Trilu": _trilu,
+    "BatchNormalization": _batch_norm,
+    "Conv": nn.conv,
+    "ConvTranspose": nn.conv_transpose,
+    "Gemm": _gemm,
+    "MatMul": _matmul,
+    "InstanceNormalization": _instance_norm,
+    "LayerNormalization": _layer_norm,
+    "MaxPool": nn.max_pool,
+    "AveragePool": nn.average_pool,
+    "GlobalAveragePool": nn.global_average_pool,
+    "GlobalMaxPool": nn.global_max_pool,
+    "ArgMax": _arg_kernel(np.argmax),
+    "ArgMin": _arg_kernel(np.argmin),
+    "CumSum": _cumsum,
+    "Softmax": _softmax,
+    "LogSoftmax": _log_softmax,
+    "TopK": _topk,
+    "NonMaxSuppression": nn.non_max_suppression,
+    "RoiAlign": nn.roi_align,
+    "Reshape": _reshape,
+    "Flatten": _flatten,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
+    "Concat": _concat,
+    "Split": _split,
+    "Slice": _slice,
+    "Pad": _pad,
+    "Shape": _shape,
+    "Size": lambda inputs, attrs: [np.array(inputs[0].size, dtype=np.int64)],
+    "Transpose": _transpose,
+    "DepthToSpace": _depth_to_space,
+    "SpaceToDepth": _space_to_depth,
+    "Expand": _expand,
+    "Tile": lambda inputs, attrs: [np.tile(inputs[0], [int(r) for r in inputs[1]])],
+    "Resize": nn.resize,
+    "Gather": _gather,
+    "GatherElements": _gather_elements,
+    "ConstantOfShape": _constant_of_shape,
+    "Range": _range,
+    "Constant": _constant,
+}
+
+
+def run_node(op: str, inputs: Sequence[np.ndarray | None], attrs: Mapping[str, Any] | None = None,
+             num_outputs: int | None = None) -> list[np.ndarray]:
+    """Evaluate one operator; returns its outputs (only the first ``num_outputs`` if given)."""
+    kernel = KERNELS.get(op)
+    if kernel is None:
+        raise NotImplementedError(f"reference: no kernel for operator {op!r}")
+    with np.errstate(all="ignore"):  # inf/nan results are part of the semantics
+        outputs = kernel(list(inputs), dict(attrs or {}))
+    return list(outputs if num_outputs is None else outputs[:num_outputs])
+
+
+# --------------------------------------------------------------------------------------------
+# Graph execution
+# --------------------------------------------------------------------------------------------
+class Value(Protocol):
+    id: int
+    name: str
+    dtype: str
+    shape: tuple[int | str, ...]
+    is_constant: bool
+
+    def numpy(self) -> np.ndarray: ...
+
+
+class Node(Protocol):
+    op: str
+    name: str
+    inputs: list[Value | None]
+    outputs: list[Value | None]
+    attrs: dict[str, Any]
+
+
+class Graph(Protocol):
+    inputs: list[Value]
+    outputs: list[Value]
+    nodes: list[Node]
+
+
+def _read(value: Value, env: dict[int, np.ndarray]) -> np.ndarray:
+    if value.id in env:
+        return env[value.id]
+    if value.is_constant:
+        env[value.id] = np.asarray(value.numpy())
+        return env[value.id]
+    raise ValueError(f"reference: value {value.name!r} (id {value.id}) has not been computed")
+
+
+def last_uses(nodes: Sequence[Node]) -> dict[int, int]:
+    """For every value id read by ``nodes``, the index of the last node that reads it."""
+    last: dict[int, int] = {}
+    for i, node in enumerate(nodes):
+        for v in node.inputs:
+            if v is not None:
+                last[v.id] = i
+    return last
+
+
+def run_nodes(nodes: Sequence[Node], env: dict[int, np.ndarray],
+              keep: Collection[int] | None = None) -> dict[int, np.ndarray]:
+    """Execute ``nodes`` (in order) on ``env``, a dict value id -> array, updated in place.
+
+    Node inputs are looked up in ``env``; constants missing from it are read with
+    ``Value.numpy()`` and cached. If ``keep`` is given, every other value is dropped from
+    ``env`` right after its last reader among ``nodes`` ran (and outputs nobody reads are
+    dropped at once), which keeps peak memory low; ``keep`` must therefore hold the ids still
+    needed afterwards (graph outputs, values read by later blocks). Returns ``env``.
+    """
+    last = last_uses(nodes) if keep is not None else {}
+    for i, node in enumerate(nodes):
+        args = [None if v is None else _read(v, env) for v in node.inputs]
+        try:
+            results = run_node(node.op, args, node.attrs, len(node.outputs))
+        except (NotImplementedError, ValueError) as e:
+            raise type(e)(f"node {node.name!r} ({node.op}): {e}") from e
+        for v, arr in zip(node.outputs, results):
+            if v is not None:
+                env[v.id] = arr
+        if keep is None:
+            continue
+        for v in [*node.inputs, *node.outputs]:
+            if v is not None and v.id not in keep and last.get(v.id, -1) <= i:
+                env.pop(v.id, None)
+    return env
+
+
+def _bind_feeds(graph: Graph, feeds: Mapping[str, Any] | Sequence[Any]) -> dict[int, np.ndarray]:
+    """Check the feeds against the graph inputs; returns the initial environment."""
+    inputs = [v for v in graph.inputs if not v.is_constant]
+    if isinstance(feeds, Mapping):
+        unknown = set(feeds) - {v.name for v in inputs}
+        if unknown:
+            raise ValueError(f"reference: feeds for unknown graph inputs {sorted(unknown)}")
+        missing = [v.name for v in inputs if v.name not in feeds]
+        if missing:
+            raise ValueError(f"reference: no feed for graph inputs {missing}")
+        arrays = [feeds[v.name] for v in inputs]
+    else:
+        arrays = list(feeds)
+        if len(arrays) != len(inputs):
+            raise ValueError(f"reference: {len(arrays)} feeds for {len(inputs)} graph inputs")
+    env: dict[int, np.ndarray] = {}
+    symbols: dict[str, int] = {}
+    for v, arr in zip(inputs, arrays):
+        arr = np.asarray(arr)
+        want = VALUE_DTYPES.get(v.dtype)
+        if want is None:
+            raise ValueError(f"reference: input {v.name!r} has unsupported dtype {v.dtype!r}")
+        if arr.dtype != want:
+            raise ValueError(f"reference: input {v.name!r} expects dtype {v.dtype} "
+                             f"({want}), got {arr.dtype}")
+        if arr.ndim != len(v.shape):
+            raise ValueError(f"reference: input {v.name!r} expects rank {len(v.shape)} "
+                             f"(shape {tuple(v.shape)}), got shape {arr.shape}")
+        for axis, (dim, got) in enumerate(zip(v.shape, arr.shape)):
+            if isinstance(dim, str):
+                if symbols.setdefault(dim, got) != got:
+                    raise ValueError(f"reference: symbolic dim {dim!r} is {symbols[dim]} "
+                                     f"elsewhere but {got} in input {v.name!r}")
+            elif int(dim) >= 0 and int(dim) != got:
+                raise ValueError(f"reference: input {v.name!r} expects shape {tuple(v.shape)}, "
+                                 f"got {arr.shape} (axis {axis})")
+        env[v.id] = arr
+    return env
+
+
+def run(graph: Graph, feeds: Mapping[str, Any] | Sequence[Any]) -> list[np.ndarray]:
+    """Execute a whole graph; returns the outputs in ``graph.outputs`` order.
+
+    ``graph`` is duck-typed (the C++ bindings provide it): ``graph.inputs`` / ``.outputs``
+    are lists of values, ``graph.nodes`` is a topologically ordered list of nodes. A value
+    has ``.id`` (unique int), ``.name``, ``.dtype`` (one of f16 f32 f64 i8 i16 i32 i64 u8
+    u16 u32 u64 bool), ``.shape`` (ints, or str for a symbolic dim), ``.is_constant`` and
+    ``.numpy()`` (constants only). A node has ``.op``, ``.name``, ``.inputs`` (values or
+    None), ``.outputs`` and ``.attrs``. ``feeds`` maps input names to arrays, or lists them
+    in graph-input order; dtypes must match exactly and static dims must agree
+    (``ValueError`` otherwise). Intermediate arrays are freed after their last use.
+    """
+    env = _bind_feeds(graph, feeds)
+    keep = {v.id for v in graph.outputs}
+    run_nodes(graph.nodes, env, keep=keep)
+    return [_read(v, env) for v in graph.outputs]
