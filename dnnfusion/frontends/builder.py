@@ -111,5 +111,6 @@ class GraphBuilder:
             if tuple(o.shape) != tuple(t.shape):
                 raise InternalError(f"folding {op}: reference gave shape {o.shape}, "
                                     f"shape rule {t.shape}")
-            result.append(np.ascontiguousarray(o.astype(numpy_dtype(t.dtype), copy=False)))
+            # not ascontiguousarray: it turns a 0-d result (a Gather of one index) into 1-d
+            result.append(np.asarray(o.astype(numpy_dtype(t.dtype), copy=False), order="C"))
         return result

@@ -1,0 +1,639 @@
+"""The ONNX front-end: translates an ONNX model into an ECG (paper §3).
+
+ECG operators are ONNX operators with ONNX semantics and attribute names, in the newest
+form of each (see ``cpp/ir/ops.def``), so importing is mostly a matter of reading the model
+carefully and refusing what dnnfusion cannot represent. What :func:`import_onnx` accepts:
+
+* **Sources.** An ``onnx.ModelProto``, a path (``str`` / ``os.PathLike``; external data is
+  loaded relative to the file's folder) or serialized bytes. ``onnx`` is an optional
+  dependency (``pip install dnnfusion[onnx]``) and is imported only here.
+* **Validation.** Unreadable files (truncated, corrupt, empty, not ONNX), missing external
+  data, models failing ``onnx.checker.check_model`` (run by path when the model came from a
+  file, which also covers models over 2 GB) and graphs with no nodes or no outputs raise
+  :class:`ModelFormatError`; no protobuf traceback reaches the caller. Before the checker,
+  the operators are screened so that an operator dnnfusion does not support is reported as
+  such (the checker would only say "No Op registered").
+* **Opsets.** The default-domain (``''`` / ``ai.onnx``) opset must be 13 or newer, and at
+  most the newest opset the installed ``onnx`` knows. For every node the operator's schema
+  version (``onnx.defs.get_schema(op, opset).since_version``) must be one listed in
+  :data:`CHECKED_VERSIONS`: the versions whose semantics were read against the ECG's. A new
+  schema version (a future opset) is refused rather than silently misread. Older forms
+  are normalized to the newest: ``axes`` of ReduceMean/Max/Min/Prod/L2 becomes an input
+  (it was an attribute before opset 18), Split without a ``split`` input gets
+  ``num_outputs`` (opset 18), RoiAlign-10 gets its implied
+  ``coordinate_transformation_mode='output_half_pixel'``. Operators in any other domain
+  (``com.microsoft``, ``ai.onnx.ml``, model-local functions) are unsupported.
+* **Refusals.** Operators outside the ECG table raise :class:`UnsupportedOperatorError`
+  naming the node, the operator, the domain and the opset. So do attribute values the ECG
+  does not represent, naming the node and the attribute: sub-graphs, sparse tensors,
+  string-tensor attributes (``Constant`` strings), BatchNormalization in training mode,
+  Dropout whose ``training_mode`` input is not a constant (or is true with a ratio other
+  than the constant 0: random). Element types outside the ECG's twelve (bfloat16, float8,
+  int4, string, complex...) in graph inputs, initializers, tensor attributes or Cast
+  targets raise :class:`DTypeError` naming the tensor.
+* **Graph inputs** are the graph's inputs that are not initializers (an initializer listed
+  as an input, as in IR < 4, is a constant: dnnfusion does not let it be overridden).
+  Dimensions are ``dim_value`` (an int), ``dim_param`` (that symbol) or, when neither is
+  set, a generated symbol ``<input>_dim<i>``. ``input_shapes={name: dims}`` specializes
+  inputs: the rank must match and fixed dims must agree (:class:`ShapeError` otherwise,
+  also for names that are not graph inputs). A symbol bound this way is bound in every
+  input that uses it (ONNX gives one ``dim_param`` one meaning across the graph); an entry
+  may be ``None`` to keep the model's dim, or a string to rename a symbol.
+* **Values and nodes.** Value and node names are kept (they are model strings; the core
+  never splices them into generated code); an unnamed node is named ``<op>_<index>``.
+  An optional input given as ``""`` becomes ``None`` (trailing ones are dropped), trailing
+  empty outputs are dropped, and an empty output in the middle gets a generated name.
+  Initializers and ``Constant`` nodes (any of ``value``, ``value_float(s)``,
+  ``value_int(s)``) become graph constants.
+* **Folding.** Every node goes through :class:`~dnnfusion.frontends.builder.GraphBuilder`,
+  which folds shape arithmetic on static shapes (``Shape -> Gather -> Concat -> Reshape``
+  chains end as a Reshape with a constant shape). Shape rules run as nodes are added and
+  raise :class:`ShapeError` naming the node.
+
+Decisions worth knowing: MaxPool-12 / AveragePool-19 are read with the clarification of
+opset 22 (with ``ceil_mode``, windows that would start in the right padding are dropped,
+as PyTorch computes them). Attributes that only concern types the ECG
+lacks (Cast's ``saturate`` and ``round_mode``, for float8 targets) are passed through
+unchanged, as is every other attribute.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dnnfusion import _core
+from dnnfusion.errors import DTypeError, ModelFormatError, ShapeError, UnsupportedOperatorError
+from dnnfusion.frontends.builder import GraphBuilder
+
+MIN_OPSET = 13
+
+# ONNX TensorProto element-type codes -> ECG dtype names (cpp/ir/types.h).
+ONNX_DTYPES: dict[int, str] = {
+    1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
+    10: "f16", 11: "f64", 12: "u32", 13: "u64",
+}
+
+# For every ECG operator, the ONNX schema versions (since_version) reachable from opset 13
+# on whose semantics were checked against the ECG's (the newest form). A bump not listed
+# here raises UnsupportedOperatorError until someone reads its changelog entry. Unless a
+# comment says otherwise, the later versions only add element types (bfloat16 in 22,
+# 8/4/2-bit types in 19..25, optional/sequence types for Identity) or edit the docs.
+CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
+    "Relu": (13, 14), "LeakyRelu": (6, 16), "PRelu": (9, 16), "Elu": (6, 22),
+    "Selu": (6, 22), "Sigmoid": (13,), "HardSigmoid": (6, 22), "HardSwish": (14, 22),
+    "Tanh": (13,), "Softplus": (1, 22), "Softsign": (1, 22), "Mish": (18, 22),
+    "Gelu": (20,), "Erf": (13,), "Sqrt": (13,), "Reciprocal": (13,), "Exp": (13,),
+    "Log": (13,), "Neg": (13,), "Abs": (13,), "Floor": (13,), "Ceil": (13,),
+    "Round": (11, 22), "Sign": (13,), "Sin": (7, 22), "Cos": (7, 22), "Not": (1,),
+    # 19 adds `saturate`, 24 `round_mode`: both only affect float8 targets.
+    "Cast": (13, 19, 21, 23, 24, 25, 28),
+    "Clip": (13,),
+    "Identity": (13, 14, 16, 19, 21, 23, 24, 25),
+    "Dropout": (13, 22),
+    "Add": (13, 14), "Sub": (13, 14), "Mul": (13, 14), "Div": (13, 14), "Pow": (13, 15),
+    # 28 defines fmod=0 for floats (floor semantics); 13 allowed it for integers only.
+    "Mod": (13, 28),
+    "Max": (13,), "Min": (13,), "Sum": (13,), "Mean": (13,),
+    "Equal": (13, 19), "Less": (13,), "LessOrEqual": (12, 16), "Greater": (13,),
+    "GreaterOrEqual": (12, 16), "And": (7,), "Or": (7,), "Xor": (7,), "Where": (9, 16),
+    "Trilu": (14,),
+    # 9: training mode is "more than one output"; 14 adds `training_mode`; 15 lets scale,
+    # bias, mean and var have their own types. Inference mode only.
+    "BatchNormalization": (9, 14, 15),
+    "Conv": (11, 22), "ConvTranspose": (11, 22), "Gemm": (13,), "MatMul": (13,),
+    "InstanceNormalization": (6, 22), "LayerNormalization": (17,),
+    # 22 clarifies ceil_mode: windows starting in the right padding are dropped.
+    "MaxPool": (12, 22),
+    # 19 adds `dilations` (default 1); 22 as MaxPool.
+    "AveragePool": (11, 19, 22),
+    "GlobalAveragePool": (1, 22), "GlobalMaxPool": (1, 22),
+    # `axes` is an attribute before 18 (ReduceSum: before 13); 20 adds bool for Max/Min.
+    "ReduceMean": (13, 18), "ReduceSum": (13,), "ReduceMax": (13, 18, 20),
+    "ReduceMin": (13, 18, 20), "ReduceProd": (13, 18), "ReduceL2": (13, 18),
+    "ArgMax": (13,), "ArgMin": (13,), "CumSum": (11, 14),
+    "Softmax": (13,), "LogSoftmax": (13,),
+    "TopK": (11, 24), "NonMaxSuppression": (11,),
+    # 16 adds coordinate_transformation_mode (default half_pixel); 10 behaves as
+    # 'output_half_pixel'.
+    "RoiAlign": (10, 16, 22),
+    # 14 adds `allowzero` (default 0, the 13 behaviour).
+    "Reshape": (13, 14, 19, 21, 23, 24, 25),
+    "Flatten": (13, 21, 23, 24, 25), "Squeeze": (13, 21, 23, 24, 25),
+    "Unsqueeze": (13, 21, 23, 24, 25), "Concat": (13,),
+    # 18 adds `num_outputs` (used when there is no `split` input).
+    "Split": (13, 18),
+    "Slice": (13,),
+    # 18 adds the `axes` input, 19 mode 'wrap'.
+    "Pad": (13, 18, 19, 21, 23, 24, 25),
+    # 15 adds `start` / `end` (defaults: the whole shape).
+    "Shape": (13, 15, 19, 21, 23, 24, 25),
+    "Size": (13, 19, 21, 23, 24, 25), "Transpose": (13, 21, 23, 24, 25),
+    "DepthToSpace": (13, 28),
+    # 28 adds `mode` (default DCR, the 13 behaviour).
+    "SpaceToDepth": (13, 28),
+    "Expand": (13,), "Tile": (13,),
+    # 18 adds `antialias`, `axes`, `keep_aspect_ratio_policy` (defaults: the 13
+    # behaviour); 19 adds coordinate_transformation_mode 'half_pixel_symmetric'.
+    "Resize": (13, 18, 19),
+    "Gather": (13,), "GatherElements": (13,),
+    "ConstantOfShape": (9, 20, 21, 23, 24, 25),
+    # 27 adds `stash_type`, the accumulation type of float16 ranges.
+    "Range": (11, 27),
+    "Constant": (13, 19, 21, 23, 24, 25),
+}
+
+_ECG_OPS: dict[str, dict] = {row["onnx_name"]: row for row in _core.op_table()}
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+_CHECKER_LIMIT = 2**31 - 1  # protobuf cannot serialize more; check such models by path
+
+
+def _require_onnx() -> Any:
+    try:
+        import onnx
+    except ImportError as e:
+        raise ImportError("importing ONNX models needs the 'onnx' package: "
+                          "pip install dnnfusion[onnx]") from e
+    return onnx
+
+
+def import_onnx(model: Any, input_shapes: Mapping[str, Sequence[int | str | None]] | None = None
+                ) -> Any:
+    """Imports an ONNX model (a ``ModelProto``, a path or serialized bytes) into a
+    ``_core.Graph``. See the module docstring for what is supported."""
+    onnx = _require_onnx()
+    proto = _read_and_check(onnx, model)
+    return _Importer(onnx, proto, dict(input_shapes or {})).run()
+
+
+# ------------------------------------------------------------------------------------------
+# Reading and validating
+# ------------------------------------------------------------------------------------------
+def _short(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    return msg if len(msg) <= 300 else msg[:297] + "..."
+
+
+def _read_and_check(onnx: Any, model: Any) -> Any:
+    """The ModelProto, parsed, screened, checked, with its external data loaded."""
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise ModelFormatError(f"no such file: '{path}'")
+        if not os.path.isfile(path):
+            raise ModelFormatError(f"'{path}' is not a file")
+        if os.path.getsize(path) == 0:
+            raise ModelFormatError(f"'{path}' is empty (0 bytes), not an ONNX model")
+        try:
+            proto = onnx.load_model(path, load_external_data=False)
+        except Exception as e:  # noqa: BLE001 - protobuf/IO errors of any kind
+            raise ModelFormatError(f"'{path}' is not a readable ONNX model (truncated, "
+                                   f"corrupt or not ONNX): {_short(e)}") from None
+        _screen(onnx, proto, f"'{path}'")
+        try:
+            onnx.checker.check_model(path)  # by path: external data checked, no 2 GB limit
+        except Exception as e:  # noqa: BLE001
+            raise ModelFormatError(f"'{path}' fails the ONNX checker: {_short(e)}") from None
+        base = os.path.dirname(os.path.abspath(path))
+        try:
+            onnx.external_data_helper.load_external_data_for_model(proto, base)
+        except Exception as e:  # noqa: BLE001
+            raise ModelFormatError(f"'{path}': cannot load its external data (looked in "
+                                   f"'{base}'): {_short(e)}") from None
+        return proto
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        data = bytes(model)
+        if not data:
+            raise ModelFormatError("the model bytes are empty, not an ONNX model")
+        try:
+            proto = onnx.load_model_from_string(data)
+        except Exception as e:  # noqa: BLE001
+            raise ModelFormatError("the bytes are not a readable ONNX model (truncated, "
+                                   f"corrupt or not ONNX): {_short(e)}") from None
+        what = "the model bytes"
+    elif isinstance(model, onnx.ModelProto):
+        proto, what = model, "the model"
+    else:
+        raise ModelFormatError(f"cannot import a {type(model).__name__} as ONNX: expected an "
+                               "onnx.ModelProto, a path or bytes")
+    _screen(onnx, proto, what)
+    for t in _all_tensors(proto):
+        if onnx.external_data_helper.uses_external_data(t):
+            raise ModelFormatError(
+                f"tensor '{t.name}' keeps its data in an external file; load the model by "
+                "its path so dnnfusion can find the data next to it")
+    _check_proto(onnx, proto, what)
+    return proto
+
+
+def _all_tensors(proto: Any) -> list:
+    tensors = list(proto.graph.initializer)
+    for node in proto.graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                tensors.append(a.t)
+            tensors.extend(a.tensors)
+    return tensors
+
+
+def _check_proto(onnx: Any, proto: Any, what: str) -> None:
+    try:
+        size = proto.ByteSize()
+    except Exception:  # noqa: BLE001 - protobuf refuses to size messages over 2 GB
+        size = _CHECKER_LIMIT + 1
+    try:
+        if size <= _CHECKER_LIMIT:
+            onnx.checker.check_model(proto)
+            return
+        # Too large to hand to the C++ checker in one piece: check it the way it will be
+        # stored, as a file with external data, without touching the caller's proto.
+        with tempfile.TemporaryDirectory(prefix="dnnfusion-check-") as d:
+            copy = onnx.ModelProto()
+            copy.CopyFrom(proto)
+            path = os.path.join(d, "model.onnx")
+            onnx.save_model(copy, path, save_as_external_data=True, location="model.data")
+            onnx.checker.check_model(path)
+    except Exception as e:  # noqa: BLE001
+        raise ModelFormatError(f"{what} fails the ONNX checker: {_short(e)}") from None
+
+
+def _default_opset(proto: Any) -> int | None:
+    for o in proto.opset_import:
+        if o.domain in _DEFAULT_DOMAINS:
+            return int(o.version)
+    return None
+
+
+def _screen(onnx: Any, proto: Any, what: str) -> None:
+    """Cheap checks before the ONNX checker, so that the error names the real problem: a
+    missing graph, an opset out of range or an operator dnnfusion does not support."""
+    if not proto.HasField("graph"):
+        raise ModelFormatError(f"{what} has no graph (is it an ONNX model?)")
+    g = proto.graph
+    if not g.node:
+        raise ModelFormatError(f"{what}: graph '{g.name}' is empty (it has no nodes)")
+    if not g.output:
+        raise ModelFormatError(f"{what}: graph '{g.name}' has no outputs")
+    opset = _default_opset(proto)
+    newest = onnx.defs.onnx_opset_version()
+    if opset is not None and not MIN_OPSET <= opset <= newest:
+        raise UnsupportedOperatorError(
+            f"{what} uses default-domain opset {opset}; dnnfusion supports opsets "
+            f"{MIN_OPSET}..{newest} (convert older models with "
+            f"onnx.version_converter.convert_version(model, {MIN_OPSET}))")
+    opsets = {o.domain: int(o.version) for o in proto.opset_import}
+    for i, node in enumerate(g.node):
+        _schema_version(onnx, node, node.name or f"{node.op_type}_{i}", opset, opsets)
+
+
+def _unsupported_op(name: str, node: Any, opset: int | None) -> UnsupportedOperatorError:
+    return UnsupportedOperatorError(
+        f"node '{name}' uses operator '{node.op_type}' (domain '{node.domain}', opset "
+        f"{'?' if opset is None else opset}), which dnnfusion does not support")
+
+
+def _schema_version(onnx: Any, node: Any, name: str, opset: int | None,
+                    opsets: dict[str, int]) -> int:
+    if node.domain not in _DEFAULT_DOMAINS:
+        raise _unsupported_op(name, node, opsets.get(node.domain))
+    if node.op_type not in _ECG_OPS or node.op_type not in CHECKED_VERSIONS:
+        raise _unsupported_op(name, node, opset)
+    if opset is None:
+        raise ModelFormatError(f"node '{name}' uses the default domain, which the model "
+                               "does not import (no opset_import for domain '')")
+    try:
+        version = int(onnx.defs.get_schema(node.op_type, opset, "").since_version)
+    except Exception:  # noqa: BLE001 - the op does not exist at this opset
+        raise _unsupported_op(name, node, opset) from None
+    if version not in CHECKED_VERSIONS[node.op_type]:
+        raise UnsupportedOperatorError(
+            f"node '{name}' uses operator '{node.op_type}' version {version} (domain '', "
+            f"opset {opset}); dnnfusion has checked versions "
+            f"{', '.join(map(str, CHECKED_VERSIONS[node.op_type]))} of it and does not know "
+            f"whether version {version} changed its meaning")
+    return version
+
+
+# ------------------------------------------------------------------------------------------
+# Translating
+# ------------------------------------------------------------------------------------------
+@dataclass
+class _Node:
+    """A node on its way into the ECG: the normalizers below edit it in place."""
+
+    op: str
+    name: str
+    version: int
+    inputs: list[Any]          # ECG values, None for an absent optional input
+    attrs: dict[str, Any]
+    outputs: list[str]
+
+
+class _Importer:
+    def __init__(self, onnx: Any, proto: Any, input_shapes: dict[str, Sequence]):
+        self.onnx = onnx
+        self.proto = proto
+        self.g = proto.graph
+        self.opset = _default_opset(proto)
+        self.opsets = {o.domain: int(o.version) for o in proto.opset_import}
+        self.input_shapes = input_shapes
+        self.b = GraphBuilder(self.g.name or "main")
+        self.env: dict[str, Any] = {}
+        # Every name the model uses, so generated names never collide with a later one.
+        self.taken: set[str] = {v.name for v in self.g.input} | {t.name for t in self.g.initializer}
+        for n in self.g.node:
+            self.taken.update(n.output)
+
+    def run(self) -> Any:
+        if self.g.sparse_initializer:
+            t = self.g.sparse_initializer[0]
+            raise UnsupportedOperatorError(
+                f"sparse initializer '{t.values.name}': dnnfusion does not support sparse "
+                "tensors")
+        for t in self.g.initializer:
+            self.env[t.name] = self.b.constant(t.name, self._tensor(t, f"initializer '{t.name}'"))
+        self._inputs()
+        for i, node in enumerate(self.g.node):
+            self._node(node, node.name or f"{node.op_type}_{i}")
+        outs = []
+        for o in self.g.output:
+            if o.name not in self.env:
+                raise ModelFormatError(f"graph output '{o.name}' is not computed by any node")
+            outs.append(self.env[o.name])
+        self.b.outputs(outs)
+        return self.b.graph
+
+    # Names -----------------------------------------------------------------------------
+    def _fresh(self, base: str) -> str:
+        name, k = base, 0
+        while name in self.taken or self.b.graph.value(name) is not None:
+            k += 1
+            name = f"{base}.{k}"
+        self.taken.add(name)
+        return name
+
+    # Tensors ---------------------------------------------------------------------------
+    def _tensor(self, t: Any, what: str) -> np.ndarray:
+        if t.data_type == self.onnx.TensorProto.STRING:
+            raise DTypeError(f"{what} is a string tensor; dnnfusion supports numeric and "
+                             "bool tensors only")
+        if t.data_type not in ONNX_DTYPES:
+            raise DTypeError(f"{what} has element type {_type_name(self.onnx, t.data_type)}, "
+                             f"which dnnfusion does not support ({_SUPPORTED})")
+        try:
+            arr = self.onnx.numpy_helper.to_array(t)
+        except Exception as e:  # noqa: BLE001 - e.g. raw_data of the wrong size
+            raise ModelFormatError(f"{what}: cannot read its data: {_short(e)}") from None
+        return np.asarray(arr)
+
+    # Graph inputs ----------------------------------------------------------------------
+    def _inputs(self) -> None:
+        graph_inputs = [v for v in self.g.input if v.name not in self.env]
+        names = [v.name for v in graph_inputs]
+        unknown = [k for k in self.input_shapes if k not in names]
+        if unknown:
+            raise ShapeError(f"input_shapes names {unknown}, which are not graph inputs; the "
+                             f"graph inputs are {names}")
+        shapes: dict[str, list[int | str]] = {}
+        dtypes: dict[str, str] = {}
+        for v in graph_inputs:
+            dtypes[v.name], shapes[v.name] = self._input_type(v)
+        used = {d for s in shapes.values() for d in s if isinstance(d, str)}
+        for name, s in shapes.items():  # unnamed dims get a symbol of their own
+            for i in (i for i, d in enumerate(s) if d is None):
+                sym, k = f"{name}_dim{i}", 0
+                while sym in used:
+                    k += 1
+                    sym = f"{name}_dim{i}.{k}"
+                used.add(sym)
+                s[i] = sym
+        bound: dict[str, int | str] = {}
+        for name, want in self.input_shapes.items():
+            shapes[name] = self._specialize(name, shapes[name], want, bound)
+        for v in graph_inputs:
+            s = [bound.get(d, d) if isinstance(d, str) else d for d in shapes[v.name]]
+            self.env[v.name] = self.b.input(v.name, dtypes[v.name], s)
+
+    def _input_type(self, v: Any) -> tuple[str, list]:
+        kind = v.type.WhichOneof("value")
+        if kind != "tensor_type":
+            raise DTypeError(f"graph input '{v.name}' is a {kind or 'value of no type'}; "
+                             "dnnfusion supports tensor inputs only")
+        tt = v.type.tensor_type
+        if tt.elem_type not in ONNX_DTYPES:
+            raise DTypeError(f"graph input '{v.name}' has element type "
+                             f"{_type_name(self.onnx, tt.elem_type)}, which dnnfusion does not "
+                             f"support ({_SUPPORTED})")
+        if not tt.HasField("shape"):  # the checker requires it
+            raise ModelFormatError(f"graph input '{v.name}' has no shape")
+        dims: list = []
+        for d in tt.shape.dim:
+            which = d.WhichOneof("value")
+            if which == "dim_value":
+                if d.dim_value < 0:
+                    raise ModelFormatError(f"graph input '{v.name}' has a negative dimension "
+                                           f"{d.dim_value}")
+                dims.append(int(d.dim_value))
+            elif which == "dim_param" and d.dim_param:
+                dims.append(d.dim_param)
+            else:
+                dims.append(None)
+        return ONNX_DTYPES[tt.elem_type], dims
+
+    @staticmethod
+    def _specialize(name: str, dims: list, want: Sequence, bound: dict) -> list:
+        try:
+            want = list(want)
+        except TypeError:
+            raise ShapeError(f"input_shapes['{name}'] must be a list of dims, got "
+                             f"{want!r}") from None
+        for w in want:
+            ok = w is None or isinstance(w, str) and w or (
+                isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 0)
+            if not ok:
+                raise ShapeError(f"input_shapes['{name}']: {w!r} is not a dimension (a "
+                                 "non-negative int, a symbol name, or None to keep the model's)")
+        if len(want) != len(dims):
+            raise ShapeError(f"input_shapes['{name}'] = {want} has rank {len(want)}, but the "
+                             f"model's input '{name}' has rank {len(dims)} (shape {dims})")
+        out = []
+        for axis, (d, w) in enumerate(zip(dims, want)):
+            if w is None:
+                out.append(d)
+                continue
+            w = w if isinstance(w, str) else int(w)
+            if isinstance(d, int) and d != w:
+                raise ShapeError(f"input_shapes['{name}'] = {want} disagrees with the model's "
+                                 f"shape {dims} at axis {axis}: the model fixes it to {d}")
+            if isinstance(d, str):
+                if bound.setdefault(d, w) != w:
+                    raise ShapeError(f"input_shapes binds symbol '{d}' to both {bound[d]} "
+                                     f"and {w} (input '{name}', axis {axis})")
+            out.append(w)
+        return out
+
+    # Nodes -----------------------------------------------------------------------------
+    def _node(self, node: Any, name: str) -> None:
+        version = _schema_version(self.onnx, node, name, self.opset, self.opsets)
+        if node.op_type == "Constant":
+            self._constant(node, name)
+            return
+        attrs = {a.name: self._attr(a, node, name) for a in node.attribute}
+        inputs = []
+        for i in node.input:
+            if not i:
+                inputs.append(None)
+            elif i in self.env:
+                inputs.append(self.env[i])
+            else:
+                raise ModelFormatError(f"node '{name}' reads '{i}', which is not defined "
+                                       "before it (the graph must be topologically sorted)")
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        outputs = list(node.output)
+        min_out = max(_ECG_OPS[node.op_type]["min_outputs"], 1)
+        while len(outputs) > min_out and not outputs[-1]:
+            outputs.pop()
+        outputs = [o or self._fresh(f"{name}:{i}") for i, o in enumerate(outputs)]
+        n = _Node(_ECG_OPS[node.op_type]["name"], name, version, inputs, attrs, outputs)
+        normalize = _NORMALIZE.get(node.op_type)
+        if normalize is not None:
+            normalize(self, n)
+        values = self.b.node(n.op, n.inputs, n.attrs, num_outputs=len(n.outputs), name=n.name,
+                             output_names=n.outputs)
+        for o, v in zip(n.outputs, values):
+            self.env[o] = v
+
+    def _attr(self, a: Any, node: Any, name: str) -> Any:
+        A = self.onnx.AttributeProto
+        where = f"node '{name}' ({node.op_type}): attribute '{a.name}'"
+        if a.ref_attr_name:
+            raise ModelFormatError(f"{where} refers to a function attribute outside a function")
+        if a.type in (A.GRAPH, A.GRAPHS):
+            raise UnsupportedOperatorError(f"{where} is a sub-graph; dnnfusion does not "
+                                           "support control flow")
+        if a.type in (A.SPARSE_TENSOR, A.SPARSE_TENSORS):
+            raise UnsupportedOperatorError(f"{where} is a sparse tensor, which dnnfusion does "
+                                           "not support")
+        if a.type in (A.TYPE_PROTO, A.TYPE_PROTOS):
+            raise UnsupportedOperatorError(f"{where} is a type, which dnnfusion does not support")
+        if a.type in (A.TENSOR, A.TENSORS):
+            ts = [a.t] if a.type == A.TENSOR else list(a.tensors)
+            if any(t.data_type == self.onnx.TensorProto.STRING for t in ts):
+                raise UnsupportedOperatorError(f"{where} is a string tensor, which dnnfusion "
+                                               "does not support")
+            arrays = [self._tensor(t, where) for t in ts]
+            return arrays[0] if a.type == A.TENSOR else arrays
+        value = self.onnx.helper.get_attribute_value(a)
+        if isinstance(value, bytes):
+            return _utf8(value, where)
+        if isinstance(value, list):
+            return [_utf8(v, where) if isinstance(v, bytes) else v for v in value]
+        return value
+
+    def _constant(self, node: Any, name: str) -> None:
+        if len(node.attribute) != 1 or len(node.output) != 1:
+            raise ModelFormatError(f"node '{name}' (Constant) needs exactly one value "
+                                   "attribute and one output")
+        a = node.attribute[0]
+        if a.name not in _CONSTANT_DTYPES:
+            raise UnsupportedOperatorError(f"node '{name}' (Constant): attribute '{a.name}' "
+                                           "is not supported (dnnfusion has no string or "
+                                           "sparse tensors)")
+        out = node.output[0] or self._fresh(f"{name}:0")
+        arr = np.asarray(self._attr(a, node, name), dtype=_CONSTANT_DTYPES[a.name])
+        self.env[out] = self.b.constant(out, arr)
+
+
+_CONSTANT_DTYPES = {"value": None, "value_float": np.float32, "value_floats": np.float32,
+                    "value_int": np.int64, "value_ints": np.int64}
+
+
+# ------------------------------------------------------------------------------------------
+# Normalizing older forms to the ECG's (the newest) and refusing unsupported attributes
+# ------------------------------------------------------------------------------------------
+def _axes_to_input(imp: _Importer, n: _Node) -> None:
+    """ReduceMean/Max/Min/Prod/L2 before opset 18: `axes` attribute -> second input."""
+    if n.version < 18 and "axes" in n.attrs:
+        axes = np.asarray(n.attrs.pop("axes"), dtype=np.int64).reshape(-1)
+        n.inputs = [n.inputs[0], imp.b.constant(imp._fresh(f"{n.name}:axes"), axes)]
+
+
+def _split(imp: _Importer, n: _Node) -> None:
+    if len(n.inputs) < 2 and "num_outputs" not in n.attrs:
+        n.attrs["num_outputs"] = len(n.outputs)  # equal parts, the pre-18 default
+
+
+def _roi_align(imp: _Importer, n: _Node) -> None:
+    if n.version < 16:
+        n.attrs["coordinate_transformation_mode"] = "output_half_pixel"
+
+
+def _batch_norm(imp: _Importer, n: _Node) -> None:
+    if n.attrs.get("training_mode", 0):
+        raise UnsupportedOperatorError(
+            f"node '{n.name}' (BatchNormalization): attribute training_mode=1 is not "
+            "supported; dnnfusion compiles inference graphs")
+    if len(n.outputs) > 1:
+        raise UnsupportedOperatorError(
+            f"node '{n.name}' (BatchNormalization): {len(n.outputs)} outputs request training "
+            "mode (running statistics), which is not supported; dnnfusion compiles inference "
+            "graphs")
+
+
+def _dropout(imp: _Importer, n: _Node) -> None:
+    training = n.inputs[2] if len(n.inputs) > 2 else None
+    if training is None:
+        return
+    ratio = n.inputs[1] if len(n.inputs) > 1 else None
+    const = (lambda v: v is not None and v.is_constant)
+    if const(training) and not np.asarray(training.numpy()).any():
+        return
+    if const(training) and const(ratio) and not np.asarray(ratio.numpy()).any():
+        return  # training with ratio 0 keeps every element
+    raise UnsupportedOperatorError(
+        f"node '{n.name}' (Dropout): input training_mode ('{training.name}') may be true, and "
+        "training-mode dropout is random; dnnfusion compiles inference graphs (only a "
+        "constant-false training_mode, or a constant ratio of 0, is supported)")
+
+
+def _cast_target(imp: _Importer, n: _Node) -> None:
+    to = n.attrs.get("to")
+    if to not in ONNX_DTYPES:
+        raise DTypeError(f"node '{n.name}' (Cast) makes '{n.outputs[0]}' of element type "
+                         f"{_type_name(imp.onnx, to)}, which dnnfusion does not support "
+                         f"({_SUPPORTED})")
+
+
+_NORMALIZE = {
+    **{op: _axes_to_input for op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                     "ReduceL2")},
+    "Split": _split,
+    "RoiAlign": _roi_align,
+    "BatchNormalization": _batch_norm,
+    "Dropout": _dropout,
+    "Cast": _cast_target,
+}
+
+
+# ------------------------------------------------------------------------------------------
+def _utf8(b: bytes, where: str) -> str:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelFormatError(f"{where}: the string is not UTF-8") from None
+
+
+def _type_name(onnx: Any, code: Any) -> str:
+    try:
+        return onnx.TensorProto.DataType.Name(int(code))
+    except (ValueError, TypeError):
+        return f"code {code!r}"
+
+
+_SUPPORTED = "supported: float16, float, double, int8..int64, uint8..uint64, bool"

@@ -1,0 +1,383 @@
+"""The ONNX backend node tests, run through dnnfusion's ONNX front-end and NumPy reference.
+
+The ``onnx`` wheel does not ship its test data (``onnx/backend/test/data/node``); the cases
+are generated instead with ``onnx.backend.test.case.node.collect_testcases``, which builds
+each model and computes its expected outputs with NumPy, exactly as onnx does to write the
+data files. Every case gets a status:
+
+* **covered**: every node of its graph is an ECG operator (``cpp/ir/ops.def``) of the
+  default domain without sub-graphs, the model's opset is one the front-end accepts
+  (13 or newer), and every tensor it declares has an element type the ECG has. A covered
+  case must pass; only those listed in :data:`UNSUPPORTED_ATTRIBUTE` may instead be
+  refused at import with ``UnsupportedOperatorError``. A case written for an opset older
+  than 13 is covered, and run declaring opset 13, when each of its operators has the same
+  schema at both opsets (e.g. And-7, NonMaxSuppression-11): it means the same either way.
+* **not covered**, with the reason (an operator outside the table, another domain, a
+  sub-graph, an older opset, an element type such as bfloat16 or a sequence).
+
+:func:`run_case` freezes the graph inputs that must be constants for static shapes
+(:data:`STATIC_OPERANDS`) into initializers holding the case's data, loads the model with
+:func:`dnnfusion.load`, runs it with
+:func:`dnnfusion.reference.run` and compares every output with the expected one: dtypes and
+shapes must match; floats within ``rtol``/``atol`` (:data:`TOLERANCES`, NaN matching NaN);
+integers and bools exactly (a few hand-rounded expected outputs: :data:`ROUNDED_EXPECTED`).
+
+Run ``python -m dnnfusion.testing.onnx_node_suite`` for passed / failed / not-covered counts
+and a per-operator breakdown (``-v`` lists the failures and the not-covered reasons).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+import sys
+import traceback
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dnnfusion.frontends.onnx import MIN_OPSET, ONNX_DTYPES
+
+# Covered cases that dnnfusion refuses on purpose, because an attribute (or an input acting
+# as one) asks for something the ECG does not represent. Each entry is checked: the case
+# must raise UnsupportedOperatorError at import, or the test suite fails and the entry has
+# to go. Nothing may be listed here to hide a wrong result.
+UNSUPPORTED_ATTRIBUTE: dict[str, str] = {
+    # BatchNormalization training_mode=1 (batch statistics, running-mean outputs):
+    # dnnfusion compiles inference graphs.
+    "test_batchnorm_epsilon_training_mode": "BatchNormalization training_mode=1",
+    "test_batchnorm_example_training_mode": "BatchNormalization training_mode=1",
+    # Dropout whose training_mode is a graph input: random when true; only a constant-false
+    # training_mode (or a constant ratio of 0) is supported.
+    "test_training_dropout": "Dropout training_mode input",
+    "test_training_dropout_default": "Dropout training_mode input",
+    "test_training_dropout_default_mask": "Dropout training_mode input",
+    "test_training_dropout_mask": "Dropout training_mode input",
+    "test_training_dropout_zero_ratio": "Dropout training_mode input",
+    "test_training_dropout_zero_ratio_mask": "Dropout training_mode input",
+}
+
+# dnnfusion compiles for static shapes: an operand that fixes the shape of a result must be
+# a constant, as exporters write it (ONNX op -> input positions; the shape rules refuse
+# anything else). Many backend tests feed such operands as graph inputs, so before import
+# the suite freezes those inputs into initializers holding the case's data, together with
+# any graph input they are computed from (stopping at Shape/Size, which only read a shape).
+# The operator is still run on the case's data and checked against its expected outputs.
+STATIC_OPERANDS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,),
+    "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
+    "Pad": (1, 3), "Resize": (2, 3), "TopK": (1,), "Range": (0, 1, 2),
+    **{op: (1,) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+                           "ReduceProd", "ReduceL2")},
+}
+
+# Cases whose expected outputs onnx writes by hand with 4 decimals (the rounding alone is up
+# to 5e-5): compared with atol 1e-4 instead of TOLERANCES.
+ROUNDED_EXPECTED: dict[str, str] = {
+    "test_averagepool_2d_ceil_last_window_starts_on_pad": "y written as 0.1511 ...",
+    "test_roialign_aligned_false": "Y written with 4 decimals",
+    "test_roialign_aligned_true": "Y written with 4 decimals",
+}
+ROUNDED_ATOL = 1e-4
+
+# (rtol, atol) per float dtype. float32 is the contract; float16 carries ~3 significant
+# digits; float64 results are computed in float64 by both sides.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (1e-3, 1e-3),
+    "float32": (1e-4, 1e-5),
+    "float64": (1e-7, 1e-9),
+}
+
+
+@dataclass
+class Case:
+    """One ONNX backend node test."""
+
+    name: str
+    op: str                          # the operator under test
+    model: Any                       # onnx.ModelProto
+    data_sets: list[tuple[list[Any], list[Any]]]
+    ops: tuple[str, ...]             # the operators of the model's graph
+    covered: bool
+    reason: str = ""                 # why it is not covered
+
+    @property
+    def status(self) -> str:
+        return "covered" if self.covered else f"not covered ({self.reason})"
+
+
+@dataclass
+class Outcome:
+    """The result of :func:`run_case`: ``passed``, ``failed`` or ``unsupported attribute``."""
+
+    status: str
+    detail: str = ""
+    exception: BaseException | None = field(default=None, repr=False)
+
+
+@functools.lru_cache(maxsize=1)
+def _ecg_onnx_ops() -> frozenset[str]:
+    from dnnfusion import op_table
+
+    return frozenset(row["onnx_name"] for row in op_table())
+
+
+@functools.lru_cache(maxsize=1)
+def collect() -> list[Case]:
+    """Every ONNX backend node test, with its coverage status (computed once)."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():  # the generators overflow float8 casts on purpose
+        warnings.simplefilter("ignore")
+        raw = collect_testcases()
+    single_op = {t.name: t.model.graph.node[0].op_type for t in raw
+                 if len(t.model.graph.node) == 1}
+    cases = []
+    for t in raw:
+        ops = tuple(dict.fromkeys(n.op_type for n in t.model.graph.node))
+        base = re.sub(r"_expanded(_ver\d+)?$", "", t.name)
+        op = single_op.get(t.name) or single_op.get(base) or (ops[0] if ops else "?")
+        reason = _not_covered_reason(t.model)
+        model = t.model
+        opset = _default_opset(model)
+        if reason is None and opset is not None and opset < MIN_OPSET:
+            model = _at_min_opset(model)
+        cases.append(Case(t.name, op, model, [(list(i), list(o)) for i, o in t.data_sets],
+                          ops, reason is None, reason or ""))
+    return cases
+
+
+def _not_covered_reason(model: Any) -> str | None:
+    from onnx import AttributeProto, TensorProto
+
+    g = model.graph
+    for n in g.node:
+        if n.domain not in ("", "ai.onnx"):
+            return f"domain '{n.domain}'"
+        if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in n.attribute):
+            return f"sub-graph in {n.op_type}"
+    missing = sorted({n.op_type for n in g.node} - _ecg_onnx_ops())
+    if missing:
+        return "operator not in the ECG: " + ", ".join(missing)
+    opset = _default_opset(model)
+    if opset is not None and opset < MIN_OPSET and not _same_at_min_opset(model):
+        return f"opset {opset} < {MIN_OPSET}"
+
+    def bad(code: int) -> str | None:
+        return None if code in ONNX_DTYPES else f"element type {TensorProto.DataType.Name(code)}"
+
+    for v in [*g.input, *g.output]:
+        kind = v.type.WhichOneof("value")
+        if kind != "tensor_type":
+            return f"{kind} value"
+        if (r := bad(v.type.tensor_type.elem_type)):
+            return r
+    for t in g.initializer:
+        if (r := bad(t.data_type)):
+            return r
+    for n in g.node:
+        for a in n.attribute:
+            if n.op_type == "Cast" and a.name == "to" and (r := bad(a.i)):
+                return r
+            if a.type == AttributeProto.TENSOR and (r := bad(a.t.data_type)):
+                return r
+    return None
+
+
+def _default_opset(model: Any) -> int | None:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def _same_at_min_opset(model: Any) -> bool:
+    """Whether every operator of the model has the same schema at its opset and at
+    MIN_OPSET, so that the model means the same when it declares MIN_OPSET."""
+    from onnx.defs import SchemaError, get_schema
+
+    opset = _default_opset(model)
+    try:
+        return all(get_schema(n.op_type, opset, "").since_version
+                   == get_schema(n.op_type, MIN_OPSET, "").since_version
+                   for n in model.graph.node)
+    except SchemaError:
+        return False
+
+
+def _at_min_opset(model: Any) -> Any:
+    """A copy of the model that declares MIN_OPSET (see :func:`_same_at_min_opset`)."""
+    from onnx import ModelProto
+
+    bumped = ModelProto()
+    bumped.CopyFrom(model)
+    for o in bumped.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = MIN_OPSET
+    return bumped
+
+
+def _array(x: Any) -> np.ndarray:
+    if type(x).__name__ == "TensorProto":
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(x)
+    return np.asarray(x)
+
+
+def static_inputs(model: Any) -> list[str]:
+    """The graph inputs that feed a :data:`STATIC_OPERANDS` position, directly or through
+    other nodes (but not through Shape/Size)."""
+    g = model.graph
+    initializers = {t.name for t in g.initializer}
+    graph_inputs = [v.name for v in g.input if v.name not in initializers]
+    producer = {o: n for n in g.node for o in n.output if o}
+    stack = [n.input[i] for n in g.node for i in STATIC_OPERANDS.get(n.op_type, ())
+             if i < len(n.input) and n.input[i]]
+    seen: set[str] = set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        p = producer.get(v)
+        if p is not None and p.op_type not in ("Shape", "Size"):
+            stack.extend(i for i in p.input if i)
+    return [v for v in graph_inputs if v in seen]
+
+
+def freeze(model: Any, values: dict[str, np.ndarray]) -> Any:
+    """A copy of ``model`` in which the graph inputs named in ``values`` are initializers."""
+    from onnx import ModelProto, numpy_helper
+
+    frozen = ModelProto()
+    frozen.CopyFrom(model)
+    keep = [v for v in frozen.graph.input if v.name not in values]
+    del frozen.graph.input[:]
+    frozen.graph.input.extend(keep)
+    frozen.graph.initializer.extend(numpy_helper.from_array(np.asarray(a), name)
+                                    for name, a in values.items())
+    return frozen
+
+
+def compare(got: np.ndarray, want: np.ndarray, what: str,
+            atol: float | None = None) -> str | None:
+    """None when ``got`` matches ``want``, else what differs."""
+    if got.dtype != want.dtype:
+        return f"{what}: dtype {got.dtype}, expected {want.dtype}"
+    if got.shape != want.shape:
+        return f"{what}: shape {got.shape}, expected {want.shape}"
+    if want.dtype.kind == "f":
+        rtol, default_atol = TOLERANCES[want.dtype.name]
+        atol = default_atol if atol is None else atol
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        ok = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+        if not ok.all():
+            i = np.unravel_index(np.argmax(~ok), ok.shape)
+            err = np.abs(g - w)[~ok].max()
+            return (f"{what}: {int((~ok).sum())} of {ok.size} elements differ (max abs error "
+                    f"{err:.3g}; at {tuple(int(k) for k in i)}: {g[i]!r} vs {w[i]!r}; rtol "
+                    f"{rtol}, atol {atol})")
+        return None
+    if not np.array_equal(got, want):
+        ne = got != want
+        i = np.unravel_index(np.argmax(ne), ne.shape) if ne.ndim else ()
+        return (f"{what}: {int(ne.sum())} of {ne.size} elements differ (at "
+                f"{tuple(int(k) for k in i)}: {got[i]!r} vs {want[i]!r})")
+    return None
+
+
+def run_case(case: Case) -> Outcome:
+    """Imports the case's model with ``dnnfusion.load`` (after freezing its
+    :func:`static_inputs`), runs the reference interpreter on each data set and compares
+    with the expected outputs. Never raises."""
+    import dnnfusion
+    from dnnfusion import reference
+
+    initializers = {t.name for t in case.model.graph.initializer}
+    input_names = [v.name for v in case.model.graph.input if v.name not in initializers]
+    output_names = [v.name for v in case.model.graph.output]
+    static = static_inputs(case.model)
+    atol = ROUNDED_ATOL if case.name in ROUNDED_EXPECTED else None
+    for inputs, outputs in case.data_sets:
+        feeds = {n: _array(x) for n, x in zip(input_names, inputs)}
+        model = freeze(case.model, {n: feeds.pop(n) for n in static}) if static else case.model
+        try:
+            g = dnnfusion.load(model)
+        except dnnfusion.UnsupportedOperatorError as e:
+            if case.name in UNSUPPORTED_ATTRIBUTE:
+                return Outcome("unsupported attribute", str(e), e)
+            return Outcome("failed", f"import: UnsupportedOperatorError: {e}", e)
+        except Exception as e:  # noqa: BLE001 - any other error is a failure to report
+            return Outcome("failed", f"import: {type(e).__name__}: {e}", e)
+        try:
+            got = reference.run(g.graph, feeds)
+        except Exception as e:  # noqa: BLE001
+            return Outcome("failed", f"run: {type(e).__name__}: {e}", e)
+        if len(got) != len(outputs):
+            return Outcome("failed", f"{len(got)} outputs, expected {len(outputs)}")
+        for name, x, want in zip(output_names, got, outputs):
+            problem = compare(np.asarray(x), _array(want), f"output '{name}'", atol)
+            if problem:
+                return Outcome("failed", problem)
+    return Outcome("passed")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import onnx
+
+    p = argparse.ArgumentParser(prog="python -m dnnfusion.testing.onnx_node_suite",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("-k", metavar="REGEX", help="only cases whose name matches")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="list failures in full and every not-covered case with its reason")
+    args = p.parse_args(argv)
+
+    cases = [c for c in collect() if not args.k or re.search(args.k, c.name)]
+    per_op: dict[str, Counter] = defaultdict(Counter)
+    totals: Counter = Counter()
+    reasons: Counter = Counter()
+    failures: list[tuple[Case, Outcome]] = []
+    for c in cases:
+        if not c.covered:
+            status = "not covered"
+            reasons[c.reason.split(":")[0]] += 1
+            if args.verbose:
+                print(f"not covered  {c.name}: {c.reason}")
+        else:
+            out = run_case(c)
+            status = {"passed": "passed", "failed": "failed"}.get(out.status, "not covered")
+            if out.status == "unsupported attribute":
+                reasons["unsupported attribute"] += 1
+            if out.status == "failed":
+                failures.append((c, out))
+        totals[status] += 1
+        per_op[c.op][status] += 1
+
+    print(f"ONNX backend node tests (onnx {onnx.__version__}): {len(cases)} cases")
+    for s in ("passed", "failed", "not covered"):
+        print(f"  {s:<12} {totals[s]:>5}")
+    for r, n in reasons.most_common():
+        print(f"      {n:>5}  {r}")
+    print("\nper operator under test (ops with at least one covered case):")
+    print(f"  {'operator':<28} {'passed':>6} {'failed':>6} {'not covered':>11}")
+    for op in sorted(per_op):
+        n = per_op[op]
+        if n["passed"] or n["failed"]:
+            print(f"  {op:<28} {n['passed']:>6} {n['failed']:>6} {n['not covered']:>11}")
+    untested = sorted(op for op, n in per_op.items() if not (n["passed"] or n["failed"]))
+    print(f"\noperators with no covered case ({len(untested)}): {', '.join(untested)}")
+    if failures:
+        print(f"\nfailures ({len(failures)}):")
+        for c, out in failures:
+            detail = out.detail if args.verbose else out.detail.splitlines()[0][:300]
+            print(f"  {c.name} [{c.op}]: {detail}")
+            if args.verbose and out.exception is not None:
+                print("".join(traceback.format_exception(out.exception)).rstrip())
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
