@@ -176,6 +176,8 @@ def load(model: Any, example_inputs: Sequence[Any] | None = None, *,
 
         if example_inputs is None:
             raise TypeError("loading a torch module needs example_inputs (a tuple of tensors)")
+        if not isinstance(example_inputs, (tuple, list)):
+            example_inputs = (example_inputs,)  # a single tensor, not a sequence to unpack
         return ECG(import_torch(model, tuple(example_inputs)))
     raise ModelFormatError(
         f"cannot load a {type(model).__module__}.{type(model).__name__}: expected an "
