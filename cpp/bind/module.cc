@@ -7,6 +7,7 @@ namespace py = pybind11;
 
 void bind_ir(py::module_& m);
 void bind_rewrite(py::module_& m);
+void bind_plan(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "dnnfusion C++ core (private; use the dnnfusion package)";
@@ -40,4 +41,5 @@ PYBIND11_MODULE(_core, m) {
   });
   bind_ir(m);
   bind_rewrite(m);
+  bind_plan(m);
 }

@@ -13,6 +13,7 @@ namespace dnnf {
 // ---- The mapping-type table (fusion_table.cc) ---------------------------------------
 enum class Decision : uint8_t { Fuse, Reject, Profile };  // green, red, yellow
 const char* decision_name(Decision d);                     // "fuse", "reject", "profile"
+const char* decision_color(Decision d);                    // "green", "red", "yellow"
 
 struct FusionRule {
   MappingType fused;  // the mapping type of the fused pair
@@ -60,11 +61,15 @@ struct PlanOptions {
   std::string target = "cpu";         // cpu | opencl
   int max_kernel_args = 0;            // 0: no limit (cpu); OpenCL: 128
   bool horizontal = false;            // fuse siblings reading one input (e.g. Q/K/V)
-  std::string profile_db;             // path of a profiling database ("" = the shipped one)
+  std::string profile_db;             // path of a profiling database ("": none; no measurements
+                                      // ship until code generation exists, see profile_db.h)
 };
 
-// Runs the chosen planner.
+// Runs the chosen planner. Unknown planner or target names raise Error; target "opencl"
+// with max_kernel_args 0 gets the OpenCL limit of 128.
 FusionPlan plan_fusion(const Graph& g, const PlanOptions& opt);
+// The DNNFusion planner (dnnfusion_planner.cc); the baselines are in baselines.h.
+FusionPlan plan_dnnfusion(const Graph& g, const PlanOptions& opt);
 
 // Shared by all planners (plan.cc): turns a node->group assignment into blocks ordered
 // topologically, fills inputs/outputs/fused types/stats, and checks the plan (every node in

@@ -1,0 +1,291 @@
+// Fusion plans (paper §4.3): the shared back half of every planner. finalize_plan turns a
+// node->group assignment into ordered, checked blocks with statistics; plans print as JSON
+// and Graphviz; plan_fusion dispatches to the chosen planner.
+#include "plan/plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <queue>
+#include <set>
+
+#include "ir/errors.h"
+#include "ir/mapping.h"
+#include "plan/baselines.h"
+
+namespace dnnf {
+
+namespace {
+
+constexpr int kOpenClMaxKernelArgs = 128;  // CL_DEVICE_MAX_PARAMETER_SIZE / pointer, typical
+
+// Whether a path leaves group `from`, passes through a node of a third group and reaches
+// group `to`. Node ids are a topological order, so one forward sweep over the nodes
+// between the first node of `from` and the last node of `to` decides it.
+bool path_through_other(const Graph& g, const std::vector<int>& group_of, int from, int to) {
+  NodeId first = -1, last = -1;
+  for (NodeId i = 0; i < static_cast<NodeId>(group_of.size()); ++i) {
+    if (group_of[i] == from && first < 0) first = i;
+    if (group_of[i] == to) last = i;
+  }
+  if (first < 0 || last < 0 || first > last) return false;
+  // tainted[n]: n is outside both groups and reachable from `from`.
+  std::vector<char> tainted(last - first + 1, 0);
+  for (NodeId n = first; n <= last; ++n) {
+    bool via_other = false, via_from = false;
+    for (ValueId v : g.node(n).inputs) {
+      if (v == kNoValue) continue;
+      NodeId p = g.value(v).producer;
+      if (p < first) continue;
+      via_other |= tainted[p - first] != 0;
+      via_from |= group_of[p] == from;
+    }
+    int gn = group_of[n];
+    if (gn == to) {
+      if (via_other) return true;
+    } else if (gn != from) {
+      tainted[n - first] = via_other || via_from;
+    }
+  }
+  return false;
+}
+
+std::string json_str(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// DOT string literal: quotes and backslashes escaped, newlines as \n line breaks.
+std::string dot_str(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') { out += "\\n"; continue; }
+    out += c;
+  }
+  return out + "\"";
+}
+
+const char* type_color(MappingType t) {
+  switch (t) {
+    case MappingType::OneToOne: return "#d9f0d3";
+    case MappingType::Reorganize: return "#deebf7";
+    case MappingType::Shuffle: return "#c6dbef";
+    case MappingType::OneToMany: return "#fee6ce";
+    case MappingType::ManyToMany: return "#fcbba1";
+  }
+  return "white";
+}
+
+}  // namespace
+
+bool would_create_cycle(const Graph& g, const std::vector<int>& group_of, int a, int b) {
+  if (a == b) return false;
+  return path_through_other(g, group_of, a, b) || path_through_other(g, group_of, b, a);
+}
+
+FusionPlan finalize_plan(const Graph& g, std::string planner, const std::vector<int>& group_of,
+                         const std::vector<NodeId>& seeds, std::vector<Reason> reasons) {
+  const auto& nodes = g.nodes();
+  const size_t n = nodes.size();
+  if (group_of.size() != n)
+    throw InternalError("plan '" + planner + "': " + std::to_string(group_of.size()) +
+                        " group labels for " + std::to_string(n) + " nodes");
+  // Dense group indices in order of each group's first node.
+  std::map<int, int> dense;
+  std::vector<std::vector<NodeId>> members;
+  std::vector<int> grp(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (group_of[i] < 0)
+      throw InternalError("plan '" + planner + "': node '" + nodes[i].name + "' is in no block");
+    auto [it, fresh] = dense.emplace(group_of[i], static_cast<int>(members.size()));
+    if (fresh) members.emplace_back();
+    members[it->second].push_back(static_cast<NodeId>(i));
+    grp[i] = it->second;
+  }
+  const int nb = static_cast<int>(members.size());
+
+  // Block graph, then a topological order (Kahn; ties by first node, so plans are stable).
+  std::vector<std::set<int>> succ(nb);
+  std::vector<int> indeg(nb, 0);
+  for (const Node& c : nodes)
+    for (ValueId v : c.inputs) {
+      if (v == kNoValue) continue;
+      NodeId p = g.value(v).producer;
+      if (p >= 0 && grp[p] != grp[c.id] && succ[grp[p]].insert(grp[c.id]).second) ++indeg[grp[c.id]];
+    }
+  std::priority_queue<std::pair<NodeId, int>, std::vector<std::pair<NodeId, int>>, std::greater<>> ready;
+  for (int b = 0; b < nb; ++b)
+    if (indeg[b] == 0) ready.push({members[b].front(), b});
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int b = ready.top().second;
+    ready.pop();
+    order.push_back(b);
+    for (int s : succ[b])
+      if (--indeg[s] == 0) ready.push({members[s].front(), s});
+  }
+  if (static_cast<int>(order.size()) != nb) {
+    std::string names;
+    for (int b = 0; b < nb; ++b)
+      if (indeg[b] > 0) names += (names.empty() ? "" : ", ") + nodes[members[b].front()].name;
+    throw InternalError("plan '" + planner + "': blocks form a cycle (blocks of " + names +
+                        "): a block is not convex");
+  }
+
+  FusionPlan p;
+  p.planner = std::move(planner);
+  p.block_of.assign(n, -1);
+  std::vector<int> new_id(nb);
+  for (int i = 0; i < nb; ++i) new_id[order[i]] = i;
+  for (size_t i = 0; i < n; ++i) p.block_of[i] = new_id[grp[i]];
+
+  // Which values are read outside their producer's block, and which are read at all.
+  std::vector<char> read_outside(g.values().size(), 0), read(g.values().size(), 0);
+  for (const Node& c : nodes)
+    for (ValueId v : c.inputs) {
+      if (v == kNoValue) continue;
+      read[v] = 1;
+      NodeId prod = g.value(v).producer;
+      if (prod >= 0 && p.block_of[prod] != p.block_of[c.id]) read_outside[v] = 1;
+    }
+
+  p.blocks.resize(nb);
+  for (int i = 0; i < nb; ++i) {
+    Block& b = p.blocks[i];
+    b.id = i;
+    b.nodes = members[order[i]];
+    b.fused_type = node_mapping_type(g, nodes[b.nodes.front()]);
+    for (size_t k = 1; k < b.nodes.size(); ++k)
+      b.fused_type = fusion_rule(b.fused_type, node_mapping_type(g, nodes[b.nodes[k]])).fused;
+    std::set<ValueId> seen;
+    for (NodeId id : b.nodes) {
+      for (ValueId v : nodes[id].inputs) {
+        if (v == kNoValue) continue;
+        NodeId prod = g.value(v).producer;
+        if ((prod < 0 || p.block_of[prod] != i) && seen.insert(v).second) b.inputs.push_back(v);
+      }
+      for (ValueId v : nodes[id].outputs)
+        if (g.is_graph_output(v) || read_outside[v]) b.outputs.push_back(v);
+    }
+  }
+  for (NodeId s : seeds) {
+    if (s < 0 || static_cast<size_t>(s) >= n)
+      throw InternalError("plan '" + p.planner + "': seed " + std::to_string(s) + " is not a node");
+    Block& b = p.blocks[p.block_of[s]];
+    if (b.seed < 0) b.seed = s;  // a block merged from several (horizontal) keeps the first
+  }
+
+  p.stats.operators_before = static_cast<int64_t>(n);
+  p.stats.kernels_after = nb;
+  for (const Value& v : g.values()) {
+    if (!g.is_removable(v.id) || !read[v.id] || read_outside[v.id]) continue;
+    ++p.stats.intermediates_removed;
+    if (v.type.is_static()) p.stats.intermediate_bytes_removed += static_cast<int64_t>(v.type.nbytes());
+  }
+  p.reasons = std::move(reasons);
+  return p;
+}
+
+std::string plan_to_json(const Graph& g, const FusionPlan& p) {
+  const auto& nodes = g.nodes();
+  std::string s = "{\n  \"planner\": " + json_str(p.planner) + ",\n  \"graph\": " + json_str(g.name()) +
+                  ",\n  \"stats\": {\"operators_before\": " + std::to_string(p.stats.operators_before) +
+                  ", \"kernels_after\": " + std::to_string(p.stats.kernels_after) +
+                  ", \"intermediates_removed\": " + std::to_string(p.stats.intermediates_removed) +
+                  ", \"intermediate_bytes_removed\": " + std::to_string(p.stats.intermediate_bytes_removed) +
+                  "},\n  \"blocks\": [";
+  auto names = [&](const std::vector<ValueId>& vs) {
+    std::string out = "[";
+    for (size_t i = 0; i < vs.size(); ++i) out += (i ? ", " : "") + json_str(g.value(vs[i]).name);
+    return out + "]";
+  };
+  for (size_t bi = 0; bi < p.blocks.size(); ++bi) {
+    const Block& b = p.blocks[bi];
+    s += std::string(bi ? "," : "") + "\n    {\"id\": " + std::to_string(b.id) +
+         ", \"seed\": " + (b.seed < 0 ? std::string("null") : json_str(nodes[b.seed].name)) +
+         ", \"fused_type\": " + json_str(mapping_type_name(b.fused_type)) + ", \"nodes\": [";
+    for (size_t k = 0; k < b.nodes.size(); ++k) {
+      const Node& nd = nodes[b.nodes[k]];
+      s += std::string(k ? ", " : "") + "{\"name\": " + json_str(nd.name) + ", \"op\": " +
+           json_str(nd.info().name) + ", \"mapping_type\": " +
+           json_str(mapping_type_name(node_mapping_type(g, nd))) + "}";
+    }
+    s += "], \"inputs\": " + names(b.inputs) + ", \"outputs\": " + names(b.outputs) + "}";
+  }
+  s += "\n  ],\n  \"reasons\": [";
+  for (size_t i = 0; i < p.reasons.size(); ++i) {
+    const Reason& r = p.reasons[i];
+    s += std::string(i ? "," : "") + "\n    {\"producer\": " + json_str(nodes[r.producer].name) +
+         ", \"consumer\": " + json_str(nodes[r.consumer].name) +
+         ", \"fused\": " + (r.fused ? "true" : "false") + ", \"why\": " + json_str(r.why) + "}";
+  }
+  s += "\n  ]\n}\n";
+  return s;
+}
+
+std::string plan_to_dot(const Graph& g, const FusionPlan& p) {
+  const auto& nodes = g.nodes();
+  std::string s = "digraph " + dot_str(g.name() + " (" + p.planner + ")") +
+                  " {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=white, "
+                  "fontname=\"Helvetica\"];\n";
+  for (const Block& b : p.blocks) {
+    std::string label = "block " + std::to_string(b.id) + ": " + mapping_type_name(b.fused_type);
+    s += "  subgraph cluster_" + std::to_string(b.id) + " {\n    label=" + dot_str(label) +
+         ";\n    style=filled;\n    color=\"#999999\";\n    fillcolor=" +
+         dot_str(type_color(b.fused_type)) + ";\n";
+    for (NodeId id : b.nodes) {
+      const Node& nd = nodes[id];
+      s += "    n" + std::to_string(id) + " [label=" + dot_str(nd.name + "\n" + nd.info().name) +
+           (id == b.seed ? ", penwidth=2" : "") + "];\n";
+    }
+    s += "  }\n";
+  }
+  std::set<std::pair<NodeId, NodeId>> edges;
+  for (const Node& c : nodes)
+    for (ValueId v : c.inputs) {
+      if (v == kNoValue) continue;
+      NodeId prod = g.value(v).producer;
+      if (prod >= 0 && edges.insert({prod, c.id}).second)
+        s += "  n" + std::to_string(prod) + " -> n" + std::to_string(c.id) +
+             (p.block_of[prod] != p.block_of[c.id] ? " [style=dashed]" : "") + ";\n";
+    }
+  s += "}\n";
+  return s;
+}
+
+FusionPlan plan_fusion(const Graph& g, const PlanOptions& options) {
+  PlanOptions opt = options;
+  if (opt.target != "cpu" && opt.target != "opencl")
+    throw Error("unknown target '" + opt.target + "'; expected cpu or opencl");
+  if (opt.max_kernel_args < 0)
+    throw Error("max_kernel_args must be >= 0 (0: no limit), got " + std::to_string(opt.max_kernel_args));
+  if (opt.target == "opencl" && opt.max_kernel_args == 0) opt.max_kernel_args = kOpenClMaxKernelArgs;
+  using Planner = FusionPlan (*)(const Graph&, const PlanOptions&);
+  static const std::pair<const char*, Planner> kPlanners[] = {
+      {"dnnfusion", plan_dnnfusion}, {"none", plan_none}, {"patterns", plan_patterns},
+      {"tvm", plan_tvm},             {"dp", plan_dp},
+  };
+  for (const auto& [name, fn] : kPlanners)
+    if (opt.planner == name) return fn(g, opt);
+  throw Error("unknown planner '" + opt.planner + "'; expected dnnfusion, none, patterns, tvm or dp");
+}
+
+}  // namespace dnnf

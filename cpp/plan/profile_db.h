@@ -1,0 +1,79 @@
+// The profiling database that settles the yellow cells of the fusion table (paper §4.3):
+// measured fused vs. unfused times per target and producer/consumer pair signature, and
+// the analytic estimate used where no measurement exists.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ops.h"
+
+namespace dnnf {
+
+// What a measurement is keyed by. `target` is the machine (see profile_target_key); the
+// rest is the pair signature: the two ops, the mapping types the table looked at (a side
+// that is a fused block has the block's fused type), and a shape bucket of the
+// intermediate tensor (shape_bucket).
+struct ProfileKey {
+  std::string target;
+  std::string producer_op, consumer_op;
+  MappingType producer_type = MappingType::OneToOne, consumer_type = MappingType::OneToOne;
+  std::string bucket;
+
+  bool operator==(const ProfileKey& o) const;
+};
+
+struct ProfileEntry {
+  ProfileKey key;
+  double fused_ms = 0, unfused_ms = 0;  // one fused kernel vs. the two kernels apart
+};
+
+// The file is JSON lines, one measurement per line:
+//   {"target": "cpu:<model>|avx2,fma", "producer": "Transpose", "consumer": "MatMul",
+//    "producer_type": "Shuffle", "consumer_type": "Many-to-Many", "bucket": "2^16",
+//    "fused_ms": 1.2, "unfused_ms": 1.5}
+// Other keys are allowed and ignored (e.g. when or how it was measured). Blank lines are
+// skipped. A later line for the same key replaces an earlier one.
+class ProfileDb {
+ public:
+  // Throws ModelFormatError naming the file and line for anything malformed, and for a
+  // path that does not exist. An empty path is the empty database.
+  static ProfileDb load(const std::string& path);
+  // Writes every entry, atomically (a temporary file renamed over the old one).
+  void save(const std::string& path) const;
+
+  void add(const ProfileEntry& e);  // replaces an entry with the same key
+  const ProfileEntry* find(const ProfileKey& k) const;
+  const std::vector<ProfileEntry>& entries() const { return entries_; }
+
+ private:
+  std::vector<ProfileEntry> entries_;
+};
+
+// The target part of the key: "cpu:<model name>|<ISA flags>" from /proc/cpuinfo, or
+// "opencl:<device>" (no device is queried before the OpenCL runtime exists:
+// "opencl:default").
+std::string profile_target_key(const std::string& target);
+// Power-of-two bucket of an element count: "2^k" with 2^k <= numel < 2^(k+1); "?" for
+// symbolic sizes (numel < 0).
+std::string shape_bucket(int64_t numel);
+
+// The numbers the analytic estimate needs for one yellow pair (the planner computes them
+// from the graph; see estimate_fusion for the formula).
+struct PairCost {
+  int64_t bytes = 0;           // bytes of the intermediate tensor(s) fusion removes (-1: symbolic)
+  int64_t elements = 0;        // their element count
+  int64_t reads = 1;           // how many times the fused kernel reads each of those elements
+  int64_t index_ops = 0;       // integer ops per access for the composed index map
+  int64_t producer_flops = 0;  // flops of the producer side, recomputed per extra read
+};
+
+struct Settlement {
+  bool fuse = false;
+  std::string why;  // "profile: fused 1.200 ms < unfused 1.500 ms -> fuse", or the estimate
+};
+
+// Measured decision when the database has the exact key, the analytic estimate otherwise.
+Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairCost& cost);
+
+}  // namespace dnnf

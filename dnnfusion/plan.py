@@ -1,0 +1,239 @@
+"""Fusion plans (paper §4.3) as users see them.
+
+:func:`plan` runs one of the core's planners (``cpp/plan/``) on an ECG and returns a
+:class:`FusionPlan`: blocks of operators that become one kernel each, the reason behind
+every producer/consumer decision, statistics, JSON and Graphviz output, and
+:meth:`FusionPlan.run_reference`, which executes the plan block by block with the NumPy
+reference. Until code generation exists, that is how plans are checked for correctness.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from dnnfusion import _core, reference
+from dnnfusion.ecg import ECG
+from dnnfusion.errors import InternalError
+
+PLANNERS = ("dnnfusion", "none", "patterns", "tvm", "dp")
+TARGETS = ("cpu", "opencl")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fused kernel: its operators in topological order, the seed it grew from (None
+    for planners without seeds), its fused mapping type, and the values it reads from
+    outside (weights included) and writes for later blocks or as graph outputs."""
+
+    id: int
+    nodes: list
+    seed: Any
+    fused_type: str
+    inputs: list
+    outputs: list
+
+    def __repr__(self) -> str:
+        ops = " + ".join(n.name for n in self.nodes)
+        return f"<Block {self.id} [{self.fused_type}]: {ops}>"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a producer/consumer pair ended up in one block or not. For horizontal fusion
+    the pair is two siblings rather than a producer and its consumer."""
+
+    producer: Any
+    consumer: Any
+    fused: bool
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.producer.name} -> {self.consumer.name}: {self.why}"
+
+
+class FusionPlan:
+    """A partition of an ECG's operators into kernels, with the reasons behind it.
+    Wraps the C++ plan (``self.core``)."""
+
+    def __init__(self, graph: Any, core_plan: Any):
+        self.graph = graph
+        self.core = core_plan
+        nodes = graph.nodes
+        values = graph.values
+        self.blocks: list[Block] = [
+            Block(id=b["id"], nodes=[nodes[i] for i in b["nodes"]],
+                  seed=None if b["seed"] is None else nodes[b["seed"]],
+                  fused_type=b["fused_type"], inputs=[values[i] for i in b["inputs"]],
+                  outputs=[values[i] for i in b["outputs"]])
+            for b in core_plan.blocks
+        ]
+        self.reasons: list[Reason] = [
+            Reason(nodes[r["producer"]], nodes[r["consumer"]], r["fused"], r["why"])
+            for r in core_plan.reasons
+        ]
+        self._block_of: list[int] = core_plan.block_of
+
+    @property
+    def planner(self) -> str:
+        return self.core.planner
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """operators_before, kernels_after, intermediates_removed, intermediate_bytes_removed."""
+        return self.core.stats
+
+    def block_of(self, node: Any) -> Block:
+        """The block holding a node (a Node or its name)."""
+        if isinstance(node, str):
+            matches = [n for n in self.graph.nodes if n.name == node]
+            if not matches:
+                raise KeyError(f"no node named {node!r}")
+            node = matches[0]
+        return self.blocks[self._block_of[node.id]]
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    def __repr__(self) -> str:
+        s = self.stats
+        return (f"<FusionPlan {self.planner!r}: {s['operators_before']} operators -> "
+                f"{s['kernels_after']} kernels>")
+
+    # Output --------------------------------------------------------------------------
+    def explain(self) -> str:
+        """One paragraph per block (its ops and the reason each pair in it was fused), then
+        every pair that was not fused, with its reason."""
+        s = self.stats
+        lines = [f"{self.planner} plan of graph {self.graph.name!r}: {s['operators_before']} "
+                 f"operators -> {s['kernels_after']} kernels; {s['intermediates_removed']} "
+                 f"intermediate tensors ({_size(s['intermediate_bytes_removed'])}) no longer "
+                 "reach memory."]
+        inside: dict[int, list[Reason]] = {}
+        rejected: list[Reason] = []
+        for r in self.reasons:
+            b_p, b_c = self._block_of[r.producer.id], self._block_of[r.consumer.id]
+            if r.fused and b_p == b_c:
+                inside.setdefault(b_p, []).append(r)
+            else:
+                rejected.append(r)
+        for b in self.blocks:
+            seed = f", seed {b.seed.name}" if b.seed is not None else ""
+            ops = ", ".join(f"{n.name} ({n.op})" for n in b.nodes)
+            lines.append("")
+            lines.append(f"Block {b.id} ({b.fused_type}{seed}): {ops}. "
+                         f"Reads {_values(b.inputs)}; writes {_values(b.outputs)}.")
+            lines += [f"  fused {r}" for r in inside.get(b.id, [])]
+        if rejected:
+            lines += ["", "Not fused:"]
+            lines += [f"  {r}" for r in rejected]
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        """Blocks (node names and ops, seed, fused type, inputs, outputs), reasons, stats."""
+        return self.core.to_json()
+
+    def to_dot(self) -> str:
+        """Graphviz: one cluster per block, colored by fused type; dashed edges cross blocks."""
+        return self.core.to_dot()
+
+    # Execution -----------------------------------------------------------------------
+    def run_reference(self, *args: Any, **feeds: Any) -> list[np.ndarray]:
+        """Runs the plan block by block with the NumPy reference: each block's nodes in
+        order, and between blocks only graph inputs and block outputs survive. A block that
+        reads a value no earlier block wrote raises InternalError, so a wrong plan cannot
+        pass by reading another block's internals."""
+        if args and feeds:
+            raise TypeError("pass inputs positionally or by name, not both")
+        given: Mapping[str, Any] | Sequence[Any]
+        if len(args) == 1 and isinstance(args[0], Mapping):
+            given = args[0]
+        else:
+            given = feeds if feeds else list(args)
+        g = self.graph
+        env = reference._bind_feeds(g, given)
+        keep = {v.id for v in g.inputs} | {v.id for v in g.outputs}
+        keep |= {v.id for b in self.blocks for v in b.outputs}
+        for b in self.blocks:
+            missing = [v.name for v in b.inputs if not v.is_constant and v.id not in env]
+            if missing:
+                raise InternalError(f"plan {self.planner!r}: block {b.id} reads {missing}, which "
+                                    "no earlier block wrote")
+            reference.run_nodes(b.nodes, env, keep=keep)
+            for vid in [k for k in env if k not in keep]:
+                del env[vid]
+        return [reference._read(v, env) for v in g.outputs]
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} B"
+
+
+def _values(vs: list) -> str:
+    shown = [f"%{v.name}" for v in vs if not v.is_constant]
+    consts = sum(1 for v in vs if v.is_constant)
+    if consts:
+        shown.append(f"{consts} constant{'s' if consts > 1 else ''}")
+    return ", ".join(shown) if shown else "nothing"
+
+
+def plan(ecg: Any, planner: str = "dnnfusion", target: str = "cpu", horizontal: bool = False,
+         profile_db: str | os.PathLike | None = None, max_kernel_args: int = 0) -> FusionPlan:
+    """Plans operator fusion for an ECG.
+
+    ``planner``: ``dnnfusion`` (paper §4.3) or a baseline (``none``, ``patterns``, ``tvm``,
+    ``dp``). ``target``: ``cpu`` or ``opencl`` (at most 128 kernel arguments unless
+    ``max_kernel_args`` says otherwise; 0 means the target's limit). ``horizontal`` groups
+    Many-to-Many siblings reading one input (Q/K/V projections). ``profile_db`` is a
+    profiling database (JSON lines, see :func:`write_profile_db`); without one, yellow
+    cells of the fusion table are settled by the analytic estimate.
+    """
+    graph = ecg.graph if isinstance(ecg, ECG) else ecg
+    if not isinstance(graph, _core.Graph):
+        raise TypeError(f"plan() needs an ECG, got {type(ecg).__name__}")
+    core = _core.plan_fusion(graph, planner=planner, target=target, horizontal=bool(horizontal),
+                             profile_db="" if profile_db is None else os.fspath(profile_db),
+                             max_kernel_args=int(max_kernel_args))
+    return FusionPlan(graph, core)
+
+
+def fusion_table() -> list[dict[str, str]]:
+    """The 5x5 mapping-type table: per (first, second) cell the fused type, the decision
+    (fuse / reject / profile), its color and the paper's rule."""
+    return _core.fusion_table()
+
+
+# Profiling database ---------------------------------------------------------------------
+def profile(*args: Any, **kwargs: Any) -> None:
+    """Measures fused vs. unfused kernels for the yellow cells of the table and records
+    them in a profiling database. Needs generated kernels."""
+    raise NotImplementedError("profiling needs the code generator (not built yet)")
+
+
+def profile_target(target: str = "cpu") -> str:
+    """This machine's key in a profiling database (CPU model and ISA flags)."""
+    return _core.profile_target_key(target)
+
+
+def shape_bucket(numel: int) -> str:
+    """The shape bucket of a tensor with ``numel`` elements ("2^k")."""
+    return _core.shape_bucket(int(numel))
+
+
+def read_profile_db(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The entries of a profiling database; ModelFormatError names the line if it is corrupt."""
+    return _core.read_profile_db(os.fspath(path))
+
+
+def write_profile_db(path: str | os.PathLike, entries: Sequence[Mapping[str, Any]],
+                     merge: bool = True) -> None:
+    """Writes measurements (dicts with target, producer, consumer, producer_type,
+    consumer_type, bucket, fused_ms, unfused_ms), replacing entries with the same key in
+    the existing file when ``merge``; the file is replaced atomically."""
+    _core.write_profile_db(os.fspath(path), [dict(e) for e in entries], merge)
