@@ -12,6 +12,7 @@
 #include "ir/shape_rules.h"
 #include "ir/text.h"
 #include "ir/verify.h"
+#include "bind/numpy_tensor.h"
 
 namespace py = pybind11;
 using namespace dnnf;
@@ -21,69 +22,6 @@ namespace {
 using GraphPtr = std::shared_ptr<Graph>;
 struct ValueRef { GraphPtr g; ValueId id; const Value& v() const { return g->value(id); } };
 struct NodeRef { GraphPtr g; NodeId id; const Node& n() const { return g->node(id); } };
-
-DType dtype_of(const py::dtype& dt) {
-  char kind = dt.kind();
-  auto size = dt.itemsize();
-  if (kind == 'f' && size == 2) return DType::F16;
-  if (kind == 'f' && size == 4) return DType::F32;
-  if (kind == 'f' && size == 8) return DType::F64;
-  if (kind == 'i' && size == 1) return DType::I8;
-  if (kind == 'i' && size == 2) return DType::I16;
-  if (kind == 'i' && size == 4) return DType::I32;
-  if (kind == 'i' && size == 8) return DType::I64;
-  if (kind == 'u' && size == 1) return DType::U8;
-  if (kind == 'u' && size == 2) return DType::U16;
-  if (kind == 'u' && size == 4) return DType::U32;
-  if (kind == 'u' && size == 8) return DType::U64;
-  if (kind == 'b') return DType::Bool;
-  throw DTypeError("unsupported element type " + std::string(py::str(dt)) +
-                   "; dnnfusion supports f16 f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool");
-}
-
-const char* numpy_name(DType t) {
-  switch (t) {
-    case DType::F16: return "float16"; case DType::F32: return "float32";
-    case DType::F64: return "float64"; case DType::I8: return "int8";
-    case DType::I16: return "int16"; case DType::I32: return "int32";
-    case DType::I64: return "int64"; case DType::U8: return "uint8";
-    case DType::U16: return "uint16"; case DType::U32: return "uint32";
-    case DType::U64: return "uint64"; case DType::Bool: return "bool";
-  }
-  return "float32";
-}
-
-// Wraps a NumPy array without copying when it is C-contiguous and aligned; the array
-// stays alive as long as any graph references the constant.
-TensorPtr tensor_from_array(const py::array& arr_in) {
-  DType dt = dtype_of(arr_in.dtype());
-  if (arr_in.dtype().byteorder() == '>')
-    throw DTypeError("big-endian arrays are not supported; convert with .astype('<...')");
-  py::array arr = arr_in;
-  if (!(arr.flags() & py::array::c_style) || !(arr.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_))
-    arr = py::array::ensure(arr_in, py::array::c_style | py::array::forcecast);
-  auto t = std::make_shared<TensorData>();
-  t->type.dtype = dt;
-  for (py::ssize_t i = 0; i < arr.ndim(); ++i) t->type.shape.push_back(Dim(arr.shape(i)));
-  t->data = arr.data();
-  auto* keep = new py::object(arr);
-  t->owner = std::shared_ptr<const void>(arr.data(), [keep](const void*) {
-    py::gil_scoped_acquire gil;
-    delete keep;
-  });
-  return t;
-}
-
-py::array array_from_tensor(const TensorPtr& t) {
-  std::vector<py::ssize_t> shape;
-  for (const Dim& d : t->type.shape) shape.push_back(d.value);
-  // The capsule keeps the tensor (and so the memory) alive while NumPy views it.
-  auto* hold = new TensorPtr(t);
-  py::capsule base(hold, [](void* p) { delete static_cast<TensorPtr*>(p); });
-  py::array a(py::dtype(numpy_name(t->type.dtype)), shape, {}, t->data, base);
-  py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  return a;
-}
 
 TensorType type_of(const std::string& dtype, const py::sequence& dims) {
   auto dt = parse_dtype(dtype);
@@ -130,19 +68,6 @@ Attr attr_from_py(const std::string& key, py::handle h) {
   }
   throw ModelFormatError("attribute '" + key + "' has an unsupported Python type " +
                          std::string(py::str(py::type::of(h))));
-}
-
-py::object attr_to_py(const Attr& a) {
-  switch (a.kind) {
-    case Attr::Kind::Int: return py::int_(a.i);
-    case Attr::Kind::Float: return py::float_(a.f);
-    case Attr::Kind::String: return py::str(a.s);
-    case Attr::Kind::Ints: return py::cast(a.ints);
-    case Attr::Kind::Floats: return py::cast(a.floats);
-    case Attr::Kind::Strings: return py::cast(a.strings);
-    case Attr::Kind::Tensor: return array_from_tensor(a.t);
-  }
-  return py::none();
 }
 
 OpKind op_by_name(const std::string& op) {

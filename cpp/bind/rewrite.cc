@@ -2,12 +2,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "bind/numpy_tensor.h"
 #include "ir/graph.h"
 #include "rewrite/cost.h"
 #include "rewrite/passes.h"
 
 namespace py = pybind11;
 using namespace dnnf;
+
+void bind_rewrite_folding(py::module_& m);  // below: algebra, constant and BN folding
 
 void bind_rewrite(py::module_& m) {
   using GraphPtr = std::shared_ptr<Graph>;
@@ -22,4 +25,53 @@ void bind_rewrite(py::module_& m) {
        "Collapses Reshape/Squeeze/Unsqueeze/Flatten chains and Transpose chains.");
   m.def("graph_flops", [](const Graph& g) { return graph_flops(g); }, "FLOPs of the whole graph.");
   m.def("node_flops", [](const GraphPtr& g, int node_id) { return node_flops(*g, g->node(node_id)); });
+  bind_rewrite_folding(m);
+}
+
+namespace {
+
+// Wraps a Python callable `fn(op, inputs, attrs, num_outputs) -> list of arrays` (the
+// signature of dnnfusion.reference.run_node) as an Evaluator. NotImplementedError from it
+// means "cannot evaluate this node": the node is kept, not folded.
+Evaluator python_evaluator(py::object fn) {
+  return [fn](const Node& n, const std::vector<TensorPtr>& ins) -> std::vector<TensorPtr> {
+    py::list args;
+    for (const TensorPtr& t : ins) args.append(t ? py::object(array_from_tensor(t)) : py::object(py::none()));
+    py::dict attrs;
+    for (const auto& [k, a] : n.attrs) attrs[py::str(k)] = attr_to_py(a);
+    py::object res;
+    try {
+      res = fn(n.info().onnx_name, args, attrs, n.outputs.size());
+    } catch (py::error_already_set& e) {
+      if (e.matches(PyExc_NotImplementedError)) return {};
+      throw;
+    }
+    std::vector<TensorPtr> outs;
+    for (py::handle h : res) outs.push_back(tensor_from_array(py::array::ensure(h)));
+    return outs;
+  };
+}
+
+}  // namespace
+
+void bind_rewrite_folding(py::module_& m) {
+  m.def("algebra_rules", [] {
+    py::list rows;
+    for (const AlgebraRule& r : algebra_rules())
+      rows.append(py::make_tuple(r.name, r.pattern, r.replacement, r.math));
+    return rows;
+  }, "The algebraic rule table: (name, pattern, replacement, math) per rule, in priority order.");
+  m.def("apply_algebraic_rules", [](const Graph& g) { return std::make_shared<Graph>(apply_algebraic_rules(g)); },
+        "Rewrites with the algebraic rules to a fixpoint, only where FLOPs drop.");
+  m.def("apply_algebraic_rules_traced", [](const Graph& g) {
+    std::vector<std::string> fired;
+    auto out = std::make_shared<Graph>(apply_algebraic_rules(g, fired));
+    return py::make_tuple(out, fired);
+  }, "Like apply_algebraic_rules; also returns the names of the rules that fired, once per firing.");
+  m.def("fold_constants", [](const Graph& g, py::object evaluator) {
+    return std::make_shared<Graph>(fold_constants(g, python_evaluator(std::move(evaluator))));
+  }, py::arg("graph"), py::arg("evaluator"),
+     "Folds nodes whose inputs are constants; evaluator(op, inputs, attrs, num_outputs) computes them.");
+  m.def("fold_batch_norm", [](const Graph& g) { return std::make_shared<Graph>(fold_batch_norm(g)); },
+        "Folds BatchNormalization and per-channel Mul/Add/Sub/Div into the preceding Conv/Gemm.");
 }

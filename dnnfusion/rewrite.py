@@ -1,0 +1,176 @@
+"""Graph rewriting (paper §4.2): the passes of ``cpp/rewrite/`` one by one, and ``rewrite``,
+which runs the default pipeline, verifies the graph after every pass and reports what each
+pass did."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from dnnfusion import _core
+from dnnfusion.ecg import ECG
+
+# evaluator(op, inputs, attrs, num_outputs) -> outputs: the signature of reference.run_node.
+Evaluator = Callable[[str, list, dict, int], Sequence[np.ndarray]]
+Pass = Callable[[ECG], ECG]
+
+
+def _reference_evaluator() -> Evaluator:
+    from dnnfusion import reference
+
+    return reference.run_node
+
+
+# The passes, each ECG -> ECG ---------------------------------------------------------------
+def remove_identities(ecg: ECG) -> ECG:
+    """Removes nodes that return their input unchanged (Identity, inference Dropout, ...)."""
+    return ECG(_core.remove_identities(ecg.graph))
+
+
+def fold_constants(ecg: ECG, evaluator: Evaluator | None = None) -> ECG:
+    """Replaces nodes whose inputs are all constants by the constants they compute.
+    ``evaluator`` computes one node (default: the NumPy reference, ``reference.run_node``);
+    nodes whose result would be more than 64 KiB larger than their inputs are kept."""
+    return ECG(_core.fold_constants(ecg.graph, evaluator or _reference_evaluator()))
+
+
+def fold_batch_norm(ecg: ECG) -> ECG:
+    """Folds inference BatchNormalization and per-channel constant Mul/Add/Sub/Div into the
+    weights and bias of the Conv or Gemm before them."""
+    return ECG(_core.fold_batch_norm(ecg.graph))
+
+
+def apply_algebraic_rules(ecg: ECG) -> ECG:
+    """Rewrites with the algebraic rule table (``algebra_rules()``) where FLOPs drop."""
+    return ECG(_core.apply_algebraic_rules(ecg.graph))
+
+
+def merge_layout_chains(ecg: ECG) -> ECG:
+    """Collapses Reshape/Squeeze/Unsqueeze/Flatten chains and Transpose chains."""
+    return ECG(_core.merge_layout_chains(ecg.graph))
+
+
+def eliminate_common_subexpressions(ecg: ECG) -> ECG:
+    """Merges nodes with equal op, inputs and attributes."""
+    return ECG(_core.eliminate_common_subexpressions(ecg.graph))
+
+
+def eliminate_dead_code(ecg: ECG) -> ECG:
+    """Removes nodes and constants nothing uses."""
+    return ECG(_core.eliminate_dead_code(ecg.graph))
+
+
+@dataclass(frozen=True)
+class AlgebraRule:
+    """One row of the rule table in ``cpp/rewrite/algebra.cc``."""
+
+    name: str
+    pattern: str
+    replacement: str
+    math: str
+
+
+def algebra_rules() -> list[AlgebraRule]:
+    """The algebraic rules, in priority order (pattern language: ``cpp/rewrite/pattern.h``)."""
+    return [AlgebraRule(*row) for row in _core.algebra_rules()]
+
+
+def flops(ecg: ECG) -> int:
+    """FLOPs of the whole graph, as the rewrites count them (``cpp/rewrite/cost.cc``)."""
+    return _core.graph_flops(ecg.graph)
+
+
+# The default pipeline: order matters, each line says why it is where it is.
+DEFAULT_PASSES: list[Pass] = [
+    remove_identities,                # no-ops (Identity, Dropout, same-shape Reshape) hide patterns
+    fold_constants,                   # shape arithmetic and weight preprocessing become constants
+    fold_batch_norm,                  # Conv/Gemm + BN (+ per-channel scale/shift) -> one Conv/Gemm
+    eliminate_common_subexpressions,  # exports duplicate nodes; the rules need one x in x*a + x*b
+    apply_algebraic_rules,            # Table 3 identities, where they lower FLOPs, to a fixpoint
+    merge_layout_chains,              # the rules can leave Reshape/Transpose chains adjacent
+    eliminate_common_subexpressions,  # the rules can create equal nodes (e.g. two x*c)
+    eliminate_dead_code,              # whatever the passes above made unreachable
+]
+
+
+@dataclass
+class PassStats:
+    """What one pass did to the graph."""
+
+    name: str
+    operators_before: int
+    operators_after: int
+    flops_before: int
+    flops_after: int
+    seconds: float
+
+
+@dataclass
+class RewriteReport:
+    """Per-pass operator and FLOP counts, and how often each algebraic rule fired."""
+
+    passes: list[PassStats] = field(default_factory=list)
+    rules_fired: Counter = field(default_factory=Counter)
+
+    @property
+    def operators_before(self) -> int:
+        return self.passes[0].operators_before if self.passes else 0
+
+    @property
+    def operators_after(self) -> int:
+        return self.passes[-1].operators_after if self.passes else 0
+
+    @property
+    def flops_before(self) -> int:
+        return self.passes[0].flops_before if self.passes else 0
+
+    @property
+    def flops_after(self) -> int:
+        return self.passes[-1].flops_after if self.passes else 0
+
+    def __str__(self) -> str:
+        lines = [f"{'pass':<34}{'operators':>18}{'FLOPs':>30}"]
+        for p in self.passes:
+            lines.append(f"{p.name:<34}{p.operators_before:>8} -> {p.operators_after:<7}"
+                         f"{p.flops_before:>14,} -> {p.flops_after:<14,}")
+        if self.rules_fired:
+            lines.append("rules fired: " + ", ".join(f"{k} x{v}" for k, v in
+                                                     sorted(self.rules_fired.items())))
+        return "\n".join(lines)
+
+
+def _run(p: Pass, ecg: ECG, evaluator: Evaluator | None) -> tuple[ECG, list[str]]:
+    if p is fold_constants:
+        return fold_constants(ecg, evaluator), []
+    if p is apply_algebraic_rules:
+        graph, fired = _core.apply_algebraic_rules_traced(ecg.graph)
+        return ECG(graph), list(fired)
+    return p(ecg), []
+
+
+def rewrite(ecg: ECG, passes: Sequence[Pass] | None = None,
+            evaluator: Evaluator | None = None) -> tuple[ECG, RewriteReport]:
+    """Runs ``passes`` (default ``DEFAULT_PASSES``) in order, verifying the graph after each
+    one. ``evaluator`` is given to ``fold_constants`` (default: the NumPy reference)."""
+    report = RewriteReport()
+    for p in DEFAULT_PASSES if passes is None else passes:
+        ops, fl = len(ecg), flops(ecg)
+        start = time.perf_counter()
+        ecg, fired = _run(p, ecg, evaluator)
+        seconds = time.perf_counter() - start
+        ecg.verify()
+        report.rules_fired.update(fired)
+        report.passes.append(PassStats(getattr(p, "__name__", repr(p)), ops, len(ecg), fl,
+                                       flops(ecg), seconds))
+    return ecg, report
+
+
+__all__ = [
+    "rewrite", "RewriteReport", "PassStats", "DEFAULT_PASSES", "AlgebraRule", "algebra_rules",
+    "flops", "remove_identities", "fold_constants", "fold_batch_norm", "apply_algebraic_rules",
+    "merge_layout_chains", "eliminate_common_subexpressions", "eliminate_dead_code",
+]
