@@ -16,6 +16,11 @@ from dnnfusion.errors import (
 )
 from dnnfusion.ecg import ECG, load, op_table, parse
 
+# The stages as modules: dnnfusion.rewrite.rewrite(g), dnnfusion.plan.plan(g, planner=...).
+from dnnfusion import plan, rewrite  # noqa: E402  (after the core types they use)
+from dnnfusion.plan import FusionPlan, fusion_table  # noqa: E402
+from dnnfusion.rewrite import RewriteReport  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -23,6 +28,11 @@ __all__ = [
     "load",
     "parse",
     "op_table",
+    "plan",
+    "rewrite",
+    "FusionPlan",
+    "fusion_table",
+    "RewriteReport",
     "Error",
     "UnsupportedOperatorError",
     "ShapeError",

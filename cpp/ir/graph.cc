@@ -31,7 +31,7 @@ ValueId Graph::add_input(const std::string& name, TensorType type) {
 }
 
 ValueId Graph::add_constant(const std::string& name, TensorPtr data) {
-  if (!data || !data->data && data->type.numel() != 0)
+  if (!data || (!data->data && data->type.numel() != 0))
     throw ModelFormatError("constant '" + name + "' has no data");
   if (!data->type.is_static())
     throw ModelFormatError("constant '" + name + "' has a symbolic shape");

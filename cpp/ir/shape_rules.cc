@@ -71,7 +71,8 @@ TensorPtr InferCtx::attr_tensor(const std::string& k) const {
 }
 
 int64_t InferCtx::axis(int64_t a, int64_t r, const char* what) const {
-  if (a < -r || a >= r && !(r == 0 && a == 0))
+  // Rank 0 admits no axis: callers check the rank before indexing the shape.
+  if (a < -r || a >= r || r == 0)
     fail(std::string(what) + " " + std::to_string(a) + " is out of range for rank " +
          std::to_string(r));
   return a < 0 ? a + r : a;
@@ -96,6 +97,7 @@ const ShapeRuleTable& table() {
     add_elementwise_shape_rules(r);
     add_nn_shape_rules(r);
     add_tensor_shape_rules(r);
+    add_index_shape_rules(r);
     return r;
   }();
   return t;

@@ -59,6 +59,7 @@ struct ShapeRuleTable {
 void add_elementwise_shape_rules(ShapeRuleTable& t);
 void add_nn_shape_rules(ShapeRuleTable& t);
 void add_tensor_shape_rules(ShapeRuleTable& t);
+void add_index_shape_rules(ShapeRuleTable& t);
 
 bool has_shape_rule(OpKind k);
 // Runs the rule of n.op; throws ShapeError naming the node on any mismatch.

@@ -48,16 +48,22 @@ void Rebuilder::replace(const Node& n, const std::vector<ValueId>& outs) {
   }
 }
 
+// A fresh name must be free in the new graph and in the source, whose values may still be
+// copied later under their own names.
+bool Rebuilder::taken(const std::string& name) const {
+  return dst_.find_value(name) != kNoValue || src_.find_value(name) != kNoValue;
+}
+
 ValueId Rebuilder::emit(OpKind op, const std::vector<ValueId>& inputs, Attrs attrs, const std::string& name) {
   std::string nm = name.empty() ? std::string("rw") + std::to_string(fresh_++) + "_" + op_info(op).name : name;
-  while (name.empty() && dst_.find_value(nm) != kNoValue) nm += "_";
+  while (name.empty() && taken(nm)) nm += "_";
   return dst_.add_node(op, inputs, std::move(attrs), 1, nm, {nm})[0];
 }
 
 ValueId Rebuilder::constant(TensorPtr data, const std::string& hint) {
   std::string nm;
   do nm = hint + "_" + std::to_string(fresh_++);
-  while (dst_.find_value(nm) != kNoValue);
+  while (taken(nm));
   return dst_.add_constant(nm, std::move(data));
 }
 

@@ -32,6 +32,8 @@ class Rebuilder {
   Graph finish();
 
  private:
+  bool taken(const std::string& name) const;
+
   const Graph& src_;
   Graph dst_;
   std::vector<ValueId> map_;

@@ -1,0 +1,413 @@
+// Shape rules of the indexing and selecting operators: Slice, Pad, Expand, Tile, Resize, Gather,
+// GatherElements (Reorganize, One-to-Many) and TopK, NonMaxSuppression, RoiAlign.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ir/shape_rules.h"
+
+namespace dnnf {
+namespace {
+
+std::string ints_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+bool conflict(const Dim& a, const Dim& b) { return a.is_static() && b.is_static() && a != b; }
+
+void need_float(const InferCtx& c, size_t i, const char* what) {
+  if (!is_float(c.dtype(i)))
+    c.fail(std::string(what) + " must be a float tensor, got " + c.in(i).str());
+}
+
+void same_dtype(const InferCtx& c, size_t a, size_t b, const char* what) {
+  if (c.has_input(b) && c.dtype(a) != c.dtype(b))
+    c.fail(std::string(what) + " must have the element type of input " + std::to_string(a) +
+           " (" + dtype_name(c.dtype(a)) + "), got " + c.in(b).str());
+}
+
+int64_t flag(const InferCtx& c, const char* name, int64_t dflt) {
+  int64_t v = c.attr_int(name, dflt);
+  if (v != 0 && v != 1)
+    c.fail(std::string("attribute '") + name + "' must be 0 or 1, got " + std::to_string(v));
+  return v;
+}
+
+int64_t add(const InferCtx& c, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) c.fail("a dimension overflows int64");
+  return r;
+}
+
+int64_t mul(const InferCtx& c, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) c.fail("a dimension overflows int64");
+  return r;
+}
+
+// Integer contents of a required constant 1-D input.
+std::vector<int64_t> const_vector(const InferCtx& c, size_t i, const char* what) {
+  if (!c.has_input(i)) c.fail(std::string(what) + " (input " + std::to_string(i) + ") is required");
+  std::vector<int64_t> v = *c.const_ints(i, what);
+  if (c.rank(i) != 1) c.fail(std::string(what) + " must be a 1-D tensor, got " + c.in(i).str());
+  return v;
+}
+
+// Normalizes `axes` (each in [-r, r), no repeats) among r axes.
+std::vector<int64_t> norm_axes(const InferCtx& c, const std::vector<int64_t>& axes, int64_t r) {
+  std::vector<int64_t> out;
+  for (int64_t a : axes) {
+    if (r == 0) c.fail("axes " + ints_str(axes) + " given for a scalar input");
+    int64_t k = c.axis(a, r, "axes value");
+    if (std::find(out.begin(), out.end(), k) != out.end())
+      c.fail("axes " + ints_str(axes) + " name axis " + std::to_string(k) + " twice");
+    out.push_back(k);
+  }
+  return out;
+}
+
+std::vector<int64_t> all_axes(int64_t r) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < r; ++i) v.push_back(i);
+  return v;
+}
+
+bool is_scalar_like(const InferCtx& c, size_t i) {
+  return c.rank(i) == 0 || (c.rank(i) == 1 && c.shape(i)[0] == Dim(1));
+}
+
+// Slice of one axis of static size d, ONNX clamping rules.
+int64_t slice_count(int64_t d, int64_t start, int64_t end, int64_t step) {
+  if (d == 0) return 0;
+  if (start < 0) start += d;
+  if (end < 0) end += d;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, d);
+    end = std::clamp<int64_t>(end, 0, d);
+    return end > start ? (end - start - 1) / step + 1 : 0;
+  }
+  start = std::clamp<int64_t>(start, 0, d - 1);
+  end = std::clamp<int64_t>(end, -1, d - 1);
+  int64_t mag = step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max()
+                                                            : -step;
+  return start > end ? (start - end - 1) / mag + 1 : 0;
+}
+
+void slice_rule(InferCtx& c) {
+  std::vector<int64_t> starts = const_vector(c, 1, "starts"), ends = const_vector(c, 2, "ends");
+  int64_t r = c.rank(0);
+  std::vector<int64_t> axes = c.has_input(3) ? const_vector(c, 3, "axes") : all_axes(starts.size());
+  std::vector<int64_t> steps =
+      c.has_input(4) ? const_vector(c, 4, "steps") : std::vector<int64_t>(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    c.fail("starts " + ints_str(starts) + ", ends " + ints_str(ends) + ", axes " + ints_str(axes) +
+           " and steps " + ints_str(steps) + " must have one length");
+  axes = norm_axes(c, axes, r);
+  Shape out = c.shape(0);
+  constexpr int64_t kBig = std::numeric_limits<int32_t>::max();  // "to the end" in exports
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t s = starts[i], e = ends[i], st = steps[i];
+    if (st == 0) c.fail("steps " + ints_str(steps) + " contain a 0");
+    Dim& d = out[axes[i]];
+    if (d.is_static()) { d = slice_count(d.value, s, e, st); continue; }
+    bool whole = (st == 1 && (s == 0 || s <= -kBig) && e >= kBig) ||
+                 (st == -1 && (s == -1 || s >= kBig) && e <= -kBig);
+    if (!whole)
+      c.fail("axis " + std::to_string(axes[i]) + " has the symbolic size '" + d.symbol +
+             "' and the slice [" + std::to_string(s) + ":" + std::to_string(e) + ":" +
+             std::to_string(st) + "] needs its value; specialize with input_shapes=");
+  }
+  c.out[0] = {c.dtype(0), out};
+}
+
+void pad_rule(InferCtx& c) {
+  std::vector<int64_t> pads = const_vector(c, 1, "pads");
+  int64_t r = c.rank(0);
+  std::string mode = c.attr_string("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    c.fail("attribute mode must be constant, reflect, edge or wrap, got '" + mode + "'");
+  if (c.has_input(2)) {
+    if (!is_scalar_like(c, 2)) c.fail("constant_value must be a scalar, got " + c.in(2).str());
+    if (c.dtype(2) != c.dtype(0))
+      c.fail("constant_value " + c.in(2).str() + " must have the element type of " + c.in(0).str());
+  }
+  std::vector<int64_t> axes =
+      c.has_input(3) ? norm_axes(c, const_vector(c, 3, "axes"), r) : all_axes(r);
+  size_t n = axes.size();
+  if (pads.size() != 2 * n)
+    c.fail("pads " + ints_str(pads) + " must have 2 x " + std::to_string(n) +
+           " values (begins, then ends) for " + c.in(0).str());
+  const Shape& in = c.shape(0);
+  Shape out = in;
+  for (size_t i = 0; i < n; ++i) {
+    int64_t pb = pads[i], pe = pads[i + n];
+    Dim& d = out[axes[i]];
+    if (!d.is_static()) {
+      if (add(c, pb, pe) == 0) continue;
+      c.fail("axis " + std::to_string(axes[i]) + " has the symbolic size '" + d.symbol +
+             "' and pads change it; specialize with input_shapes=");
+    }
+    int64_t o = add(c, add(c, d.value, pb), pe);
+    if (o < 0)
+      c.fail("pads " + ints_str(pads) + " remove more than the size " + d.str() + " of axis " +
+             std::to_string(axes[i]));
+    d = o;
+  }
+  for (size_t i = 0; i < n && mode != "constant"; ++i) {  // what is copied must exist
+    int64_t pb = pads[i], pe = pads[i + n];
+    const Dim& d = in[axes[i]];
+    if (!d.is_static() || (pb <= 0 && pe <= 0) || out[axes[i]] == Dim(0)) continue;
+    int64_t kept = d.value + std::min<int64_t>(pb, 0) + std::min<int64_t>(pe, 0);
+    if (kept <= 0 || (mode == "reflect" && std::max(pb, pe) > kept - 1))
+      c.fail("mode " + mode + " cannot pad axis " + std::to_string(axes[i]) + " of size " +
+             std::to_string(kept) + " (after cropping) by " + std::to_string(std::max(pb, pe)) +
+             (mode == "reflect" ? "; reflect pads must be smaller than the size" : ""));
+  }
+  c.out[0] = {c.dtype(0), out};
+}
+
+void expand_rule(InferCtx& c) {
+  std::vector<int64_t> v = const_vector(c, 1, "shape");
+  Shape target;
+  for (int64_t x : v) {
+    if (x < 0) c.fail("shape " + ints_str(v) + " has a negative entry");
+    target.push_back(x);
+  }
+  auto b = broadcast_shapes(c.shape(0), target);
+  if (!b) c.fail("input " + c.in(0).str() + " does not broadcast with shape " + ints_str(v));
+  c.out[0] = {c.dtype(0), *b};
+}
+
+void tile_rule(InferCtx& c) {
+  std::vector<int64_t> reps = const_vector(c, 1, "repeats");
+  if (static_cast<int64_t>(reps.size()) != c.rank(0))
+    c.fail("repeats " + ints_str(reps) + " must have one entry per axis of " + c.in(0).str());
+  Shape out = c.shape(0);
+  for (size_t i = 0; i < reps.size(); ++i) {
+    if (reps[i] < 0) c.fail("repeats " + ints_str(reps) + " has a negative entry");
+    if (out[i].is_static()) out[i] = mul(c, out[i].value, reps[i]);
+    else if (reps[i] == 0) out[i] = 0;
+    else if (reps[i] != 1)
+      c.fail("axis " + std::to_string(i) + " has the symbolic size '" + out[i].symbol +
+             "' and is repeated " + std::to_string(reps[i]) +
+             " times; specialize with input_shapes=");
+  }
+  c.out[0] = {c.dtype(0), out};
+}
+
+void resize_rule(InferCtx& c) {
+  int64_t r = c.rank(0);
+  if (r < 1) c.fail("X must have rank >= 1, got " + c.in(0).str());
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  if (c.has_input(2)) {
+    TensorPtr t = c.const_input(2);
+    if (!t) c.fail("scales (input 2) must be a constant to infer static shapes");
+    if (t->type.dtype != DType::F32 && t->type.dtype != DType::F64)
+      c.fail("scales must be a float tensor, got " + c.in(2).str());
+    scales = t->to_doubles();
+  }
+  if (c.has_input(3)) sizes = *c.const_ints(3, "sizes");
+  // Old exports pass an empty tensor for the unused one of the two.
+  if (scales.empty() == sizes.empty())
+    c.fail(std::string("give exactly one of scales (input 2) and sizes (input 3), got ") +
+           (scales.empty() ? "neither" : "both"));
+  std::string mode = c.attr_string("mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    c.fail("attribute mode must be nearest, linear or cubic, got '" + mode + "'");
+  std::string policy = c.attr_string("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    c.fail("attribute keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, got '" +
+           policy + "'");
+  if (!scales.empty() && policy != "stretch")
+    c.fail("scales cannot be combined with keep_aspect_ratio_policy=" + policy + " (give sizes)");
+  std::vector<int64_t> axes =
+      c.has_attr("axes") ? norm_axes(c, c.attr_ints("axes"), r) : all_axes(r);
+  size_t n = scales.empty() ? sizes.size() : scales.size();
+  if (n != axes.size())
+    c.fail(std::string(scales.empty() ? "sizes" : "scales") + " has " + std::to_string(n) +
+           " values but " + std::to_string(axes.size()) + " axes are resized");
+  Shape out = c.shape(0);
+  auto need_static = [&](int64_t ax) {
+    if (!out[ax].is_static())
+      c.fail("axis " + std::to_string(ax) + " has the symbolic size '" + out[ax].symbol +
+             "' and is resized; specialize with input_shapes=");
+    return out[ax].value;
+  };
+  if (!scales.empty()) {
+    for (size_t i = 0; i < n; ++i) {
+      double s = scales[i];
+      if (!(s > 0) || !std::isfinite(s))
+        c.fail("scales must be positive and finite, got " + std::to_string(s));
+      if (s == 1.0) continue;
+      // float arithmetic, as ONNX shape inference and onnxruntime compute it
+      float o = std::floor(static_cast<float>(need_static(axes[i])) * static_cast<float>(s));
+      if (!(o < 9.2e18f)) c.fail("resized size overflows int64");
+      out[axes[i]] = static_cast<int64_t>(o);
+    }
+  } else {
+    for (int64_t v : sizes)
+      if (v < 0) c.fail("sizes " + ints_str(sizes) + " has a negative entry");
+    if (policy == "stretch") {
+      for (size_t i = 0; i < n; ++i) out[axes[i]] = sizes[i];
+    } else {
+      bool larger = policy == "not_larger";
+      float scale = larger ? std::numeric_limits<float>::max() : 0.0f;
+      for (size_t i = 0; i < n; ++i) {
+        int64_t d = need_static(axes[i]);
+        if (d == 0)
+          c.fail("cannot keep the aspect ratio of the empty axis " + std::to_string(axes[i]));
+        float s = static_cast<float>(sizes[i]) / static_cast<float>(d);
+        scale = larger ? std::min(scale, s) : std::max(scale, s);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        float o = std::roundf(scale * static_cast<float>(out[axes[i]].value));
+        if (!(o < 9.2e18f)) c.fail("resized size overflows int64");
+        out[axes[i]] = static_cast<int64_t>(o);
+      }
+    }
+  }
+  c.out[0] = {c.dtype(0), out};
+}
+
+void need_index_dtype(const InferCtx& c, size_t i) {
+  if (c.dtype(i) != DType::I32 && c.dtype(i) != DType::I64)
+    c.fail("indices must be i32 or i64, got " + c.in(i).str());
+}
+
+// Constant indices must lie in [-d, d) for an axis of static size d.
+void check_index_range(const InferCtx& c, const Dim& d, int64_t axis) {
+  TensorPtr t = c.const_input(1);
+  if (!t || !d.is_static()) return;
+  for (int64_t v : t->to_ints())
+    if (v < -d.value || v >= d.value)
+      c.fail("index " + std::to_string(v) + " is out of range for axis " + std::to_string(axis) +
+             " of size " + d.str() + " of " + c.in(0).str());
+}
+
+void gather_rule(InferCtx& c) {
+  int64_t r = c.rank(0);
+  if (r < 1) c.fail("data must have rank >= 1, got " + c.in(0).str());
+  need_index_dtype(c, 1);
+  int64_t axis = c.axis(c.attr_int("axis", 0), r);
+  const Shape& d = c.shape(0);
+  Shape out(d.begin(), d.begin() + axis);
+  for (const Dim& x : c.shape(1)) out.push_back(x);
+  out.insert(out.end(), d.begin() + axis + 1, d.end());
+  check_index_range(c, d[axis], axis);
+  c.out[0] = {c.dtype(0), out};
+}
+
+void gather_elements_rule(InferCtx& c) {
+  int64_t r = c.rank(0);
+  if (r < 1) c.fail("data must have rank >= 1, got " + c.in(0).str());
+  need_index_dtype(c, 1);
+  if (c.rank(1) != r)
+    c.fail("indices must have the rank of data " + c.in(0).str() + ", got " + c.in(1).str());
+  int64_t axis = c.axis(c.attr_int("axis", 0), r);
+  for (int64_t i = 0; i < r; ++i) {
+    const Dim &a = c.shape(0)[i], &b = c.shape(1)[i];
+    if (i != axis && a.is_static() && b.is_static() && b.value > a.value)
+      c.fail("indices " + c.in(1).str() + " are larger than data " + c.in(0).str() + " on axis " +
+             std::to_string(i));
+  }
+  check_index_range(c, c.shape(0)[axis], axis);
+  c.out[0] = {c.dtype(0), c.shape(1)};
+}
+
+void topk_rule(InferCtx& c) {
+  int64_t r = c.rank(0);
+  if (r < 1) c.fail("X must have rank >= 1, got " + c.in(0).str());
+  if (c.dtype(0) == DType::Bool) c.fail("TopK of a bool tensor");
+  int64_t axis = c.axis(c.attr_int("axis", -1), r);
+  std::vector<int64_t> kv = c.const_ints(1, "K").value_or(std::vector<int64_t>{});
+  if (!c.has_input(1) || kv.size() != 1 || c.rank(1) > 1)
+    c.fail("K must be a constant holding a single value, got " +
+           (c.has_input(1) ? c.in(1).str() : "none"));
+  int64_t k = kv[0];
+  if (k < 0) c.fail("K must be >= 0, got " + std::to_string(k));
+  const Dim& d = c.shape(0)[axis];
+  if (d.is_static() && k > d.value)
+    c.fail("K = " + std::to_string(k) + " exceeds the size " + d.str() + " of axis " +
+           std::to_string(axis) + " of " + c.in(0).str());
+  flag(c, "largest", 1);
+  flag(c, "sorted", 1);
+  Shape out = c.shape(0);
+  out[axis] = k;
+  c.out[0] = {c.dtype(0), out};
+  c.out[1] = {DType::I64, out};
+}
+
+void nms_rule(InferCtx& c) {
+  const Shape& boxes = c.shape(0);
+  const Shape& scores = c.shape(1);
+  if (boxes.size() != 3 || conflict(boxes[2], Dim(4)))
+    c.fail("boxes must have shape [num_batches, spatial_dimension, 4], got " + c.in(0).str());
+  if (scores.size() != 3)
+    c.fail("scores must have shape [num_batches, num_classes, spatial_dimension], got " +
+           c.in(1).str());
+  if (conflict(boxes[0], scores[0]) || conflict(boxes[1], scores[2]))
+    c.fail("boxes " + c.in(0).str() + " and scores " + c.in(1).str() +
+           " disagree on num_batches or spatial_dimension");
+  need_float(c, 0, "boxes");
+  same_dtype(c, 0, 1, "scores");
+  const char* names[] = {"", "", "max_output_boxes_per_class", "iou_threshold", "score_threshold"};
+  for (size_t i = 2; i < c.num_inputs(); ++i) {
+    if (!c.has_input(i)) continue;
+    if (!is_scalar_like(c, i))
+      c.fail(std::string(names[i]) + " must be a scalar, got " + c.in(i).str());
+    if (i == 2 ? c.dtype(i) != DType::I64 : c.dtype(i) != DType::F32)
+      c.fail(std::string(names[i]) + " must be " + (i == 2 ? "i64" : "f32") + ", got " +
+             c.in(i).str());
+  }
+  flag(c, "center_point_box", 0);
+  TensorPtr mx = c.const_input(2);
+  bool none = !c.has_input(2) || (mx && mx->to_ints()[0] <= 0);
+  c.out[0] = {DType::I64, {none ? Dim(0) : Dim::sym("nms_selected"), 3}};
+}
+
+void roi_align_rule(InferCtx& c) {
+  if (c.rank(0) != 4) c.fail("X must have shape [N, C, H, W], got " + c.in(0).str());
+  need_float(c, 0, "X");
+  same_dtype(c, 0, 1, "rois");
+  const Shape& rois = c.shape(1);
+  if (rois.size() != 2 || conflict(rois[1], Dim(4)))
+    c.fail("rois must have shape [num_rois, 4], got " + c.in(1).str());
+  if (c.rank(2) != 1 || conflict(c.shape(2)[0], rois[0]))
+    c.fail("batch_indices must have shape [" + rois[0].str() + "], got " + c.in(2).str());
+  if (c.dtype(2) != DType::I64) c.fail("batch_indices must be i64, got " + c.in(2).str());
+  int64_t oh = c.attr_int("output_height", 1), ow = c.attr_int("output_width", 1);
+  if (oh < 1 || ow < 1)
+    c.fail("output_height/output_width must be >= 1, got " + std::to_string(oh) + "/" +
+           std::to_string(ow));
+  if (c.attr_int("sampling_ratio", 0) < 0) c.fail("attribute sampling_ratio must be >= 0");
+  std::string mode = c.attr_string("mode", "avg");
+  if (mode != "avg" && mode != "max")
+    c.fail("attribute mode must be avg or max, got '" + mode + "'");
+  std::string ctm = c.attr_string("coordinate_transformation_mode", "half_pixel");
+  if (ctm != "half_pixel" && ctm != "output_half_pixel")
+    c.fail("attribute coordinate_transformation_mode must be half_pixel or output_half_pixel, "
+           "got '" + ctm + "'");
+  c.out[0] = {c.dtype(0), {rois[0], c.shape(0)[1], oh, ow}};
+}
+
+}  // namespace
+
+void add_index_shape_rules(ShapeRuleTable& t) {
+  t.set(OpKind::Slice, slice_rule);
+  t.set(OpKind::Pad, pad_rule);
+  t.set(OpKind::Expand, expand_rule);
+  t.set(OpKind::Tile, tile_rule);
+  t.set(OpKind::Resize, resize_rule);
+  t.set(OpKind::Gather, gather_rule);
+  t.set(OpKind::GatherElements, gather_elements_rule);
+  t.set(OpKind::TopK, topk_rule);
+  t.set(OpKind::NonMaxSuppression, nms_rule);
+  t.set(OpKind::RoiAlign, roi_align_rule);
+}
+
+}  // namespace dnnf
