@@ -1,0 +1,504 @@
+// Compile-and-cache of generated kernels (see compiler.h): compiler discovery, a child
+// process runner without a shell, the per-user object cache, dlopen, and CPU detection.
+#include "runtime/compiler.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#elif defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+#include "ir/errors.h"
+
+extern char** environ;
+
+namespace dnnf {
+
+namespace {
+
+// Bump when the layout of cached objects or the meaning of a key changes.
+constexpr const char* kCacheFormat = "dnnf-kernel-cache-1";
+constexpr size_t kMaxDiagnostics = 4000;  // characters of compiler output in an error
+
+// ---- SHA-256 (FIPS 180-4) --------------------------------------------------------------
+constexpr uint32_t kRound[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+void sha256_block(uint32_t h[8], const unsigned char* p) {
+  uint32_t w[64];
+  for (int i = 0; i < 16; ++i)
+    w[i] = uint32_t(p[4 * i]) << 24 | uint32_t(p[4 * i + 1]) << 16 | uint32_t(p[4 * i + 2]) << 8 | p[4 * i + 3];
+  for (int i = 16; i < 64; ++i) {
+    uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+  for (int i = 0; i < 64; ++i) {
+    uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
+    uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+    k = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+  }
+  h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
+}
+
+// ---- Small helpers ----------------------------------------------------------------------
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// An executable's absolute path: a name with a slash as given (made absolute), else the
+// first match on PATH. Empty if there is none.
+std::string which(const std::string& name) {
+  auto executable = [](const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (!executable(name)) return "";
+    if (name[0] == '/') return name;
+    char cwd[4096];
+    return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + name : name;
+  }
+  std::string path = env("PATH");
+  if (path.empty()) path = "/usr/local/bin:/usr/bin:/bin";
+  std::istringstream in(path);
+  for (std::string dir; std::getline(in, dir, ':');)
+    if (!dir.empty() && dir[0] == '/' && executable(dir + "/" + name)) return dir + "/" + name;
+  return "";
+}
+
+struct ProcessResult {
+  bool started = false;
+  bool timed_out = false;
+  int status = -1;     // exit status; 128 + signal if killed by one
+  std::string output;  // stdout and stderr together
+  std::string error;   // why it did not start
+};
+
+// Runs argv[0] (an absolute path) with argv, no shell, stdin from /dev/null, stdout and
+// stderr captured. The child leads its own process group, so a timeout kills the compiler
+// driver and the cc1plus/as/ld it started, and nothing else.
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s) {
+  ProcessResult r;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) { r.error = std::strerror(errno); return r; }
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);  // Python ignores SIGPIPE; the compiler should not inherit that
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[1]);
+  if (rc != 0) { ::close(fds[0]); r.error = std::strerror(rc); return r; }
+  r.started = true;
+
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  auto ms_left = [&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return left > 0 ? int(std::min<long long>(left, 1 << 30)) : 0;
+  };
+  char buf[8192];
+  bool eof = false;
+  while (!eof) {
+    pollfd p{fds[0], POLLIN, 0};
+    int n = ::poll(&p, 1, ms_left());
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) { r.timed_out = true; break; }
+    ssize_t got = ::read(fds[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) { eof = true; break; }
+    if (r.output.size() < (1u << 20)) r.output.append(buf, size_t(got));  // drain, keep 1 MB
+  }
+  ::close(fds[0]);
+  int ws = 0;
+  bool reaped = false;
+  while (!r.timed_out) {  // output closed: the child is exiting (or a grandchild holds the pipe)
+    pid_t w = ::waitpid(pid, &ws, WNOHANG);
+    if (w == pid) { reaped = true; break; }
+    if (w < 0 && errno != EINTR) break;  // reaped elsewhere: the status is unknown
+    if (ms_left() == 0) r.timed_out = true;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (r.timed_out) {
+    ::kill(-pid, SIGKILL);
+    while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
+  }
+  if (reaped) r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : -1;
+  return r;
+}
+
+std::string truncated(const std::string& s) {
+  if (s.size() <= kMaxDiagnostics) return s;
+  return s.substr(0, kMaxDiagnostics) + "\n... (" + std::to_string(s.size() - kMaxDiagnostics) +
+         " more characters of compiler output)";
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t i = s.find(from); i != std::string::npos; i = s.find(from, i + to.size()))
+    s.replace(i, from.size(), to);
+}
+
+// A compiler candidate: found and answering --version, or why not.
+bool try_compiler(std::vector<std::string> argv, Compiler* out, std::string* why) {
+  std::string path = which(argv[0]);
+  if (path.empty()) { *why = "'" + argv[0] + "' was not found"; return false; }
+  argv[0] = path;
+  auto cmd = argv;
+  cmd.push_back("--version");
+  ProcessResult r = run_process(cmd, 20);
+  if (!r.started || r.timed_out || r.status != 0) {
+    *why = "'" + joined(argv) + " --version' " +
+           (!r.started ? "could not start (" + r.error + ")"
+                       : r.timed_out ? "timed out" : "failed with status " + std::to_string(r.status));
+    return false;
+  }
+  out->argv = std::move(argv);
+  out->version = r.output;
+  return true;
+}
+
+std::string random_tag() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}() ^ (uint64_t(::getpid()) << 32)};
+  std::lock_guard<std::mutex> lock(mu);
+  char s[17];
+  std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(rng()));
+  return s;
+}
+
+void make_dirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i != path.size() && path[i] != '/') continue;
+    std::string part = path.substr(0, i);
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST)
+      throw CompileError("cannot create kernel cache directory " + part + ": " + std::strerror(errno));
+  }
+}
+
+std::string mode_str(mode_t mode) {
+  char m[8];
+  std::snprintf(m, sizeof m, "%04o", unsigned(mode & 07777));
+  return m;
+}
+
+void reject_cache(const std::string& dir, const std::string& why) {
+  throw CompileError("refusing to use kernel cache directory " + dir + ": " + why +
+                     ". dnnfusion only loads compiled code from a directory that only you can "
+                     "write; fix its owner/permissions or set DNNF_CACHE_DIR to a private directory");
+}
+
+void* load(const std::string& path, std::string* err) {
+  void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = ::dlerror();
+    *err = e ? e : "unknown dlopen error";
+  }
+  return h;
+}
+
+std::shared_ptr<void> handle_of(void* h) {
+  return std::shared_ptr<void>(h, [](void* p) { ::dlclose(p); });
+}
+
+}  // namespace
+
+std::string sha256_hex(const std::string& data) {
+  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  const auto* p = reinterpret_cast<const unsigned char*>(data.data());
+  size_t n = data.size(), full = n / 64 * 64;
+  for (size_t i = 0; i < full; i += 64) sha256_block(h, p + i);
+  // Padding: 0x80, zeros, then the bit length as a big-endian 64-bit number.
+  unsigned char tail[128] = {0};
+  size_t rest = n - full;
+  std::memcpy(tail, p + full, rest);
+  tail[rest] = 0x80;
+  size_t tail_len = rest + 9 <= 64 ? 64 : 128;
+  uint64_t bits = uint64_t(n) * 8;
+  for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
+  for (size_t i = 0; i < tail_len; i += 64) sha256_block(h, tail + i);
+  char hex[65];
+  for (int i = 0; i < 8; ++i) std::snprintf(hex + 8 * i, 9, "%08x", h[i]);
+  return std::string(hex, 64);
+}
+
+Compiler find_compiler() {
+  static std::mutex mu;
+  static std::map<std::string, Compiler> found;
+  std::string dnnf_cxx = env("DNNF_CXX"), cxx = env("CXX");
+  std::string key = dnnf_cxx + '\0' + cxx + '\0' + env("PATH");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = found.find(key);
+    if (it != found.end()) return it->second;
+  }
+  Compiler c;
+  std::string why;
+  bool ok = false;
+  if (!split_words(dnnf_cxx).empty()) {
+    ok = try_compiler(split_words(dnnf_cxx), &c, &why);
+    if (!ok) why = "DNNF_CXX is set but " + why;
+  } else {
+    std::vector<std::string> tried;
+    std::vector<std::vector<std::string>> candidates;
+    if (!split_words(cxx).empty()) candidates.push_back(split_words(cxx));
+    for (const char* name : {"c++", "g++", "clang++"}) candidates.push_back({name});
+    for (const auto& argv : candidates) {
+      std::string w;
+      if ((ok = try_compiler(argv, &c, &w))) break;
+      tried.push_back(w);
+    }
+    for (const auto& t : tried) why += (why.empty() ? "" : "; ") + t;
+  }
+  if (!ok)
+    throw CompileError("no C++ compiler found: install g++ (Debian: apt-get install g++) or set DNNF_CXX (" +
+                       why + ")");
+  std::lock_guard<std::mutex> lock(mu);
+  found[key] = c;
+  return c;
+}
+
+std::string cache_dir() {
+  std::string base;
+  if (!env("DNNF_CACHE_DIR").empty()) {
+    base = env("DNNF_CACHE_DIR");
+  } else if (!env("XDG_CACHE_HOME").empty() && env("XDG_CACHE_HOME")[0] == '/') {
+    base = env("XDG_CACHE_HOME") + "/dnnfusion";
+  } else {
+    std::string home = env("HOME");
+    if (home.empty())
+      if (const passwd* pw = ::getpwuid(::geteuid())) home = pw->pw_dir ? pw->pw_dir : "";
+    if (home.empty()) throw CompileError("no kernel cache directory: HOME is not set; set DNNF_CACHE_DIR");
+    base = home + "/.cache/dnnfusion";
+  }
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  std::string dir = base + "/kernels";
+  make_dirs(dir);
+  uid_t me = ::geteuid();
+  struct stat st;
+  // The parent: another user (root excepted) or anyone, without the sticky bit, could swap
+  // the kernels directory for one of their own.
+  if (::stat(base.c_str(), &st) != 0) reject_cache(base, std::strerror(errno));
+  if (st.st_uid != me && st.st_uid != 0)
+    reject_cache(base, "it is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(me) + ")");
+  if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+    reject_cache(base, "it is world-writable without the sticky bit (mode " + mode_str(st.st_mode) + ")");
+  if (::lstat(dir.c_str(), &st) != 0) reject_cache(dir, std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) reject_cache(dir, "it is not a directory (a symlink?)");
+  if (st.st_uid != me)
+    reject_cache(dir, "it is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(me) + ")");
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    reject_cache(dir, std::string("it is writable by ") + ((st.st_mode & S_IWOTH) ? "others" : "its group") +
+                          " (mode " + mode_str(st.st_mode) + ")");
+  return dir;
+}
+
+void* CompiledLibrary::symbol(const std::string& name) const {
+  if (!handle_) throw CompileError("symbol '" + name + "' looked up in a library that is not loaded");
+  ::dlerror();
+  void* p = ::dlsym(handle_.get(), name.c_str());
+  if (!p) {
+    const char* e = ::dlerror();
+    throw CompileError("generated library " + path_ + " has no symbol '" + name + "'" +
+                       (e ? std::string(" (") + e + ")" : std::string()));
+  }
+  return p;
+}
+
+CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
+                               double timeout_s) {
+  if (timeout_s <= 0) {
+    char* end = nullptr;
+    std::string t = env("DNNF_COMPILE_TIMEOUT");
+    double v = t.empty() ? 0 : std::strtod(t.c_str(), &end);
+    timeout_s = v > 0 ? v : 300;
+  }
+  Compiler cc = find_compiler();
+  std::string dir = cache_dir();
+  // Length-prefixed fields, so no two different inputs frame to the same bytes.
+  std::string framed;
+  auto field = [&](const std::string& s) { framed += std::to_string(s.size()) + ':' + s; };
+  field(kCacheFormat);
+  field(source);
+  field(std::to_string(cc.argv.size()));
+  for (const auto& a : cc.argv) field(a);
+  field(cc.version);
+  field(std::to_string(flags.size()));
+  for (const auto& f : flags) field(f);
+  std::string key = sha256_hex(framed);
+  std::string so = dir + "/" + key + ".so", kept = dir + "/" + key + ".cc";
+
+  std::string err;
+  struct stat st;
+  if (::lstat(so.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) {
+    if (void* h = load(so, &err)) return CompiledLibrary(handle_of(h), so, true);
+    // An unloadable cached object (a disk fault, a foreign file): compile it again.
+  }
+
+  std::string tmp = dir + "/tmp." + key.substr(0, 16) + "." + std::to_string(::getpid()) + "." + random_tag();
+  std::string tmp_src = tmp + ".cc", tmp_so = tmp + ".so";
+  int fd = ::open(tmp_src.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw CompileError("cannot write kernel source " + tmp_src + ": " + std::strerror(errno));
+  for (size_t done = 0; done < source.size();) {
+    ssize_t n = ::write(fd, source.data() + done, source.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp_src.c_str());
+      throw CompileError("cannot write kernel source " + tmp_src + ": " + std::strerror(e));
+    }
+    done += size_t(n);
+  }
+  ::close(fd);
+
+  std::vector<std::string> argv = cc.argv;
+  for (const char* a : {"-shared", "-fPIC", "-o"}) argv.push_back(a);
+  argv.push_back(tmp_so);
+  argv.push_back(tmp_src);
+  argv.insert(argv.end(), flags.begin(), flags.end());  // after the source, so -l flags link
+  ProcessResult r = run_process(argv, timeout_s);
+  // Keep the source under its key, for the error message and for debugging generated code.
+  if (::rename(tmp_src.c_str(), kept.c_str()) != 0) kept = tmp_src;
+  std::string command = joined(argv);
+  replace_all(command, tmp_src, kept);
+  if (!r.started || r.timed_out || r.status != 0) {
+    ::unlink(tmp_so.c_str());
+    std::string out = r.output;
+    replace_all(out, tmp_src, kept);
+    std::ostringstream msg;
+    if (!r.started)
+      msg << "the C++ compiler " << cc.argv[0] << " could not be started (" << r.error << ")";
+    else if (r.timed_out)
+      msg << "compiling a generated kernel timed out after " << timeout_s
+          << " s (set DNNF_COMPILE_TIMEOUT to allow longer)";
+    else
+      msg << "compiling a generated kernel failed (exit status " << r.status << ")";
+    msg << "; source kept at " << kept << "\ncommand: " << command;
+    if (!out.empty()) msg << "\n" << truncated(out);
+    throw CompileError(msg.str());
+  }
+  if (::rename(tmp_so.c_str(), so.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp_so.c_str());
+    throw CompileError("cannot move compiled kernel into the cache at " + so + ": " + std::strerror(e));
+  }
+  void* h = load(so, &err);
+  if (!h) throw CompileError("cannot load compiled kernel " + so + " (source " + kept + "): " + err);
+  return CompiledLibrary(handle_of(h), so, false);
+}
+
+CpuFeatures cpu_features() {
+  CpuFeatures f;
+  std::vector<std::string> ladder = {"scalar"};  // lowest first
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  bool osxsave = false, avx = false;
+  if (__get_cpuid(1, &a, &b, &c, &d)) {
+    f.fma = c & (1u << 12);
+    osxsave = c & (1u << 27);
+    avx = c & (1u << 28);
+  }
+  uint64_t xcr0 = 0;
+  if (osxsave) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = (uint64_t(hi) << 32) | lo;
+  }
+  // The OS must save the registers: XMM+YMM for AVX, plus opmask and ZMM for AVX-512.
+  bool os_avx = avx && (xcr0 & 0x6) == 0x6, os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.avx2 = os_avx && (b & (1u << 5));
+    f.avx512f = os_avx512 && (b & (1u << 16));
+    f.avx512dq = os_avx512 && (b & (1u << 17));
+    f.avx512bw = os_avx512 && (b & (1u << 30));
+    f.avx512vl = os_avx512 && (b & (1u << 31));
+  }
+  f.fma = f.fma && os_avx;
+  if (f.avx2 && f.fma) ladder.push_back("avx2");
+  if (f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.fma) ladder.push_back("avx512");
+#elif defined(__aarch64__)
+  f.neon = ::getauxval(AT_HWCAP) & HWCAP_ASIMD;
+  if (f.neon) ladder.push_back("neon");
+#endif
+  f.isa = ladder.back();
+  std::string want = env("DNNF_ISA");
+  if (!want.empty()) {
+    bool known = want == "scalar" || want == "avx2" || want == "avx512" || want == "neon";
+    bool have = false;
+    for (const auto& l : ladder) have = have || l == want;
+    if (!have)
+      throw Error("DNNF_ISA=" + want + (known ? " asks for an instruction set this CPU lacks"
+                                              : " is not an instruction set (scalar, avx2, avx512, neon)") +
+                  "; available here: " + joined(ladder));
+    f.isa = want;
+  }
+  if (f.isa == "avx2") f.flags = {"-mavx2", "-mfma"};
+  if (f.isa == "avx512")
+    f.flags = {"-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-mprefer-vector-width=512"};
+  return f;
+}
+
+}  // namespace dnnf

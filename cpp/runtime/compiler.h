@@ -1,0 +1,80 @@
+// Compile-and-cache of generated kernels: finds a C++ compiler, builds a shared object into a
+// per-user cache keyed by a hash of everything that shapes the object, and dlopens it.
+// See "Safety of generated code" in ARCHITECTURE.md; the paper leaves this part out.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dnnf {
+
+// The C++ compiler used for generated code: `argv` is the command prefix (a compiler named
+// in $DNNF_CXX or $CXX may carry options, split on whitespace, never through a shell).
+struct Compiler {
+  std::vector<std::string> argv;  // argv[0] is an absolute path
+  std::string version;            // its `--version` output, part of every cache key
+};
+
+// $DNNF_CXX, else $CXX, else c++, g++, clang++ on PATH; each must answer `--version`. A
+// $DNNF_CXX that does not run is an error (it is an explicit request); a broken $CXX falls
+// through to PATH, since CXX is often set for other builds. None: CompileError "no C++
+// compiler found: ...". The answer is remembered per (DNNF_CXX, CXX, PATH).
+Compiler find_compiler();
+
+// A loaded shared object. Copies share one dlopen handle; the library is unloaded when the
+// last copy goes, so keep a copy beside any function pointer taken from it.
+class CompiledLibrary {
+ public:
+  CompiledLibrary() = default;
+  CompiledLibrary(std::shared_ptr<void> handle, std::string path, bool cached)
+      : handle_(std::move(handle)), path_(std::move(path)), cached_(cached) {}
+
+  const std::string& path() const { return path_; }
+  bool cached() const { return cached_; }  // found in the cache, not compiled now
+  bool loaded() const { return handle_ != nullptr; }
+  // The address of an exported (extern "C") symbol; CompileError if it is missing.
+  void* symbol(const std::string& name) const;
+  template <class Fn>
+  Fn function(const std::string& name) const { return reinterpret_cast<Fn>(symbol(name)); }
+
+ private:
+  std::shared_ptr<void> handle_;
+  std::string path_;
+  bool cached_ = false;
+};
+
+// Compiles `source` with `<compiler> -shared -fPIC <flags>` and loads it (RTLD_NOW |
+// RTLD_LOCAL). The object lives in cache_dir() under the SHA-256 of (format version,
+// source, compiler argv and version, flags); a hit skips the compiler. A miss compiles into
+// a uniquely named temporary file and rename()s it into place, so a concurrent process sees
+// either no object or a whole one, and racing compiles of one source both succeed. The
+// source is kept beside the object as <key>.cc. Errors, timeouts (`timeout_s`, default
+// $DNNF_COMPILE_TIMEOUT or 300 s) and unloadable objects raise CompileError with the
+// compiler's diagnostics and the kept source's path.
+CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
+                               double timeout_s = 0);
+
+// $DNNF_CACHE_DIR/kernels, else $XDG_CACHE_HOME/dnnfusion/kernels, else
+// ~/.cache/dnnfusion/kernels; created mode 0700. CompileError if the directory is not the
+// user's own: owned by someone else, writable by group or others, a symlink, or inside a
+// parent owned by another user (root excepted) or world-writable without the sticky bit.
+std::string cache_dir();
+
+// The SHA-256 of `data` as 64 lowercase hex digits (FIPS 180-4; written here so the core
+// needs no crypto library). Exposed for tests against hashlib.
+std::string sha256_hex(const std::string& data);
+
+// The best SIMD instruction set this CPU and OS support, detected at run time, and the
+// compiler flags that target it. $DNNF_ISA may force a lower one (tests of the scalar and
+// AVX2 dialects on an AVX-512 machine); naming one the CPU lacks, or an unknown name, is an
+// Error.
+struct CpuFeatures {
+  std::string isa;                 // "avx512" | "avx2" | "neon" | "scalar"
+  std::vector<std::string> flags;  // e.g. {"-mavx2", "-mfma"}
+  bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512dq = false,
+       avx512vl = false, neon = false;  // what the hardware has, whatever $DNNF_ISA says
+};
+CpuFeatures cpu_features();
+
+}  // namespace dnnf

@@ -1,0 +1,200 @@
+// Buffer reuse by liveness (see memory_plan.h): lifetimes from the fusion plan's block
+// order, then offsets by a greedy best-fit over tensors sorted by size.
+//
+// The algorithm ("greedy by size" offset assignment):
+//   1. Each intermediate gets a live range [first, last] of block positions: the block that
+//      writes it to the last block that reads it.
+//   2. Tensors are placed one at a time, largest first (ties: earlier first, then lower id),
+//      because big tensors are the hardest to fit and small ones fill the holes they leave.
+//   3. To place a tensor, look only at the already-placed tensors whose live ranges overlap
+//      its own, in offset order. The holes between them (starting at 0, each start rounded
+//      up to the alignment) are candidates; the smallest hole that fits wins (best fit),
+//      which keeps large holes for large tensors. If none fits, the tensor goes after the
+//      highest end among them. Tensors not live at the same time may thus share bytes.
+//   4. The arena is the highest end, rounded up to the alignment.
+// Placing at the end of the overlapping tensors never exceeds the sum of all aligned sizes
+// placed so far, so the arena is at most the naive one-buffer-per-tensor size; it is at
+// least the peak of bytes live at one time. On a chain of equal-sized tensors the two ends
+// meet: two slots.
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "ir/errors.h"
+
+namespace dnnf {
+
+namespace {
+
+int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+bool overlaps_in_time(const BufferSlot& a, const BufferSlot& b) {
+  return a.first <= b.last && b.first <= a.last;
+}
+
+bool overlaps_in_space(const BufferSlot& a, const BufferSlot& b) {
+  return a.size > 0 && b.size > 0 && a.offset < b.offset + b.size && b.offset < a.offset + a.size;
+}
+
+std::vector<int> block_positions(const Graph& g, const FusionPlan& p) {
+  int max_id = -1;
+  for (const Block& b : p.blocks) max_id = std::max(max_id, b.id);
+  std::vector<int> pos(size_t(max_id + 1), -1);
+  for (size_t i = 0; i < p.blocks.size(); ++i) {
+    int id = p.blocks[i].id;
+    if (id < 0 || pos[size_t(id)] != -1) throw InternalError("memory plan: block ids are not distinct and >= 0");
+    pos[size_t(id)] = int(i);
+  }
+  if (p.block_of.size() != g.nodes().size())
+    throw InternalError("memory plan: the fusion plan does not cover this graph's nodes");
+  return pos;
+}
+
+int64_t bytes_of(const Graph& g, ValueId v) {
+  const Value& val = g.value(v);
+  if (!val.type.is_static())
+    throw ShapeError("memory plan needs static shapes: %" + val.name + " has type " + val.type.str() +
+                     "; specialize dynamic dimensions before compiling");
+  return int64_t(val.type.nbytes());
+}
+
+std::string name_of(const Graph& g, ValueId v) { return "%" + g.value(v).name; }
+
+}  // namespace
+
+MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment) {
+  if (alignment <= 0 || (alignment & (alignment - 1)) != 0)
+    throw Error("memory plan: alignment must be a power of two, got " + std::to_string(alignment));
+  std::vector<int> pos = block_positions(g, p);
+  auto position_of_node = [&](NodeId n) { return pos.at(size_t(p.block_of.at(size_t(n)))); };
+
+  MemoryPlan m;
+  m.alignment = alignment;
+  // 1. Live ranges, from the graph's producer/consumer edges mapped to blocks.
+  for (const Block& b : p.blocks)
+    for (ValueId v : b.outputs) {
+      if (g.is_graph_output(v)) continue;  // lives in the caller's buffer
+      BufferSlot s;
+      s.value = v;
+      s.size = bytes_of(g, v);
+      s.first = s.last = position_of_node(g.value(v).producer);
+      for (NodeId c : g.consumers(v)) s.last = std::max(s.last, position_of_node(c));
+      m.buffers.push_back(s);
+      m.intermediate_bytes += s.size;
+      m.naive_bytes += align_up(s.size, alignment);
+    }
+  std::sort(m.buffers.begin(), m.buffers.end(),
+            [](const BufferSlot& a, const BufferSlot& b) { return a.value < b.value; });
+  for (size_t i = 1; i < m.buffers.size(); ++i)
+    if (m.buffers[i].value == m.buffers[i - 1].value)
+      throw InternalError("memory plan: " + name_of(g, m.buffers[i].value) + " is an output of two blocks");
+
+  // 2. Placement order: largest first.
+  std::vector<size_t> order(m.buffers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const BufferSlot &x = m.buffers[a], &y = m.buffers[b];
+    if (x.size != y.size) return x.size > y.size;
+    if (x.first != y.first) return x.first < y.first;
+    return x.value < y.value;
+  });
+
+  // 3. Best fit among the holes left by tensors live at the same time.
+  std::vector<const BufferSlot*> placed, live;
+  for (size_t i : order) {
+    BufferSlot& t = m.buffers[i];
+    live.clear();
+    for (const BufferSlot* q : placed)
+      if (overlaps_in_time(*q, t) && q->size > 0) live.push_back(q);
+    std::sort(live.begin(), live.end(), [](const BufferSlot* a, const BufferSlot* b) {
+      return a->offset < b->offset;
+    });
+    int64_t cursor = 0, best = -1, best_hole = 0;
+    for (const BufferSlot* q : live) {
+      int64_t start = align_up(cursor, alignment);
+      if (start + t.size <= q->offset && (best < 0 || q->offset - start < best_hole)) {
+        best = start;
+        best_hole = q->offset - start;
+      }
+      cursor = std::max(cursor, q->offset + q->size);
+    }
+    t.offset = best >= 0 ? best : align_up(cursor, alignment);
+    m.arena_bytes = std::max(m.arena_bytes, align_up(t.offset + t.size, alignment));
+    placed.push_back(&t);
+  }
+
+  // The lower bound: bytes live during each block.
+  std::vector<int64_t> live_at(p.blocks.size() + 1, 0);
+  for (const BufferSlot& s : m.buffers)
+    for (int t = s.first; t <= s.last; ++t) live_at[size_t(t)] += s.size;
+  for (int64_t b : live_at) m.peak_bytes = std::max(m.peak_bytes, b);
+
+#ifndef NDEBUG
+  check_memory_plan(g, p, m);
+#endif
+  return m;
+}
+
+void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m) {
+  auto fail = [](const std::string& why) { throw InternalError("memory plan check: " + why); };
+  std::vector<int> pos = block_positions(g, p);
+  if (m.alignment <= 0 || (m.alignment & (m.alignment - 1)) != 0) fail("alignment is not a power of two");
+  // True lifetimes from the blocks' own lists: written where it is a block output, read
+  // wherever it is a block input.
+  std::map<ValueId, BufferSlot> truth;
+  for (size_t i = 0; i < p.blocks.size(); ++i)
+    for (ValueId v : p.blocks[i].outputs) {
+      if (g.is_graph_output(v)) continue;
+      if (truth.count(v)) fail(name_of(g, v) + " is written by two blocks");
+      BufferSlot s;
+      s.value = v;
+      s.size = bytes_of(g, v);
+      s.first = s.last = int(i);
+      truth[v] = s;
+    }
+  for (size_t i = 0; i < p.blocks.size(); ++i)
+    for (ValueId v : p.blocks[i].inputs) {
+      auto it = truth.find(v);
+      if (it == truth.end()) continue;
+      if (int(i) < it->second.first) fail(name_of(g, v) + " is read by block " + std::to_string(i) + " before it is written");
+      it->second.last = std::max(it->second.last, int(i));
+    }
+
+  std::map<ValueId, const BufferSlot*> given;
+  for (const BufferSlot& s : m.buffers) {
+    if (s.value < 0 || size_t(s.value) >= g.values().size()) fail("a buffer names value " + std::to_string(s.value) + ", not in the graph");
+    if (!truth.count(s.value)) fail(name_of(g, s.value) + " has a buffer but is not an intermediate block output");
+    if (!given.emplace(s.value, &s).second) fail(name_of(g, s.value) + " has two buffers");
+  }
+  std::vector<BufferSlot> actual;  // recorded offsets, true sizes and lifetimes
+  for (const auto& [v, t] : truth) {
+    auto it = given.find(v);
+    if (it == given.end()) fail(name_of(g, v) + " has no buffer");
+    const BufferSlot& s = *it->second;
+    std::string who = name_of(g, v);
+    if (s.size < t.size) fail(who + " needs " + std::to_string(t.size) + " bytes, its buffer has " + std::to_string(s.size));
+    if (s.offset < 0 || s.offset % m.alignment != 0) fail(who + " has offset " + std::to_string(s.offset) + ", not aligned to " + std::to_string(m.alignment));
+    if (s.offset + t.size > m.arena_bytes) fail(who + " ends at " + std::to_string(s.offset + t.size) + ", past the arena (" + std::to_string(m.arena_bytes) + " bytes)");
+    if (s.first > t.first || s.last < t.last)
+      fail(who + " is live in blocks [" + std::to_string(t.first) + ", " + std::to_string(t.last) + "] but recorded as [" +
+           std::to_string(s.first) + ", " + std::to_string(s.last) + "]");
+    BufferSlot a = t;
+    a.offset = s.offset;
+    actual.push_back(a);
+  }
+  // No two tensors live at the same time share a byte. Sweep in order of first use so each
+  // tensor is compared only with those still live.
+  std::sort(actual.begin(), actual.end(), [](const BufferSlot& a, const BufferSlot& b) { return a.first < b.first; });
+  for (size_t i = 0; i < actual.size(); ++i)
+    for (size_t j = i + 1; j < actual.size() && actual[j].first <= actual[i].last; ++j)
+      if (overlaps_in_space(actual[i], actual[j]))
+        fail(name_of(g, actual[i].value) + " [" + std::to_string(actual[i].offset) + ", +" + std::to_string(actual[i].size) +
+             ") and " + name_of(g, actual[j].value) + " [" + std::to_string(actual[j].offset) + ", +" +
+             std::to_string(actual[j].size) + ") overlap in memory while both are live (blocks " +
+             std::to_string(std::max(actual[i].first, actual[j].first)) + ".." +
+             std::to_string(std::min(actual[i].last, actual[j].last)) + ")");
+}
+
+}  // namespace dnnf

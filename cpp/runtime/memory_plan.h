@@ -1,0 +1,45 @@
+// Memory plan of a fused model: every intermediate tensor that survives fusion (a block
+// output that is not a graph output) gets an offset in one arena, reusing memory between
+// tensors whose lifetimes do not overlap. Runtime support; the paper counts the bytes that
+// fusion removes (§5), this places the ones it keeps.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+#include "plan/plan.h"
+
+namespace dnnf {
+
+// One intermediate tensor in the arena. Times are positions in plan.blocks (execution
+// order): a tensor is live from the block that writes it to the last block that reads it,
+// both included, so a block's inputs never share memory with its outputs.
+struct BufferSlot {
+  ValueId value = kNoValue;
+  int64_t offset = 0;  // bytes from the arena start, a multiple of the alignment
+  int64_t size = 0;    // the tensor's bytes
+  int first = 0;       // producing block
+  int last = 0;        // last consuming block (== first if no later block reads it)
+};
+
+struct MemoryPlan {
+  int64_t alignment = 64;
+  int64_t arena_bytes = 0;         // the arena to allocate (a multiple of alignment)
+  int64_t intermediate_bytes = 0;  // sum of sizes: the memory without reuse or padding
+  int64_t naive_bytes = 0;         // sum of sizes rounded up to the alignment: one buffer each
+  int64_t peak_bytes = 0;          // most bytes live at one time: no plan can do better
+  std::vector<BufferSlot> buffers;  // in value-id order
+};
+
+// Greedy by size, best fit (see memory_plan.cc). Needs static shapes: ShapeError names a
+// symbolic tensor. `alignment` must be a power of two.
+MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment = 64);
+
+// Verifies a memory plan against the graph and plan, deriving lifetimes independently of
+// plan_memory (from the blocks' input/output lists): every intermediate has exactly one
+// aligned buffer of at least its size inside the arena, its recorded live range covers the
+// true one, and no two tensors live at the same time share a byte. InternalError if not.
+// plan_memory runs it itself in debug builds.
+void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m);
+
+}  // namespace dnnf

@@ -1,0 +1,271 @@
+"""Compile-and-cache of generated kernels (cpp/runtime/compiler.cc): a kernel compiles, loads
+and computes what NumPy computes; the cache is keyed by source, compiler and flags, written
+atomically, safe under concurrent compiles, and refuses directories that are not the
+user's own; compiler errors, timeouts and missing symbols raise CompileError."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import stat
+import textwrap
+
+import numpy as np
+import pytest
+
+import dnnfusion as df
+from dnnfusion import _core
+
+# A tiny kernel with the signature Library.call_f32_unary calls.
+KERNEL = """
+#include <cstdint>
+extern "C" void square_plus_one(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i] + 1.0f;
+}
+"""
+
+
+def kernel(tag: str) -> str:
+    """KERNEL with a comment, so each test owns its cache entry."""
+    return f"// {tag}\n{KERNEL}"
+
+
+def expected(x: np.ndarray) -> np.ndarray:
+    return x * x + np.float32(1)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    """Every test gets its own cache directory and the default compiler search."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DNNF_CACHE_DIR", str(cache))
+    for var in ("DNNF_CXX", "CXX", "DNNF_ISA", "DNNF_COMPILE_TIMEOUT"):
+        monkeypatch.delenv(var, raising=False)
+    return cache
+
+
+def run(lib, n: int = 37) -> None:
+    x = np.linspace(-3, 3, n, dtype=np.float32)
+    y = np.zeros_like(x)
+    lib.call_f32_unary("square_plus_one", x, y)
+    # With -mfma the compiler may contract x*x+1 into one rounding: 1 ulp from NumPy.
+    np.testing.assert_allclose(y, expected(x), rtol=2e-7, atol=0)
+
+
+def test_compile_call_and_cache_hit(private_cache):
+    lib = _core.compile_shared(kernel("hit"), ["-O2"])
+    assert not lib.cached
+    assert os.path.dirname(lib.path) == str(private_cache / "kernels")
+    run(lib)
+    again = _core.compile_shared(kernel("hit"), ["-O2"])
+    assert again.cached and again.path == lib.path
+    run(again)
+    # The cache holds the object and its source under one key, and no temporaries.
+    key = os.path.basename(lib.path)[:-3]
+    assert len(key) == 64
+    assert sorted(os.listdir(private_cache / "kernels")) == [key + ".cc", key + ".so"]
+    assert stat.S_IMODE(os.stat(private_cache / "kernels").st_mode) == 0o700
+
+
+def test_key_depends_on_flags_and_source():
+    a = _core.compile_shared(kernel("key"), ["-O2"])
+    b = _core.compile_shared(kernel("key"), ["-O1"])
+    c = _core.compile_shared(kernel("key2"), ["-O2"])
+    assert not b.cached and not c.cached
+    assert len({a.path, b.path, c.path}) == 3
+    run(b)
+
+
+def test_key_depends_on_compiler(tmp_path, monkeypatch):
+    # A wrapper that reports another version is another compiler, hence another entry.
+    cxx = _core.find_compiler()["path"]
+    wrapper = tmp_path / "wrapped-cxx"
+    wrapper.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "wrapper 1.0"; fi\nexec {cxx} "$@"\n')
+    wrapper.chmod(0o755)
+    plain = _core.compile_shared(kernel("compiler"), [])
+    monkeypatch.setenv("DNNF_CXX", str(wrapper))
+    assert _core.find_compiler()["path"] == str(wrapper)
+    wrapped = _core.compile_shared(kernel("compiler"), [])
+    assert not wrapped.cached and wrapped.path != plain.path
+    run(wrapped)
+
+
+def test_compile_error_has_diagnostics_and_kept_source():
+    bad = "extern \"C\" void broken(const float* x, float* y, long n) { y[0] = x[0] +; }\n"
+    with pytest.raises(df.CompileError) as info:
+        _core.compile_shared(bad, [])
+    msg = str(info.value)
+    assert "failed" in msg and "error" in msg and "expected" in msg  # the compiler's own words
+    kept = msg.split("source kept at ")[1].split()[0].rstrip(";")
+    assert kept.endswith(".cc") and open(kept).read() == bad
+    assert kept in msg.split("\n", 2)[2]  # diagnostics name the kept file, not a temporary
+    assert not [f for f in os.listdir(os.path.dirname(kept)) if f.startswith("tmp.") or f.endswith(".so")]
+
+
+def test_long_diagnostics_are_truncated():
+    bad = "\n".join(f"int f{i}() {{ return undefined_{i}; }}" for i in range(300))
+    with pytest.raises(df.CompileError, match="more characters of compiler output") as info:
+        _core.compile_shared(bad, [])
+    assert len(str(info.value)) < 6000
+
+
+def test_missing_symbol():
+    lib = _core.compile_shared(kernel("symbols"), [])
+    assert lib.has_symbol("square_plus_one") and not lib.has_symbol("nope")
+    assert lib.symbol_address("square_plus_one") != 0
+    with pytest.raises(df.CompileError, match="no symbol 'nope'"):
+        lib.symbol_address("nope")
+    x = np.ones(4, np.float32)
+    with pytest.raises(df.CompileError, match="no symbol"):
+        lib.call_f32_unary("nope", x, x.copy())
+    with pytest.raises(TypeError):
+        lib.call_f32_unary("square_plus_one", x, np.zeros(4, np.float64))
+    with pytest.raises(ValueError):
+        lib.call_f32_unary("square_plus_one", x, np.zeros(5, np.float32))
+
+
+def test_no_compiler(monkeypatch):
+    monkeypatch.setenv("DNNF_CXX", "/nonexistent")
+    with pytest.raises(df.CompileError, match=r"no C\+\+ compiler found.*'/nonexistent' was not found"):
+        _core.find_compiler()
+    with pytest.raises(df.CompileError, match=r"no C\+\+ compiler"):
+        _core.compile_shared(kernel("none"), [])
+
+
+def test_broken_cxx_falls_through_to_path(monkeypatch):
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    assert os.path.basename(_core.find_compiler()["path"]) in ("c++", "g++", "clang++")
+
+
+def test_timeout(tmp_path, monkeypatch):
+    slow = tmp_path / "slow-cxx"
+    slow.write_text('#!/bin/sh\nif [ "$1" = --version ]; then echo "slow 1.0"; exit 0; fi\nsleep 30\n')
+    slow.chmod(0o755)
+    monkeypatch.setenv("DNNF_CXX", str(slow))
+    with pytest.raises(df.CompileError, match="timed out after 0.5 s"):
+        _core.compile_shared(kernel("slow"), [], timeout_s=0.5)
+    monkeypatch.setenv("DNNF_COMPILE_TIMEOUT", "0.3")
+    with pytest.raises(df.CompileError, match="timed out.*DNNF_COMPILE_TIMEOUT"):
+        _core.compile_shared(kernel("slow"), [])
+
+
+def test_corrupt_cache_entry_is_rebuilt():
+    lib = _core.compile_shared(kernel("corrupt"), [])
+    path = lib.path
+    del lib  # unload, so the next dlopen reads the file again
+    with open(path, "wb") as f:
+        f.write(b"not an ELF file")
+    again = _core.compile_shared(kernel("corrupt"), [])
+    assert not again.cached and again.path == path
+    run(again)
+
+
+# ---- The cache directory must be the user's own ---------------------------------------
+def test_world_writable_cache_dir_is_rejected(private_cache):
+    private_cache.mkdir()
+    private_cache.chmod(0o777)
+    with pytest.raises(df.CompileError, match="world-writable"):
+        _core.compile_shared(kernel("ww"), [])
+    private_cache.chmod(0o1777)  # sticky, like /tmp: others cannot replace our entries
+    assert _core.kernel_cache_dir() == str(private_cache / "kernels")
+
+
+def test_group_writable_kernels_dir_is_rejected(private_cache):
+    (private_cache / "kernels").mkdir(parents=True)
+    (private_cache / "kernels").chmod(0o770)
+    with pytest.raises(df.CompileError, match="writable by its group"):
+        _core.kernel_cache_dir()
+    (private_cache / "kernels").chmod(0o755)  # readable by others is fine
+    assert _core.kernel_cache_dir() == str(private_cache / "kernels")
+
+
+def test_symlinked_kernels_dir_is_rejected(private_cache, tmp_path):
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    private_cache.mkdir()
+    (private_cache / "kernels").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(df.CompileError, match="not a directory"):
+        _core.kernel_cache_dir()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
+@pytest.mark.parametrize("which", ["kernels", "parent"])
+def test_cache_dir_owned_by_another_user_is_rejected(private_cache, which):
+    (private_cache / "kernels").mkdir(parents=True, mode=0o700)
+    os.chown(private_cache / "kernels" if which == "kernels" else private_cache, 65534, 65534)
+    with pytest.raises(df.CompileError, match="owned by uid 65534, not by you"):
+        _core.compile_shared(kernel("owner"), [])
+
+
+def test_cache_dir_defaults(tmp_path, monkeypatch):
+    monkeypatch.delenv("DNNF_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _core.kernel_cache_dir() == str(tmp_path / "xdg" / "dnnfusion" / "kernels")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _core.kernel_cache_dir() == str(tmp_path / "home" / ".cache" / "dnnfusion" / "kernels")
+    assert stat.S_IMODE(os.stat(tmp_path / "home" / ".cache" / "dnnfusion").st_mode) == 0o700
+
+
+# ---- Concurrent compiles -----------------------------------------------------------------
+def _compile_in_child(cache: str, source: str, barrier) -> tuple[str, bool, bool]:
+    os.environ["DNNF_CACHE_DIR"] = cache
+    from dnnfusion import _core as core
+
+    barrier.wait(timeout=60)  # start both compiles at once
+    lib = core.compile_shared(source, ["-O2"])
+    x = np.arange(100, dtype=np.float32)
+    y = np.empty_like(x)
+    lib.call_f32_unary("square_plus_one", x, y)
+    return lib.path, lib.cached, bool(np.array_equal(y, x * x + 1))
+
+
+def test_concurrent_compiles_of_one_source(private_cache):
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter, as a second user process
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(2)
+        with ctx.Pool(2) as pool:
+            jobs = [pool.apply_async(_compile_in_child, (str(private_cache), kernel("race"), barrier))
+                    for _ in range(2)]
+            results = [j.get(timeout=120) for j in jobs]
+    (path_a, _, ok_a), (path_b, _, ok_b) = results
+    assert ok_a and ok_b and path_a == path_b
+    entries = os.listdir(private_cache / "kernels")
+    assert sorted(entries) == sorted({os.path.basename(path_a), os.path.basename(path_a)[:-3] + ".cc"})
+    assert _core.compile_shared(kernel("race"), ["-O2"]).cached
+
+
+# ---- CPU features and SHA-256 -------------------------------------------------------------
+def test_cpu_features_compile_and_run():
+    f = _core.cpu_features()
+    assert f["isa"] in ("avx512", "avx2", "neon", "scalar")
+    if f["isa"] == "avx512":
+        assert f["flags"] == ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma",
+                              "-mprefer-vector-width=512"]
+        assert f["avx2"] and f["fma"]
+    if f["isa"] == "avx2":
+        assert f["flags"] == ["-mavx2", "-mfma"]
+    # The flags produce code this CPU runs.
+    run(_core.compile_shared(kernel("isa"), ["-O3"] + f["flags"]), n=1003)
+
+
+def test_isa_can_be_lowered_not_raised(monkeypatch):
+    best = _core.cpu_features()["isa"]
+    monkeypatch.setenv("DNNF_ISA", "scalar")
+    assert _core.cpu_features()["isa"] == "scalar" and _core.cpu_features()["flags"] == []
+    if best == "avx512":
+        monkeypatch.setenv("DNNF_ISA", "avx2")
+        assert _core.cpu_features()["flags"] == ["-mavx2", "-mfma"]
+    higher = {"scalar": "avx2", "avx2": "avx512", "avx512": "neon", "neon": "avx2"}[best]
+    monkeypatch.setenv("DNNF_ISA", higher)
+    with pytest.raises(df.Error, match="lacks"):
+        _core.cpu_features()
+    monkeypatch.setenv("DNNF_ISA", "sse9")
+    with pytest.raises(df.Error, match="not an instruction set"):
+        _core.cpu_features()
+
+
+@pytest.mark.parametrize("n", [0, 3, 55, 56, 63, 64, 65, 119, 1000])
+def test_sha256_matches_hashlib(n):
+    data = bytes((i * 7 + 3) % 256 for i in range(n))
+    assert _core.sha256_hex(data) == hashlib.sha256(data).hexdigest()
