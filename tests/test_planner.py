@@ -614,3 +614,24 @@ def test_missing_profile_db_is_an_error_and_profiling_needs_codegen(tmp_path):
         P.profile(tiny_convnet())
     assert P.profile_target("cpu").startswith("cpu:")
     assert P.shape_bucket(1) == "2^0" and P.shape_bucket(1000) == "2^9" and P.shape_bucket(1024) == "2^10"
+
+
+def test_blocks_stay_convex_when_a_path_crosses_another_block():
+    """Regression (found by the memory-plan property test): n6 reads n2 and n8 reads n0;
+    once {n2, n3} and {n0, n5} are blocks, a path can enter a block at one node and leave
+    at another, so reachability must be checked between blocks, not nodes."""
+    g = df.parse("""
+    graph random(%x: f32[1,4,4,4]) {
+      %axes: i64[2] = const [2,3]
+      %t2: f32[1,4,1,1] = ReduceMean(%x, %axes) {keepdims=1} @"n0"
+      %t4: f32[1,4,1,1] = ReduceMean(%x, %axes) {keepdims=1} @"n2"
+      %t5: f32[1,4,1,1] = Add(%t4, %t2) @"n3"
+      %t7: f32[1,4,1,1] = Relu(%t2) @"n5"
+      %t8: f32[1,4,1,1] = ReduceMean(%t4, %axes) {keepdims=1} @"n6"
+      %t10: f32[1,4,1,1] = Add(%t8, %t2) @"n8"
+      return %t8
+    }""")
+    x = np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32)
+    for planner in ("dnnfusion", "tvm", "dp", "patterns", "none"):
+        p = df.plan.plan(g, planner=planner)
+        np.testing.assert_array_equal(p.run_reference(x)[0], g.run_reference(x)[0])

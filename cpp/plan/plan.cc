@@ -19,32 +19,28 @@ namespace {
 
 constexpr int kOpenClMaxKernelArgs = 128;  // CL_DEVICE_MAX_PARAMETER_SIZE / pointer, typical
 
-// Whether a path leaves group `from`, passes through a node of a third group and reaches
-// group `to`. Node ids are a topological order, so one forward sweep over the nodes
-// between the first node of `from` and the last node of `to` decides it.
+// Whether some path leaves block `from` and reaches block `to` through another block.
+// Reachability is between blocks, not nodes: a block runs as one unit once all its inputs
+// exist, so a path that enters block C at one node and leaves it at another, unrelated
+// node still orders `from` before C before `to`.
 bool path_through_other(const Graph& g, const std::vector<int>& group_of, int from, int to) {
-  NodeId first = -1, last = -1;
-  for (NodeId i = 0; i < static_cast<NodeId>(group_of.size()); ++i) {
-    if (group_of[i] == from && first < 0) first = i;
-    if (group_of[i] == to) last = i;
-  }
-  if (first < 0 || last < 0 || first > last) return false;
-  // tainted[n]: n is outside both groups and reachable from `from`.
-  std::vector<char> tainted(last - first + 1, 0);
-  for (NodeId n = first; n <= last; ++n) {
-    bool via_other = false, via_from = false;
-    for (ValueId v : g.node(n).inputs) {
+  std::map<int, std::set<int>> succ;
+  for (const Node& c : g.nodes())
+    for (ValueId v : c.inputs) {
       if (v == kNoValue) continue;
       NodeId p = g.value(v).producer;
-      if (p < first) continue;
-      via_other |= tainted[p - first] != 0;
-      via_from |= group_of[p] == from;
+      if (p >= 0 && group_of[p] != group_of[c.id]) succ[group_of[p]].insert(group_of[c.id]);
     }
-    int gn = group_of[n];
-    if (gn == to) {
-      if (via_other) return true;
-    } else if (gn != from) {
-      tainted[n - first] = via_other || via_from;
+  std::vector<int> stack;
+  std::set<int> seen;
+  for (int s : succ[from])
+    if (s != to && seen.insert(s).second) stack.push_back(s);
+  while (!stack.empty()) {
+    int x = stack.back();
+    stack.pop_back();
+    for (int s : succ[x]) {
+      if (s == to) return true;
+      if (s != from && seen.insert(s).second) stack.push_back(s);
     }
   }
   return false;
