@@ -30,6 +30,7 @@ from torch import nn
 __all__ = [
     "seeded",
     "init_weights",
+    "randomize_affine",
     "ConvBNAct",
     "make_divisible",
     "conv_out",
@@ -42,6 +43,22 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+def randomize_affine(module: nn.Module) -> nn.Module:
+    """Gives every bias and every 1-D scale (LayerNorm/NoNorm weight) random values.
+
+    ``transformers`` initializes biases to exactly 0 and norm scales to exactly 1. Trained
+    networks have neither, and the algebraic rewrites would delete ``x + 0`` and ``x * 1``,
+    flattering operator counts with a property no trained model has."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "bias":
+                p.uniform_(-0.05, 0.05)
+            elif leaf == "weight" and p.dim() == 1:
+                p.uniform_(0.9, 1.1)
+    return module
 
 
 def init_weights(module: nn.Module) -> nn.Module:

@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .common import init_weights, seeded
+from .common import init_weights, randomize_affine, seeded
 
 __all__ = ["ZooModel", "list", "get", "export_onnx", "describe"]
 
@@ -249,6 +249,8 @@ def get(name: str, *, reduced: bool = False) -> ZooModel:
         module = s.build(reduced)
         if s.family != "transformer":  # HF models run their own (seeded) init
             init_weights(module)
+        else:
+            randomize_affine(module)
         module.eval()
     with seeded(seed + 1):
         inputs = s.inputs(reduced)
