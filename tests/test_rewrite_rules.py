@@ -631,6 +631,26 @@ def test_fold_batch_norm_into_conv(dims, groups, bias):
     np.testing.assert_allclose(out.run_reference(x)[0], g.run_reference(x)[0], rtol=1e-4, atol=1e-5)
 
 
+def _randomize_torch_bn(bn) -> None:
+    """Non-trivial scale, shift and running statistics for a torch BatchNorm."""
+    import torch
+
+    with torch.no_grad():
+        bn.weight.uniform_(0.5, 2)
+        bn.bias.normal_()
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2)
+
+
+def _add_torch_bn(g, y, bn, attrs: dict):
+    """A BatchNormalization of y in g with the parameters of the torch BatchNorm `bn`."""
+    ps = [bn.weight, bn.bias, bn.running_mean, bn.running_var]
+    (z,) = g.add_node("BatchNormalization",
+                      [y, *[g.add_constant(f"p{i}", p.detach().numpy()) for i, p in enumerate(ps)]],
+                      attrs, 1)
+    return z
+
+
 @pytest.mark.parametrize("dims,groups,bias", [(1, 1, False), (2, 2, True), (3, 1, True)])
 def test_fold_batch_norm_matches_torch_eval(dims, groups, bias):
     torch = pytest.importorskip("torch")
@@ -639,11 +659,7 @@ def test_fold_batch_norm_matches_torch_eval(dims, groups, bias):
     torch.manual_seed(0)
     conv = conv_cls(4, 6, 3, padding=1, groups=groups, bias=bias)
     bn = bn_cls(6, eps=1e-3)
-    with torch.no_grad():
-        bn.weight.uniform_(0.5, 2)
-        bn.bias.normal_()
-        bn.running_mean.normal_()
-        bn.running_var.uniform_(0.5, 2)
+    _randomize_torch_bn(bn)
     model = torch.nn.Sequential(conv, bn).eval()
     g = _core.Graph("t")
     shape = [2, 4, *[5] * dims]
@@ -652,10 +668,7 @@ def test_fold_batch_norm_matches_torch_eval(dims, groups, bias):
     if bias:
         ins.append(g.add_constant("b", conv.bias.detach().numpy()))
     (y,) = g.add_node("Conv", ins, {"group": groups, "pads": [1] * (2 * dims)}, 1)
-    ps = [bn.weight, bn.bias, bn.running_mean, bn.running_var]
-    (z,) = g.add_node("BatchNormalization",
-                      [y, *[g.add_constant(f"p{i}", p.detach().numpy()) for i, p in enumerate(ps)]],
-                      {"epsilon": 1e-3}, 1)
+    z = _add_torch_bn(g, y, bn, {"epsilon": 1e-3})
     g.set_outputs([z])
     out = rw.fold_batch_norm(df.ECG(g))
     assert [n.op for n in out.nodes] == ["Conv"]
@@ -692,19 +705,13 @@ def test_fold_batch_norm_into_gemm_matches_torch_linear_bn_eval():
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     lin, bn = torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6)
-    with torch.no_grad():
-        bn.weight.uniform_(0.5, 2)
-        bn.bias.normal_()
-        bn.running_mean.normal_()
-        bn.running_var.uniform_(0.5, 2)
+    _randomize_torch_bn(bn)
     model = torch.nn.Sequential(lin, bn).eval()
     g = _core.Graph("t")
     a = g.add_input("a", "f32", [3, 5])
     (y,) = g.add_node("Gemm", [a, g.add_constant("W", lin.weight.detach().numpy()),
                                g.add_constant("b", lin.bias.detach().numpy())], {"transB": 1}, 1)
-    ps = [bn.weight, bn.bias, bn.running_mean, bn.running_var]
-    (z,) = g.add_node("BatchNormalization",
-                      [y, *[g.add_constant(f"p{i}", p.detach().numpy()) for i, p in enumerate(ps)]], {}, 1)
+    z = _add_torch_bn(g, y, bn, {})
     g.set_outputs([z])
     out = rw.fold_batch_norm(df.ECG(g))
     assert [n.op for n in out.nodes] == ["Gemm"]

@@ -23,6 +23,12 @@ using GraphPtr = std::shared_ptr<Graph>;
 struct ValueRef { GraphPtr g; ValueId id; const Value& v() const { return g->value(id); } };
 struct NodeRef { GraphPtr g; NodeId id; const Node& n() const { return g->node(id); } };
 
+std::vector<ValueRef> value_refs(const GraphPtr& g, const std::vector<ValueId>& ids) {
+  std::vector<ValueRef> l;
+  for (ValueId v : ids) l.push_back({g, v});
+  return l;
+}
+
 TensorType type_of(const std::string& dtype, const py::sequence& dims) {
   auto dt = parse_dtype(dtype);
   if (!dt) throw DTypeError("unknown element type '" + dtype + "'");
@@ -193,21 +199,10 @@ void bind_ir(py::module_& m) {
         }
         g->set_outputs(ids);
       })
-      .def_property_readonly("inputs", [](const GraphPtr& g) {
-        std::vector<ValueRef> l;
-        for (ValueId v : g->inputs()) l.push_back({g, v});
-        return l;
-      })
-      .def_property_readonly("outputs", [](const GraphPtr& g) {
-        std::vector<ValueRef> l;
-        for (ValueId v : g->outputs()) l.push_back({g, v});
-        return l;
-      })
-      .def_property_readonly("constants", [](const GraphPtr& g) {
-        std::vector<ValueRef> l;
-        for (ValueId v : g->constants()) l.push_back({g, v});
-        return l;
-      })
+      .def_property_readonly("inputs", [](const GraphPtr& g) { return value_refs(g, g->inputs()); })
+      .def_property_readonly("outputs", [](const GraphPtr& g) { return value_refs(g, g->outputs()); })
+      .def_property_readonly("constants",
+                             [](const GraphPtr& g) { return value_refs(g, g->constants()); })
       .def_property_readonly("nodes", [](const GraphPtr& g) {
         std::vector<NodeRef> l;
         for (const Node& n : g->nodes()) l.push_back({g, n.id});

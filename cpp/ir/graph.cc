@@ -54,19 +54,29 @@ static void check_arity(const OpInfo& info, size_t n_in, size_t n_out, const std
                      " outputs, " + std::to_string(n_out) + " requested");
 }
 
+// The next node of g, not yet added: id, op, name ("<Op>_<id>" when empty), inputs and
+// attributes, with its arity checked for num_outputs outputs and every input id checked;
+// its outputs are left empty.
+static Node next_node(const Graph& g, OpKind op, const std::vector<ValueId>& inputs, Attrs attrs,
+                      size_t num_outputs, const std::string& name) {
+  Node n;
+  n.id = static_cast<NodeId>(g.nodes().size());
+  n.op = op;
+  n.name = name.empty() ? std::string(op_info(op).name) + "_" + std::to_string(n.id) : name;
+  n.inputs = inputs;
+  n.attrs = std::move(attrs);
+  check_arity(op_info(op), inputs.size(), num_outputs, n.name);
+  for (ValueId in : inputs)
+    if (in != kNoValue) g.value(in);  // throws for dangling ids
+  return n;
+}
+
 std::vector<ValueId> Graph::add_node(OpKind op, const std::vector<ValueId>& inputs, Attrs attrs,
                                      int num_outputs, const std::string& name,
                                      const std::vector<std::string>& output_names) {
-  Node probe;
-  probe.id = static_cast<NodeId>(nodes_.size());
-  probe.op = op;
-  probe.name = name.empty() ? std::string(op_info(op).name) + "_" + std::to_string(probe.id) : name;
-  probe.inputs = inputs;
-  probe.attrs = std::move(attrs);
-  probe.outputs.assign(static_cast<size_t>(std::max(num_outputs, 0)), kNoValue);
-  check_arity(op_info(op), inputs.size(), probe.outputs.size(), probe.name);
-  for (ValueId in : inputs)
-    if (in != kNoValue) value(in);  // throws for dangling ids
+  size_t n_out = static_cast<size_t>(std::max(num_outputs, 0));
+  Node probe = next_node(*this, op, inputs, std::move(attrs), n_out, name);
+  probe.outputs.assign(n_out, kNoValue);
   std::vector<TensorType> types = infer_output_types(*this, probe);
   return add_node_typed(op, inputs, std::move(probe.attrs), types, probe.name, output_names);
 }
@@ -75,15 +85,7 @@ std::vector<ValueId> Graph::add_node_typed(OpKind op, const std::vector<ValueId>
                                            Attrs attrs, const std::vector<TensorType>& output_types,
                                            const std::string& name,
                                            const std::vector<std::string>& output_names) {
-  Node n;
-  n.id = static_cast<NodeId>(nodes_.size());
-  n.op = op;
-  n.name = name.empty() ? std::string(op_info(op).name) + "_" + std::to_string(n.id) : name;
-  n.inputs = inputs;
-  n.attrs = std::move(attrs);
-  check_arity(op_info(op), inputs.size(), output_types.size(), n.name);
-  for (ValueId in : inputs)
-    if (in != kNoValue) value(in);
+  Node n = next_node(*this, op, inputs, std::move(attrs), output_types.size(), name);
   // Validate all output names before creating any value, so a failure leaves no trace.
   for (size_t i = 0; i < output_names.size() && i < output_types.size(); ++i)
     if (!output_names[i].empty() && by_name_.count(output_names[i]))

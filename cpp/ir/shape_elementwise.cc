@@ -75,7 +75,7 @@ void clip_rule(InferCtx& c) {
   for (size_t i = 1; i < 3; ++i)
     if (c.has_input(i)) {
       if (c.dtype(i) != c.dtype(0)) c.fail("min/max must have the input's element type");
-      if (c.rank(i) != 0 && !(c.rank(i) == 1 && c.shape(i)[0] == Dim(1)))
+      if (!is_scalar_like(c, i))
         c.fail("min/max must be scalars, got " + c.in(i).str());
     }
   same_as_input0(c);

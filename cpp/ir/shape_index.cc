@@ -11,52 +11,6 @@
 namespace dnnf {
 namespace {
 
-std::string ints_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-bool conflict(const Dim& a, const Dim& b) { return a.is_static() && b.is_static() && a != b; }
-
-void need_float(const InferCtx& c, size_t i, const char* what) {
-  if (!is_float(c.dtype(i)))
-    c.fail(std::string(what) + " must be a float tensor, got " + c.in(i).str());
-}
-
-void same_dtype(const InferCtx& c, size_t a, size_t b, const char* what) {
-  if (c.has_input(b) && c.dtype(a) != c.dtype(b))
-    c.fail(std::string(what) + " must have the element type of input " + std::to_string(a) +
-           " (" + dtype_name(c.dtype(a)) + "), got " + c.in(b).str());
-}
-
-int64_t flag(const InferCtx& c, const char* name, int64_t dflt) {
-  int64_t v = c.attr_int(name, dflt);
-  if (v != 0 && v != 1)
-    c.fail(std::string("attribute '") + name + "' must be 0 or 1, got " + std::to_string(v));
-  return v;
-}
-
-int64_t add(const InferCtx& c, int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) c.fail("a dimension overflows int64");
-  return r;
-}
-
-int64_t mul(const InferCtx& c, int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) c.fail("a dimension overflows int64");
-  return r;
-}
-
-// Integer contents of a required constant 1-D input.
-std::vector<int64_t> const_vector(const InferCtx& c, size_t i, const char* what) {
-  if (!c.has_input(i)) c.fail(std::string(what) + " (input " + std::to_string(i) + ") is required");
-  std::vector<int64_t> v = *c.const_ints(i, what);
-  if (c.rank(i) != 1) c.fail(std::string(what) + " must be a 1-D tensor, got " + c.in(i).str());
-  return v;
-}
-
 // Normalizes `axes` (each in [-r, r), no repeats) among r axes.
 std::vector<int64_t> norm_axes(const InferCtx& c, const std::vector<int64_t>& axes, int64_t r) {
   std::vector<int64_t> out;
@@ -74,10 +28,6 @@ std::vector<int64_t> all_axes(int64_t r) {
   std::vector<int64_t> v;
   for (int64_t i = 0; i < r; ++i) v.push_back(i);
   return v;
-}
-
-bool is_scalar_like(const InferCtx& c, size_t i) {
-  return c.rank(i) == 0 || (c.rank(i) == 1 && c.shape(i)[0] == Dim(1));
 }
 
 // Slice of one axis of static size d, ONNX clamping rules.
@@ -147,11 +97,11 @@ void pad_rule(InferCtx& c) {
     int64_t pb = pads[i], pe = pads[i + n];
     Dim& d = out[axes[i]];
     if (!d.is_static()) {
-      if (add(c, pb, pe) == 0) continue;
+      if (checked_add(c, pb, pe) == 0) continue;
       c.fail("axis " + std::to_string(axes[i]) + " has the symbolic size '" + d.symbol +
              "' and pads change it; specialize with input_shapes=");
     }
-    int64_t o = add(c, add(c, d.value, pb), pe);
+    int64_t o = checked_add(c, checked_add(c, d.value, pb), pe);
     if (o < 0)
       c.fail("pads " + ints_str(pads) + " remove more than the size " + d.str() + " of axis " +
              std::to_string(axes[i]));
@@ -171,14 +121,9 @@ void pad_rule(InferCtx& c) {
 }
 
 void expand_rule(InferCtx& c) {
-  std::vector<int64_t> v = const_vector(c, 1, "shape");
-  Shape target;
-  for (int64_t x : v) {
-    if (x < 0) c.fail("shape " + ints_str(v) + " has a negative entry");
-    target.push_back(x);
-  }
+  Shape target = const_shape(c, 1, "shape");
   auto b = broadcast_shapes(c.shape(0), target);
-  if (!b) c.fail("input " + c.in(0).str() + " does not broadcast with shape " + ints_str(v));
+  if (!b) c.fail("input " + c.in(0).str() + " does not broadcast with shape " + shape_str(target));
   c.out[0] = {c.dtype(0), *b};
 }
 
@@ -189,7 +134,7 @@ void tile_rule(InferCtx& c) {
   Shape out = c.shape(0);
   for (size_t i = 0; i < reps.size(); ++i) {
     if (reps[i] < 0) c.fail("repeats " + ints_str(reps) + " has a negative entry");
-    if (out[i].is_static()) out[i] = mul(c, out[i].value, reps[i]);
+    if (out[i].is_static()) out[i] = checked_mul(c, out[i].value, reps[i]);
     else if (reps[i] == 0) out[i] = 0;
     else if (reps[i] != 1)
       c.fail("axis " + std::to_string(i) + " has the symbolic size '" + out[i].symbol +

@@ -9,53 +9,12 @@
 namespace dnnf {
 namespace {
 
-std::string ints_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-// Two dims that cannot be equal: both static and different (a symbol may be anything).
-bool conflict(const Dim& a, const Dim& b) { return a.is_static() && b.is_static() && a != b; }
-
 int64_t ceil_div(int64_t a, int64_t b) { return a > 0 ? (a - 1) / b + 1 : -((-a) / b); }
-
-// Checked dimension arithmetic: absurd sizes fail instead of wrapping around.
-int64_t add(const InferCtx& c, int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) c.fail("a dimension overflows int64");
-  return r;
-}
-
-int64_t mul(const InferCtx& c, int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) c.fail("a dimension overflows int64");
-  return r;
-}
-
-void need_float(const InferCtx& c, size_t i, const char* what) {
-  if (!is_float(c.dtype(i)))
-    c.fail(std::string(what) + " must be a float tensor, got " + c.in(i).str());
-}
-
-void same_dtype(const InferCtx& c, size_t a, size_t b, const char* what) {
-  if (c.has_input(b) && c.dtype(a) != c.dtype(b))
-    c.fail(std::string(what) + " must have the element type of input " + std::to_string(a) +
-           " (" + dtype_name(c.dtype(a)) + "), got " + c.in(b).str());
-}
 
 void need_rank_at_least(const InferCtx& c, size_t i, int64_t r, const char* layout) {
   if (c.rank(i) < r)
     c.fail("input " + std::to_string(i) + " must have rank >= " + std::to_string(r) + " " +
            layout + ", got " + c.in(i).str());
-}
-
-// A 0/1 flag attribute.
-int64_t flag(const InferCtx& c, const char* name, int64_t dflt) {
-  int64_t v = c.attr_int(name, dflt);
-  if (v != 0 && v != 1)
-    c.fail(std::string("attribute '") + name + "' must be 0 or 1, got " + std::to_string(v));
-  return v;
 }
 
 // ---- sliding windows: Conv, ConvTranspose, MaxPool, AveragePool ----
@@ -137,7 +96,7 @@ Dim window_out(const InferCtx& c, const Dim& in, size_t i, const Window& w, size
     symbolic_window(c, i, in);
   }
   if (w.same()) return ceil_div(in.value, s);
-  int64_t padded = add(c, add(c, in.value, pb), pe);
+  int64_t padded = checked_add(c, checked_add(c, in.value, pb), pe);
   if (padded < ek)
     c.fail("the kernel extent " + std::to_string(ek) + " (kernel " + std::to_string(k) +
            ", dilation " + std::to_string(d) + ") is larger than the padded input " +
@@ -145,7 +104,7 @@ Dim window_out(const InferCtx& c, const Dim& in, size_t i, const Window& w, size
            std::to_string(pb) + "+" + std::to_string(pe) + ") on " + axis_name(i));
   int64_t out = (ceil_mode ? ceil_div(padded - ek, s) : (padded - ek) / s) + 1;
   // ceil_mode: a window that would start in the end padding is dropped.
-  if (ceil_mode && mul(c, out - 1, s) >= in.value + pb) --out;
+  if (ceil_mode && checked_mul(c, out - 1, s) >= in.value + pb) --out;
   return out;
 }
 
@@ -176,7 +135,7 @@ void conv_rule(InferCtx& c) {
   if (w[0].is_static() && w[0].value % group != 0)
     c.fail("weight output channels " + w[0].str() + " are not divisible by group " +
            std::to_string(group));
-  if (x[1].is_static() && w[1].is_static() && x[1].value != mul(c, w[1].value, group))
+  if (x[1].is_static() && w[1].is_static() && x[1].value != checked_mul(c, w[1].value, group))
     c.fail("input channels " + x[1].str() + " must equal weight dim 1 (" + w[1].str() +
            ") x group (" + std::to_string(group) + "); input " + c.in(0).str() + ", weight " +
            c.in(1).str());
@@ -198,7 +157,7 @@ void conv_transpose_rule(InferCtx& c) {
   if (x[1].is_static() && x[1].value % group != 0)
     c.fail("input channels " + x[1].str() + " are not divisible by group " + std::to_string(group));
   Dim m = w[1];
-  if (m.is_static()) m = mul(c, w[1].value, group);
+  if (m.is_static()) m = checked_mul(c, w[1].value, group);
   else if (group != 1) c.fail("weight dim 1 is symbolic; output channels need a static size");
   check_bias(c, m);
   Window win = read_window(c, n, 1);
@@ -216,7 +175,8 @@ void conv_transpose_rule(InferCtx& c) {
     for (size_t i = 0; i < n; ++i) {
       int64_t ek = (win.kernel[i] - 1) * win.dilations[i] + 1;
       int64_t most = x[2 + i].is_static()  // like output_padding, up to stride - 1 more
-          ? add(c, mul(c, win.strides[i], x[2 + i].value), opad[i] + ek - 1) : os[i];
+          ? checked_add(c, checked_mul(c, win.strides[i], x[2 + i].value), opad[i] + ek - 1)
+          : os[i];
       if (os[i] < 1 || os[i] > most)
         c.fail("output_shape " + ints_str(os) + " is not reachable on " + axis_name(i) +
                ": the transposed output is at most " + std::to_string(most));
@@ -236,8 +196,8 @@ void conv_transpose_rule(InferCtx& c) {
     }
     // SAME pads up to in * stride; like onnxruntime and ONNX shape inference, a negative
     // total padding is clamped to 0.
-    int64_t full = add(c, mul(c, s, in.value - 1), opad[i] + ek);
-    int64_t o = win.same() ? std::min(full, mul(c, in.value, s)) : full - pads;
+    int64_t full = checked_add(c, checked_mul(c, s, in.value - 1), opad[i] + ek);
+    int64_t o = win.same() ? std::min(full, checked_mul(c, in.value, s)) : full - pads;
     if (o <= 0)
       c.fail("pads " + ints_str(win.pads) + " exceed the transposed output on " + axis_name(i) +
              " (size " + std::to_string(o + pads) + " before padding)");
@@ -366,16 +326,6 @@ void global_pool_rule(InferCtx& c) {
 
 // ---- reductions ----
 
-// Marks the axes in `axes` for a rank-r input (a repeated axis is allowed, as in ONNX).
-std::vector<bool> axis_set(const InferCtx& c, const std::vector<int64_t>& axes, int64_t r) {
-  std::vector<bool> set(static_cast<size_t>(r), false);
-  for (int64_t a : axes) {
-    if (r == 0) c.fail("axes " + ints_str(axes) + " given for a scalar input");
-    set[c.axis(a, r, "axes value")] = true;
-  }
-  return set;
-}
-
 Shape reduced(const Shape& in, const std::vector<bool>& set, bool keep) {
   Shape out;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -397,7 +347,8 @@ void reduce_rule(InferCtx& c) {
     return;
   }
   int64_t r = c.rank(0);
-  std::vector<bool> set = axes.empty() ? std::vector<bool>(r, true) : axis_set(c, axes, r);
+  // A repeated axis is allowed, as in ONNX.
+  std::vector<bool> set = axes.empty() ? std::vector<bool>(r, true) : axis_set(c, axes, r, true);
   c.out[0] = {c.dtype(0), reduced(c.shape(0), set, keep)};
 }
 

@@ -150,4 +150,76 @@ Shape broadcast_all(const InferCtx& c, const std::vector<size_t>& inputs) {
   return s;
 }
 
+std::string ints_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+bool conflict(const Dim& a, const Dim& b) { return a.is_static() && b.is_static() && a != b; }
+
+int64_t checked_add(const InferCtx& c, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) c.fail("a dimension overflows int64");
+  return r;
+}
+
+int64_t checked_mul(const InferCtx& c, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) c.fail("a dimension overflows int64");
+  return r;
+}
+
+int64_t flag(const InferCtx& c, const char* name, int64_t dflt) {
+  int64_t v = c.attr_int(name, dflt);
+  if (v != 0 && v != 1)
+    c.fail(std::string("attribute '") + name + "' must be 0 or 1, got " + std::to_string(v));
+  return v;
+}
+
+void need_float(const InferCtx& c, size_t i, const char* what) {
+  if (!is_float(c.dtype(i)))
+    c.fail(std::string(what) + " must be a float tensor, got " + c.in(i).str());
+}
+
+void same_dtype(const InferCtx& c, size_t a, size_t b, const char* what) {
+  if (c.has_input(b) && c.dtype(a) != c.dtype(b))
+    c.fail(std::string(what) + " must have the element type of input " + std::to_string(a) +
+           " (" + dtype_name(c.dtype(a)) + "), got " + c.in(b).str());
+}
+
+std::vector<int64_t> const_vector(const InferCtx& c, size_t i, const char* what) {
+  if (!c.has_input(i)) c.fail(std::string(what) + " (input " + std::to_string(i) + ") is required");
+  std::vector<int64_t> v = *c.const_ints(i, what);
+  if (c.rank(i) != 1) c.fail(std::string(what) + " must be a 1-D tensor, got " + c.in(i).str());
+  return v;
+}
+
+Shape const_shape(const InferCtx& c, size_t i, const char* what) {
+  std::vector<int64_t> v = const_vector(c, i, what);
+  Shape s;
+  for (int64_t x : v) {
+    if (x < 0) c.fail(std::string(what) + " " + ints_str(v) + " has a negative entry");
+    s.push_back(x);
+  }
+  return s;
+}
+
+bool is_scalar_like(const InferCtx& c, size_t i) {
+  return c.rank(i) == 0 || (c.rank(i) == 1 && c.shape(i)[0] == Dim(1));
+}
+
+std::vector<bool> axis_set(const InferCtx& c, const std::vector<int64_t>& axes, int64_t r,
+                           bool allow_repeats) {
+  std::vector<bool> set(static_cast<size_t>(r), false);
+  for (int64_t a : axes) {
+    if (r == 0) c.fail("axes " + ints_str(axes) + " given for a scalar input");
+    int64_t k = c.axis(a, r, "axes value");
+    if (set[k] && !allow_repeats)
+      c.fail("axes " + ints_str(axes) + " name axis " + std::to_string(k) + " twice");
+    set[k] = true;
+  }
+  return set;
+}
+
 }  // namespace dnnf

@@ -70,5 +70,27 @@ std::vector<TensorType> infer_output_types(const Graph& g, const Node& n);
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 // Shape of an elementwise result; fails with a message naming both shapes.
 Shape broadcast_all(const InferCtx& c, const std::vector<size_t>& inputs);
+// "[1,2,3]", for messages.
+std::string ints_str(const std::vector<int64_t>& v);
+// Two dims that cannot be equal: both static and different (a symbol may be anything).
+bool conflict(const Dim& a, const Dim& b);
+// Checked dimension arithmetic: absurd sizes fail instead of wrapping around.
+int64_t checked_add(const InferCtx& c, int64_t a, int64_t b);
+int64_t checked_mul(const InferCtx& c, int64_t a, int64_t b);
+// A 0/1 flag attribute; fails on any other value.
+int64_t flag(const InferCtx& c, const char* name, int64_t dflt);
+// Fails unless input i has a float element type.
+void need_float(const InferCtx& c, size_t i, const char* what);
+// Fails when input b is present and its element type differs from input a's.
+void same_dtype(const InferCtx& c, size_t a, size_t b, const char* what);
+// Integer contents of a required constant 1-D input.
+std::vector<int64_t> const_vector(const InferCtx& c, size_t i, const char* what);
+// The static shape held by a required constant 1-D input; fails on a negative entry.
+Shape const_shape(const InferCtx& c, size_t i, const char* what);
+// A scalar or a one-element 1-D tensor.
+bool is_scalar_like(const InferCtx& c, size_t i);
+// Marks `axes` (each in [-r, r)) among r axes; a repeated axis fails unless allow_repeats.
+std::vector<bool> axis_set(const InferCtx& c, const std::vector<int64_t>& axes, int64_t r,
+                           bool allow_repeats);
 
 }  // namespace dnnf

@@ -12,29 +12,9 @@
 namespace dnnf {
 namespace {
 
-std::string ints_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-bool conflict(const Dim& a, const Dim& b) { return a.is_static() && b.is_static() && a != b; }
-
-int64_t add(const InferCtx& c, int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) c.fail("a dimension overflows int64");
-  return r;
-}
-
-int64_t mul(const InferCtx& c, int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) c.fail("a dimension overflows int64");
-  return r;
-}
-
 // A static dim times k; a symbolic dim survives only k == 1.
 Dim mul_dim(const InferCtx& c, const Dim& d, int64_t k, const char* what) {
-  if (d.is_static()) return mul(c, d.value, k);
+  if (d.is_static()) return checked_mul(c, d.value, k);
   if (k == 1) return d;
   c.fail(std::string(what) + " is the symbolic size '" + d.symbol +
          "' and would be multiplied by " + std::to_string(k) +
@@ -46,7 +26,7 @@ Dim dims_product(const InferCtx& c, const Shape& s, size_t b, size_t e) {
   int64_t p = 1;
   std::vector<std::string> syms;
   for (size_t i = b; i < e; ++i) {
-    if (s[i].is_static()) p = mul(c, p, s[i].value);
+    if (s[i].is_static()) p = checked_mul(c, p, s[i].value);
     else syms.push_back(s[i].symbol);
   }
   if (syms.empty() || p == 0) return p;
@@ -55,42 +35,14 @@ Dim dims_product(const InferCtx& c, const Shape& s, size_t b, size_t e) {
   c.fail("merging dims " + shape_str(part) + " needs a static size; specialize with input_shapes=");
 }
 
-// Integer contents of a required constant 1-D input.
-std::vector<int64_t> const_vector(const InferCtx& c, size_t i, const char* what) {
-  if (!c.has_input(i)) c.fail(std::string(what) + " (input " + std::to_string(i) + ") is required");
-  std::vector<int64_t> v = *c.const_ints(i, what);
-  if (c.rank(i) != 1) c.fail(std::string(what) + " must be a 1-D tensor, got " + c.in(i).str());
-  return v;
-}
-
-bool is_scalar_like(const InferCtx& c, size_t i) {
-  return c.rank(i) == 0 || (c.rank(i) == 1 && c.shape(i)[0] == Dim(1));
-}
-
-// Marks `axes` (each in [-r, r)) among r axes.
-std::vector<bool> axis_set(const InferCtx& c, const std::vector<int64_t>& axes, int64_t r,
-                           bool allow_repeats) {
-  std::vector<bool> set(static_cast<size_t>(r), false);
-  for (int64_t a : axes) {
-    if (r == 0) c.fail("axes " + ints_str(axes) + " given for a scalar input");
-    int64_t k = c.axis(a, r, "axes value");
-    if (set[k] && !allow_repeats)
-      c.fail("axes " + ints_str(axes) + " name axis " + std::to_string(k) + " twice");
-    set[k] = true;
-  }
-  return set;
-}
-
 void reshape_rule(InferCtx& c) {
   std::vector<int64_t> spec = const_vector(c, 1, "shape");
-  int64_t allowzero = c.attr_int("allowzero", 0);
-  if (allowzero != 0 && allowzero != 1)
-    c.fail("attribute 'allowzero' must be 0 or 1, got " + std::to_string(allowzero));
+  int64_t allowzero = flag(c, "allowzero", 0);
   const Shape& in = c.shape(0);
   std::multiset<std::string> syms;  // input symbols not copied to the output
   int64_t in_static = 1, out_static = 1;
   for (const Dim& d : in) {
-    if (d.is_static()) in_static = mul(c, in_static, d.value);
+    if (d.is_static()) in_static = checked_mul(c, in_static, d.value);
     else syms.insert(d.symbol);
   }
   Shape out;
@@ -108,12 +60,12 @@ void reshape_rule(InferCtx& c) {
         c.fail("shape " + ints_str(spec) + " copies input dim " + std::to_string(i) +
                " (a 0) but the input " + c.in(0).str() + " has rank " + std::to_string(in.size()));
       out.push_back(in[i]);
-      if (in[i].is_static()) out_static = mul(c, out_static, in[i].value);
+      if (in[i].is_static()) out_static = checked_mul(c, out_static, in[i].value);
       else syms.erase(syms.find(in[i].symbol));
     } else {
       has_zero |= v == 0;
       out.push_back(v);
-      out_static = mul(c, out_static, v);
+      out_static = checked_mul(c, out_static, v);
     }
   }
   if (allowzero && has_zero && infer >= 0)
@@ -208,7 +160,7 @@ void concat_rule(InferCtx& c) {
                std::to_string(axis) + " may differ)");
       if (!out[d].is_static()) out[d] = s[d];
     }
-    if (s[axis].is_static()) sum = add(c, sum, s[axis].value);
+    if (s[axis].is_static()) sum = checked_add(c, sum, s[axis].value);
     else syms.push_back(s[axis].symbol);
   }
   if (syms.empty()) out[axis] = sum;
@@ -241,7 +193,7 @@ void split_rule(InferCtx& c) {
     int64_t total = 0;
     for (int64_t v : split) {
       if (v < 0) c.fail("split " + ints_str(split) + " has a negative size");
-      total = add(c, total, v);
+      total = checked_add(c, total, v);
       sizes.push_back(v);
     }
     if (d.is_static() && total != d.value)
@@ -323,7 +275,7 @@ void depth_to_space_rule(InferCtx& c) {
     if (!ch.is_static())
       c.fail("channels are the symbolic size '" + ch.symbol +
              "'; they must be static to divide by blocksize^2");
-    int64_t bb = mul(c, b, b);
+    int64_t bb = checked_mul(c, b, b);
     if (ch.value % bb != 0)
       c.fail("channels " + ch.str() + " of " + c.in(0).str() +
              " are not divisible by blocksize^2 = " + std::to_string(bb));
@@ -335,7 +287,7 @@ void depth_to_space_rule(InferCtx& c) {
 void space_to_depth_rule(InferCtx& c) {
   int64_t b = blocksize(c);
   const Shape& s = c.shape(0);
-  Shape out = {s[0], mul_dim(c, s[1], mul(c, b, b), "channels"), s[2], s[3]};
+  Shape out = {s[0], mul_dim(c, s[1], checked_mul(c, b, b), "channels"), s[2], s[3]};
   for (size_t i = 2; i < 4 && b != 1; ++i) {
     const char* what = i == 2 ? "height" : "width";
     if (!s[i].is_static())
@@ -350,12 +302,7 @@ void space_to_depth_rule(InferCtx& c) {
 }
 
 void constant_of_shape_rule(InferCtx& c) {
-  std::vector<int64_t> v = const_vector(c, 0, "shape");
-  Shape out;
-  for (int64_t x : v) {
-    if (x < 0) c.fail("shape " + ints_str(v) + " has a negative entry");
-    out.push_back(x);
-  }
+  Shape out = const_shape(c, 0, "shape");
   DType t = DType::F32;
   if (TensorPtr value = c.attr_tensor("value")) {
     if (value->type.numel() != 1)

@@ -4,7 +4,6 @@
 #include "plan/plan.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <queue>
 #include <set>
@@ -12,6 +11,7 @@
 #include "ir/errors.h"
 #include "ir/mapping.h"
 #include "plan/baselines.h"
+#include "plan/json.h"
 
 namespace dnnf {
 
@@ -44,28 +44,6 @@ bool path_through_other(const Graph& g, const std::vector<int>& group_of, int fr
     }
   }
   return false;
-}
-
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
 }
 
 // DOT string literal: quotes and backslashes escaped, newlines as \n line breaks.
@@ -202,7 +180,7 @@ FusionPlan finalize_plan(const Graph& g, std::string planner, const std::vector<
 
 std::string plan_to_json(const Graph& g, const FusionPlan& p) {
   const auto& nodes = g.nodes();
-  std::string s = "{\n  \"planner\": " + json_str(p.planner) + ",\n  \"graph\": " + json_str(g.name()) +
+  std::string s = "{\n  \"planner\": " + json_quote(p.planner) + ",\n  \"graph\": " + json_quote(g.name()) +
                   ",\n  \"stats\": {\"operators_before\": " + std::to_string(p.stats.operators_before) +
                   ", \"kernels_after\": " + std::to_string(p.stats.kernels_after) +
                   ", \"intermediates_removed\": " + std::to_string(p.stats.intermediates_removed) +
@@ -210,28 +188,28 @@ std::string plan_to_json(const Graph& g, const FusionPlan& p) {
                   "},\n  \"blocks\": [";
   auto names = [&](const std::vector<ValueId>& vs) {
     std::string out = "[";
-    for (size_t i = 0; i < vs.size(); ++i) out += (i ? ", " : "") + json_str(g.value(vs[i]).name);
+    for (size_t i = 0; i < vs.size(); ++i) out += (i ? ", " : "") + json_quote(g.value(vs[i]).name);
     return out + "]";
   };
   for (size_t bi = 0; bi < p.blocks.size(); ++bi) {
     const Block& b = p.blocks[bi];
     s += std::string(bi ? "," : "") + "\n    {\"id\": " + std::to_string(b.id) +
-         ", \"seed\": " + (b.seed < 0 ? std::string("null") : json_str(nodes[b.seed].name)) +
-         ", \"fused_type\": " + json_str(mapping_type_name(b.fused_type)) + ", \"nodes\": [";
+         ", \"seed\": " + (b.seed < 0 ? std::string("null") : json_quote(nodes[b.seed].name)) +
+         ", \"fused_type\": " + json_quote(mapping_type_name(b.fused_type)) + ", \"nodes\": [";
     for (size_t k = 0; k < b.nodes.size(); ++k) {
       const Node& nd = nodes[b.nodes[k]];
-      s += std::string(k ? ", " : "") + "{\"name\": " + json_str(nd.name) + ", \"op\": " +
-           json_str(nd.info().name) + ", \"mapping_type\": " +
-           json_str(mapping_type_name(node_mapping_type(g, nd))) + "}";
+      s += std::string(k ? ", " : "") + "{\"name\": " + json_quote(nd.name) + ", \"op\": " +
+           json_quote(nd.info().name) + ", \"mapping_type\": " +
+           json_quote(mapping_type_name(node_mapping_type(g, nd))) + "}";
     }
     s += "], \"inputs\": " + names(b.inputs) + ", \"outputs\": " + names(b.outputs) + "}";
   }
   s += "\n  ],\n  \"reasons\": [";
   for (size_t i = 0; i < p.reasons.size(); ++i) {
     const Reason& r = p.reasons[i];
-    s += std::string(i ? "," : "") + "\n    {\"producer\": " + json_str(nodes[r.producer].name) +
-         ", \"consumer\": " + json_str(nodes[r.consumer].name) +
-         ", \"fused\": " + (r.fused ? "true" : "false") + ", \"why\": " + json_str(r.why) + "}";
+    s += std::string(i ? "," : "") + "\n    {\"producer\": " + json_quote(nodes[r.producer].name) +
+         ", \"consumer\": " + json_quote(nodes[r.consumer].name) +
+         ", \"fused\": " + (r.fused ? "true" : "false") + ", \"why\": " + json_quote(r.why) + "}";
   }
   s += "\n  ]\n}\n";
   return s;

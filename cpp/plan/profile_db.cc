@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ir/errors.h"
+#include "plan/json.h"
 
 namespace dnnf {
 
@@ -165,28 +166,6 @@ class LineReader {
   std::string where_;
   size_t pos_ = 0;
 };
-
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string number(double v) {
   char buf[32];

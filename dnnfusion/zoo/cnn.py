@@ -11,7 +11,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from .common import ConvBNAct, make_divisible
+from .common import ConvBNAct, fc_classifier, make_divisible
 
 __all__ = ["VGG16", "ResNet50", "Bottleneck", "MobileNetV2", "EfficientNetB0", "UNet"]
 
@@ -44,12 +44,7 @@ class VGG16(nn.Module):
                 cin = cout
         self.features = nn.Sequential(*layers)
         side = image_size // 32
-        self.classifier = nn.Sequential(
-            nn.Linear(cin * side * side, fc), nn.ReLU(), nn.Dropout(0.5),
-            nn.Linear(fc, fc), nn.ReLU(), nn.Dropout(0.5),
-            nn.Linear(fc, num_classes),
-        )
-        self.classifier[-1].zoo_head = True
+        self.classifier = fc_classifier(cin * side * side, fc, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))

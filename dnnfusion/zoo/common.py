@@ -34,6 +34,7 @@ __all__ = [
     "ConvBNAct",
     "make_divisible",
     "conv_out",
+    "fc_classifier",
 ]
 
 
@@ -106,6 +107,18 @@ def conv_out(n: int, k: int, s: int, p: int, ceil: bool = False) -> int:
     """Output length of a conv/pool along one axis."""
     num = n + 2 * p - k
     return (-(-num // s) if ceil else num // s) + 1
+
+
+def fc_classifier(cin: int, fc: int, num_classes: int) -> nn.Sequential:
+    """VGG's classifier, also C3D's fc6-fc8: Linear -> ReLU -> Dropout(0.5) twice, then the
+    prediction Linear (tagged ``zoo_head``)."""
+    head = nn.Sequential(
+        nn.Linear(cin, fc), nn.ReLU(), nn.Dropout(0.5),
+        nn.Linear(fc, fc), nn.ReLU(), nn.Dropout(0.5),
+        nn.Linear(fc, num_classes),
+    )
+    head[-1].zoo_head = True
+    return head
 
 
 class ConvBNAct(nn.Sequential):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .common import conv_out
+from .common import conv_out, fc_classifier
 
 __all__ = ["C3D", "S3D"]
 
@@ -42,12 +42,7 @@ class C3D(nn.Module):
         for _ in range(4):
             h, wd = conv_out(h, 2, 2, 0), conv_out(wd, 2, 2, 0)
         h, wd = conv_out(h, 2, 2, 0, ceil=True), conv_out(wd, 2, 2, 0, ceil=True)
-        self.classifier = nn.Sequential(
-            nn.Linear(w[4] * t * h * wd, fc), nn.ReLU(), nn.Dropout(0.5),
-            nn.Linear(fc, fc), nn.ReLU(), nn.Dropout(0.5),
-            nn.Linear(fc, num_classes),
-        )
-        self.classifier[-1].zoo_head = True
+        self.classifier = fc_classifier(w[4] * t * h * wd, fc, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))
