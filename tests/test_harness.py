@@ -1,0 +1,223 @@
+"""The cross-framework benchmark harness (benchmarks/), on a tiny built-in CNN.
+
+One harness run (eager, ONNX Runtime, Inductor, a framework that raises, dnnfusion) is
+shared by the tests; it takes ~30-60 s on 2 busy cores, most of it Inductor's C++ compile.
+No timing assertions: only that the machinery produces well-formed results.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import pathlib
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from harness import cell, counting, models, report, runner  # noqa: E402
+
+FWS = ["eager", "ort", "inductor", "selftest_raise", "dnnfusion"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    res = runner.main(["--models", "tiny_cnn", "--frameworks", ",".join(FWS), "--threads", "1",
+                       "--repeat", "3", "--warmup", "1", "--budget", "5", "--timeout", "300",
+                       "--out", str(out), "--quiet"])
+    return res, out
+
+
+def _cells(res, fw):
+    return [c for c in res["cells"] if c["framework"] == fw]
+
+
+def test_files_written(run):
+    res, out = run
+    paths = res["paths"]
+    for key in ("json", "cells_csv", "counts_csv", "tables"):
+        assert pathlib.Path(paths[key]).exists(), key
+        assert pathlib.Path(paths[key]).parent == out
+    data = json.loads(pathlib.Path(paths["json"]).read_text())
+    assert data["models"] == ["tiny_cnn"]
+    assert len(data["cells"]) == len(FWS)
+    meta = data["meta"]
+    assert meta["cpu"]["logical_cpus"] >= 1
+    assert "torch" in meta["versions"] and "onnxruntime" in meta["versions"]
+    assert "finished" in meta
+    with open(paths["cells_csv"]) as f:
+        rows = list(csv.DictReader(f))
+    assert [r["framework"] for r in rows] == FWS
+    assert rows[0]["model"] == "tiny_cnn"
+    with open(paths["counts_csv"]) as f:
+        counts = list(csv.DictReader(f))
+    assert counts[0]["model"] == "tiny_cnn" and int(counts[0]["onnx_ops"]) > 0
+    text = pathlib.Path(paths["tables"]).read_text()
+    assert "Latency, 1 thread" in text and "tiny_cnn" in text
+
+
+def test_operator_counts_positive(run):
+    res, _ = run
+    ref = res["references"]["tiny_cnn"]
+    assert ref["status"] == "ok", ref.get("reason")
+    for key in ("onnx_ops", "aten_ops", "aten_ops_all", "onnx_nodes_total"):
+        assert isinstance(ref[key], int) and ref[key] > 0, key
+    # the tiny CNN: 3 convs, BN, relu, relu6, sigmoid, mul, add, maxpool, mean, linear, softmax
+    assert ref["aten_hist"]["convolution"] == 3
+    assert ref["onnx_hist"]["Conv"] == 3
+
+
+@pytest.mark.parametrize("fw", ["eager", "ort", "inductor"])
+def test_working_frameworks(run, fw):
+    res, _ = run
+    (c,) = _cells(res, fw)
+    assert c["status"] == "ok", c.get("reason")
+    assert isinstance(c["kernels"], int) and c["kernels"] > 0
+    assert c["correct"] is True
+    assert c["max_rel_err"] is not None and math.isfinite(c["max_rel_err"])
+    assert c["max_rel_err"] <= 1e-3
+    lat = c["latency_ms"]
+    assert lat["n"] >= 3 and 0 < lat["min"] <= lat["median"] <= lat["max"]
+    assert c["peak_rss_mb"] > 0
+    assert c["compile_s"] is not None and c["compile_s"] >= 0
+
+
+def test_fusion_reduces_kernels(run):
+    res, _ = run
+    k = {fw: _cells(res, fw)[0]["kernels"] for fw in ("eager", "ort", "inductor")}
+    assert k["ort"] < k["eager"] and k["inductor"] < k["eager"]
+
+
+def test_failing_framework_gives_reason(run):
+    res, _ = run
+    (c,) = _cells(res, "selftest_raise")
+    assert c["status"] == "error"
+    assert "deliberate failure" in c["reason"]
+    # the run went on after it
+    assert _cells(res, "dnnfusion")
+
+
+def test_dnnfusion_column(run):
+    import dnnfusion
+
+    res, _ = run
+    (c,) = _cells(res, "dnnfusion")
+    if hasattr(dnnfusion, "compile"):
+        assert c["status"] in ("ok", "wrong", "error")
+    else:
+        assert c["status"] == "n/a" and "not implemented yet" in c["reason"]
+
+
+def test_timeout_and_crash_are_cells(tmp_path):
+    """A hanging or crashing cell process becomes a cell with a reason, not an exception."""
+    spec = {"kind": "framework", "model": "tiny_cnn", "framework": "eager", "threads": 1,
+            "celldir": str(tmp_path / "c")}
+    hang = tmp_path / "hang.py"
+    hang.write_text("import time\ntime.sleep(60)\n")
+    runner_cell = runner.CELL
+    try:
+        runner.CELL = hang
+        c = runner.run_cell(spec, sys.executable, timeout=1)
+        assert c["status"] == "timeout" and "timeout" in c["reason"]
+        crash = tmp_path / "crash.py"
+        crash.write_text("import os, sys\nsys.stderr.write('boom\\n')\nos._exit(3)\n")
+        runner.CELL = crash
+        c = runner.run_cell(spec, sys.executable, timeout=30)
+        assert c["status"] == "error" and "boom" in c["reason"] and "3" in c["reason"]
+    finally:
+        runner.CELL = runner_cell
+
+
+def test_compare():
+    import numpy as np
+
+    ref = [np.array([1.0, -2.0, 4.0], np.float32)]
+    ok = cell.compare([ref[0] + 1e-6], ref, rtol=1e-3, atol=0)
+    assert ok["correct"] and ok["max_abs_err"] == pytest.approx(1e-6, rel=0.1)
+    bad = cell.compare([ref[0] + 0.1], ref, rtol=1e-3, atol=0)
+    assert not bad["correct"] and bad["max_rel_err"] == pytest.approx(0.1 / 4, rel=1e-3)
+    assert not cell.compare([np.array([np.nan, 0, 0])], ref, 1e-3, 0)["correct"]
+    assert not cell.compare(ref + ref, ref, 1e-3, 0)["correct"]
+
+
+def test_onnx_count_excludes_shape_plumbing():
+    import onnx
+    from onnx import TensorProto, helper
+
+    # y = Relu(Reshape(x, Concat(Gather(Shape(x), 0), [-1]))) + Transpose(W)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i0"], ["b"], axis=0),
+        helper.make_node("Constant", [], ["m1"], value=helper.make_tensor("m1", TensorProto.INT64, [1], [-1])),
+        helper.make_node("Unsqueeze", ["b", "ax"], ["b1"]),
+        helper.make_node("Concat", ["b1", "m1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["r"]),
+        helper.make_node("Relu", ["r"], ["h"]),
+        helper.make_node("Transpose", ["W"], ["Wt"], perm=[1, 0]),  # constant subgraph
+        helper.make_node("Identity", ["h"], ["h2"]),
+        helper.make_node("Add", ["h2", "Wt"], ["y"]),
+    ]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12])],
+        initializer=[helper.make_tensor("i0", TensorProto.INT64, [], [0]),
+                     helper.make_tensor("ax", TensorProto.INT64, [1], [0]),
+                     helper.make_tensor("W", TensorProto.FLOAT, [12, 2], [0.0] * 24)])
+    res = counting.onnx_op_count(helper.make_model(g))
+    assert res["onnx_hist"] == {"Add": 1, "Relu": 1, "Reshape": 1}
+    assert res["onnx_ops"] == 3 and res["onnx_nodes_total"] == 10
+
+
+def test_inductor_code_parser():
+    code = '''
+cpp_fused_relu_0 = async_compile.cpp_pybinding(['float*'], r"""...""")
+class Runner:
+    def call(self, args):
+        arg0_1, = args
+        buf0 = empty_strided_cpu((1, 8), (8, 1), torch.float32)
+        cpp_fused_relu_0(arg0_1, buf0)
+        buf1 = extern_kernels.convolution(buf0, w, None, stride=(1, 1))
+        buf2 = torch.ops.mkldnn._convolution_pointwise.default(buf1, w2, None)
+        buf3 = reinterpret_tensor(buf2, (8, ), (1, ), 0)
+        del buf0
+        return (buf3, )
+def get_args():
+    cpp_fused_relu_0(x)
+'''
+    res = counting.inductor_kernel_count([code])
+    assert res["kernels"] == 3 and res["generated"] == 1 and res["extern"] == 2
+
+
+def test_model_list_and_cli_validation():
+    assert "tiny_cnn" in models.known_models()
+    with pytest.raises(SystemExit):
+        runner.main(["--models", "no_such_model", "--frameworks", "eager"])
+    with pytest.raises(SystemExit):
+        runner.main(["--models", "tiny_cnn", "--frameworks", "no_such_framework"])
+
+
+def test_report_render_without_results():
+    res = {"models": ["m"], "frameworks": ["eager"], "threads": [1], "references": {},
+           "cells": [{"model": "m", "framework": "eager", "threads": 1, "status": "timeout",
+                      "reason": "timeout after 1 s", "stage": "compile"}],
+           "args": {"rtol": 1e-3}}
+    text = report.render(res)
+    assert "TIMEOUT" in text and "timeout after 1 s" in text
+
+
+def test_zoo_loads_when_dnnfusion_core_is_broken():
+    """The zoo is pure PyTorch; a broken C++ core (mid-rebuild) must not stop the harness."""
+    import subprocess
+
+    code = ("import sys; sys.modules['dnnfusion._core'] = None\n"
+            "from harness import models\n"
+            "z = models.zoo(); assert 'resnet50' in z.list()\n"
+            "assert sys.modules['dnnfusion']._harness_stub\n"
+            "print(len(models.zoo_names()))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=str(REPO / "benchmarks"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout.strip().splitlines()[-1]) == 18
