@@ -1,0 +1,147 @@
+// Timing driver for benchmarks/gemm_bench.py: runs dnnf::gemm over a list of shapes with a
+// fixed thread count and prints one JSON object per shape with every run's seconds.
+//
+//   gemm_bench run   THREADS REPS BUDGET_S VARIANT M,N,K [M,N,K ...]
+//   gemm_bench peak  THREADS SECONDS          (FMA throughput of this machine, GFLOP/s)
+//
+// VARIANT: plain (C = A B, B packed per call), packed (B pre-packed once), fused (plain plus
+// a bias + GELU epilogue in the kernel), unfused (plain, then a separate bias + GELU pass).
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gemm.h"
+
+using namespace dnnf;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct BiasGelu {  // the epilogue a Linear + GELU block fuses
+  const float* bias;
+  void apply(simd::vf& v, int, int col, int n) const {
+    v = simd::v_gelu_erf(simd::v_add(v, gemm::load_lanes(bias + col, n)));
+  }
+};
+
+void bias_gelu_pass(float* c, const float* bias, int M, int N) {
+  parallel_for(M, [&](int i) {
+    float* row = c + static_cast<size_t>(i) * N;
+    for (int j = 0; j < N; j += simd::kVecWidth) {
+      int n = std::min(simd::kVecWidth, N - j);
+      simd::vf v = gemm::load_lanes(row + j, n);
+      BiasGelu{bias}.apply(v, i, j, n);
+      gemm::store_lanes(row + j, v, n);
+    }
+  });
+}
+
+int run(int threads, int reps, double budget, const std::string& variant,
+        const std::vector<std::array<int, 3>>& shapes) {
+  set_num_threads(threads);
+  gemm::Options opt;
+  opt.n_threads = threads;
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto [M, N, K] : shapes) {
+    std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(K) * N),
+        C(static_cast<size_t>(M) * N), bias(N);
+    for (auto* v : {&A, &B, &bias})
+      for (float& x : *v) x = u(rng);
+    gemm::PackedB packed;
+    if (variant == "packed") packed = gemm::PackedB(B.data(), N, 1, K, N);
+    auto once = [&] {
+      if (variant == "packed") {
+        gemm::gemm_f32_packed(M, A.data(), K, 1, packed.view(), C.data(), N, gemm::EpNone{},
+                              gemm::ProNone{}, opt);
+      } else if (variant == "fused") {
+        gemm::gemm_f32(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), N, BiasGelu{bias.data()},
+                       gemm::ProNone{}, opt);
+      } else {
+        gemm::gemm_f32(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), N, gemm::EpNone{},
+                       gemm::ProNone{}, opt);
+        if (variant == "unfused") bias_gelu_pass(C.data(), bias.data(), M, N);
+      }
+    };
+    once();
+    once();  // warm-up: page faults, packing buffers, pool wake-up
+    std::vector<double> times;
+    auto start = Clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+    while (static_cast<int>(times.size()) < reps && (times.size() < 5 || elapsed() < budget)) {
+      auto t0 = Clock::now();
+      once();
+      times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::printf("{\"M\": %d, \"N\": %d, \"K\": %d, \"threads\": %d, \"variant\": \"%s\", ",
+                M, N, K, threads, variant.c_str());
+    std::printf("\"times\": [");
+    for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.9f", i ? ", " : "", times[i]);
+    std::printf("], \"checksum\": %.6g}\n", static_cast<double>(C[C.size() / 2]));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+// Independent FMA chains (more than latency x ports), one thread each, all in registers.
+double peak(int threads, double seconds) {
+  constexpr int kChains = 24;
+  std::vector<double> rates(threads);
+  auto body = [&](int t) {
+    simd::vf acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = simd::v_set1(0.001f * i);
+    const simd::vf b = simd::v_set1(0.999999f), c = simd::v_set1(1e-7f);
+    long iters = 0;
+    double best = 0;
+    auto start = Clock::now();
+    while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+      auto t0 = Clock::now();
+      for (int r = 0; r < 200000; ++r) {
+#pragma GCC unroll 24
+        for (int i = 0; i < kChains; ++i) acc[i] = simd::v_fma(acc[i], b, c);
+      }
+      double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      best = std::max(best, 200000.0 * kChains * 2 * simd::kVecWidth / dt / 1e9);
+      iters++;
+    }
+    float s = 0;
+    for (int i = 0; i < kChains; ++i) s += simd::v_reduce_add(acc[i]);
+    if (s == 12345.0f) std::printf("#");  // keep the chains alive
+    rates[t] = best;
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(body, t);
+  for (auto& th : pool) th.join();
+  double total = 0;
+  for (double r : rates) total += r;
+  return total;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 4 && std::strcmp(argv[1], "peak") == 0) {
+    std::printf("{\"peak_gflops\": %.2f}\n", peak(std::atoi(argv[2]), std::atof(argv[3])));
+    return 0;
+  }
+  if (argc >= 7 && std::strcmp(argv[1], "run") == 0) {
+    std::vector<std::array<int, 3>> shapes;
+    for (int i = 6; i < argc; ++i) {
+      std::array<int, 3> s{};
+      if (std::sscanf(argv[i], "%d,%d,%d", &s[0], &s[1], &s[2]) != 3) return 2;
+      shapes.push_back(s);
+    }
+    return run(std::atoi(argv[2]), std::atoi(argv[3]), std::atof(argv[4]), argv[5], shapes);
+  }
+  std::fprintf(stderr,
+               "usage: gemm_bench run THREADS REPS BUDGET_S VARIANT M,N,K...\n"
+               "       gemm_bench peak THREADS SECONDS\n");
+  return 2;
+}

@@ -1,0 +1,271 @@
+// Packed f32 GEMM, C[M,N] = prologue(A)[M,K] * B[K,N] followed by a fused epilogue, for the
+// Many-to-Many anchors of fused blocks (MatMul, Gemm, Conv as GEMM; paper §4.4).
+//
+// Matrices are views with element strides, so transposes cost nothing to express:
+// element (i, k) of A is a[i*rs_a + k*cs_a], (k, j) of B is b[k*rs_b + j*cs_b], and C is
+// row-major with leading dimension ldc. One call runs in two fork-join phases over the pool
+// of parallel.h:
+//   1. pack B (skipped for a pre-packed B) and, when several tasks would each repack the same
+//      rows of A, pack A once too, into buffers shared by all tasks;
+//   2. tasks over blocks of rows (at most Blocking::mc) x column chunks; each one packs its
+//      A block per k-block (prologue fused) unless shared, and runs the micro-kernel over
+//      MR-row x NR-column tiles, columns innermost (an A panel stays in L1; see Blocking).
+// The epilogue runs once per output vector, on the last k-block, just before the store.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <new>
+
+#include <unistd.h>
+
+#include "gemm_epilogue.h"
+#include "gemm_kernel.h"
+#include "parallel.h"
+
+namespace dnnf::gemm {
+
+// Cache blocking (the loop order is BLIS's with A and B swapped, because here B carries the
+// vector dimension and A is broadcast): an A micro-panel MR x kc stays in L1 while the
+// micro-kernel sweeps the B panels of a kc x nc block held in L2; A is packed per row block
+// (or once for all, when column blocks would repack it). So kc is sized to ~60% of L1
+// (14 x 512 x 4 B = 28 KB of 48 KB) and nc to half of L2 (512 x 256 x 4 B = 512 KB of a 1 MB
+// Zen 5 L2; 512 columns on a 2 MB L2). mc is the row block of a task.
+struct Blocking {
+  int mc = kMR * 24;
+  int kc = 512;
+  int nc = 512;
+};
+inline Blocking cache_blocking() {
+  Blocking b;
+  long l1 = 48 * 1024, l2 = 1024 * 1024;
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+  if (long v = sysconf(_SC_LEVEL1_DCACHE_SIZE); v > 0) l1 = v;
+  if (long v = sysconf(_SC_LEVEL2_CACHE_SIZE); v > 0) l2 = v;
+#endif
+  b.kc = std::max(kKU, static_cast<int>(l1 * 6 / 10 / (kMR * 4)) / kKU * kKU);
+  b.nc = std::max(kNR, static_cast<int>(l2 / 2 / (b.kc * 4)) / kNR * kNR);
+  // DNNF_GEMM_BLOCKING=mc,kc,nc overrides (for tuning on a new machine).
+  if (const char* env = std::getenv("DNNF_GEMM_BLOCKING")) {
+    int mc = 0, kc = 0, nc = 0;
+    if (std::sscanf(env, "%d,%d,%d", &mc, &kc, &nc) == 3 && mc > 0 && kc > 0 && nc > 0) {
+      b.mc = mc;
+      b.kc = std::max(kKU, kc / kKU * kKU);
+      b.nc = std::max(kNR, nc / kNR * kNR);
+    }
+  }
+  return b;
+}
+inline Blocking& default_blocking() {
+  static Blocking b = cache_blocking();
+  return b;
+}
+
+struct Options {
+  int n_threads = 0;        // 0: the pool's size; 1: run on the calling thread only
+  bool accumulate = false;  // C += A*B (C must hold values): e.g. an in-place residual
+  const Blocking* blocking = nullptr;
+};
+
+// The k-block actually used for K: the largest multiple of KU not above the blocking's kc
+// that splits K into equal blocks (576 -> 2 x 288 rather than 512 + 64).
+inline int choose_kc(int K, int kc_max) {
+  kc_max = std::max(kKU, kc_max / kKU * kKU);
+  if (K <= 0) return kKU;
+  int nk = (K + kc_max - 1) / kc_max;
+  return round_up((K + nk - 1) / nk, kKU);
+}
+inline int num_kblocks(int K, int kc) { return K > 0 ? (K + kc - 1) / kc : 1; }
+// Total padded k over all k-blocks: block p starts at p*kc in every packed layout.
+inline long packed_k(int K, int kc) {
+  if (K <= 0) return 0;
+  int nk = num_kblocks(K, kc);
+  return static_cast<long>(nk - 1) * kc + round_up(K - (nk - 1) * kc, kKU);
+}
+
+// A B packed once (constant weights): whole-matrix layout = k-blocks of kc one after the
+// other, each n_pad = round_up(N, NR) columns of NR-panels; block p starts at p*kc*n_pad.
+struct PackedBView {
+  const float* data = nullptr;
+  int k = 0, n = 0, kc = kKU;
+};
+inline size_t packed_b_floats(int K, int N, int kc) {
+  return static_cast<size_t>(packed_k(K, kc)) * round_up(N, kNR);
+}
+// Packs B into dst (packed_b_floats(K, N, kc) floats, 64-byte aligned for speed).
+inline PackedBView pack_b_into(float* dst, const float* b, long rs, long cs, int K, int N,
+                               int kc) {
+  int n_pad = round_up(N, kNR);
+  for (int p = 0; p < num_kblocks(K, kc) && K > 0; ++p) {
+    int pc = p * kc, kcb = std::min(kc, K - pc);
+    pack_b(dst + static_cast<size_t>(pc) * n_pad, b, rs, cs, pc, kcb, round_up(kcb, kKU), 0, N);
+  }
+  return {dst, K, N, kc};
+}
+
+namespace detail {
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float, FreeDeleter>;
+inline float* alloc_floats(size_t n) {
+  size_t bytes = (n * sizeof(float) + 63) / 64 * 64 + 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw std::bad_alloc();
+  return static_cast<float*>(p);
+}
+// Per-thread scratch that only grows: packing buffers are reused across calls (a fresh
+// multi-megabyte malloc would page-fault on every call).
+inline float* scratch(int slot, size_t n) {
+  struct Slot {
+    Buffer buf;
+    size_t cap = 0;
+  };
+  thread_local Slot slots[3];
+  Slot& s = slots[slot];
+  if (s.cap < n) {
+    size_t cap = std::max(n, s.cap + s.cap / 2);
+    s.buf.reset(alloc_floats(cap));
+    s.cap = cap;
+  }
+  return s.buf.get();
+}
+}  // namespace detail
+
+class PackedB {
+ public:
+  PackedB() = default;
+  PackedB(const float* b, long rs, long cs, int K, int N, int kc_max = default_blocking().kc)
+      : kc_(choose_kc(K, kc_max)),
+        buf_(detail::alloc_floats(std::max<size_t>(1, packed_b_floats(K, N, kc_)))) {
+    view_ = pack_b_into(buf_.get(), b, rs, cs, K, N, kc_);
+  }
+  const PackedBView& view() const { return view_; }
+
+ private:
+  int kc_ = kKU;
+  detail::Buffer buf_;
+  PackedBView view_;
+};
+
+namespace detail {
+
+template <class Ep, class Pro>
+void gemm_run(int M, int N, int K, const float* a, long rs_a, long cs_a, const float* b,
+              long rs_b, long cs_b, const PackedBView* pre, float* c, long ldc, const Ep& ep,
+              const Pro& pro, const Options& opt) {
+  if (M <= 0 || N <= 0) return;
+  const Blocking& blk = opt.blocking ? *opt.blocking : default_blocking();
+  const int T = opt.n_threads == 1 ? 1 : (opt.n_threads > 0 ? opt.n_threads : get_num_threads());
+  const int kc = pre ? pre->kc : choose_kc(K, blk.kc);
+  const int nk = num_kblocks(K, kc);
+  const int m_pad = round_up(M, kMR), n_pad = round_up(N, kNR);
+  const int pm = m_pad / kMR, pn = n_pad / kNR;
+  const int nc_blk = std::max(kNR, blk.nc / kNR * kNR);
+
+  // Task grid: row blocks of at most mc rows; with threads, about 3 tasks per thread (the
+  // pool hands them out dynamically), preferring row blocks of >= 4 panels, then columns.
+  int R = (pm + std::max(1, blk.mc / kMR) - 1) / std::max(1, blk.mc / kMR);
+  int Cc = 1;
+  if (T > 1) {
+    const int target = 3 * T;
+    if (R < target) R = std::min(target, std::max(R, pm / 4));
+    R = std::max(1, std::min(R, pm));
+    if (R < target) Cc = std::min(pn, (target + R - 1) / R);
+  }
+  const bool share_a = Cc > 1 || n_pad > nc_blk;
+
+  // Phase 1: shared packing, split into jobs over k-blocks x panel chunks.
+  float* bbuf = pre ? nullptr : scratch(0, std::max<size_t>(1, packed_b_floats(K, N, kc)));
+  const size_t a_floats = std::max<size_t>(1, packed_k(K, kc) * static_cast<size_t>(m_pad));
+  float* abuf = share_a ? scratch(1, a_floats) : nullptr;
+  const float* bp = pre ? pre->data : bbuf;
+  const int chunks = T > 1 ? 2 * T : 1;
+  const int b_jobs = pre ? 0 : nk * std::min(chunks, pn);
+  const int a_jobs = share_a ? nk * std::min(chunks, pm) : 0;
+  auto pack_job = [&](int job) {
+    const bool is_b = job < b_jobs;
+    const int j = is_b ? job : job - b_jobs;
+    const int per = is_b ? std::min(chunks, pn) : std::min(chunks, pm);
+    const int p = j / per, q = j % per, np = is_b ? pn : pm;
+    const int pc = p * kc, kcb = std::max(0, std::min(kc, K - pc)), kcp = round_up(kcb, kKU);
+    const int lo = q * np / per, hi = (q + 1) * np / per;
+    if (hi <= lo || kcb == 0) return;
+    if (is_b) {
+      const int c0 = lo * kNR, c1 = std::min(N, hi * kNR);
+      pack_b(bbuf + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(c0) * kcp, b, rs_b, cs_b,
+             pc, kcb, kcp, c0, c1 - c0);
+    } else {
+      const int r0 = lo * kMR, r1 = std::min(M, hi * kMR);
+      pack_a(abuf + static_cast<size_t>(pc) * m_pad + static_cast<size_t>(r0) * kcp, a, rs_a,
+             cs_a, r0, r1 - r0, M, pc, kcb, kcp, pro);
+    }
+  };
+  if (b_jobs + a_jobs > 0) {
+    if (T > 1) {
+      parallel_for(b_jobs + a_jobs, pack_job);
+    } else {
+      for (int j = 0; j < b_jobs + a_jobs; ++j) pack_job(j);
+    }
+  }
+
+  // Phase 2: compute tasks.
+  auto task = [&](int t) {
+    const int r = t / Cc, cc = t % Cc;
+    const int r0 = (r * pm / R) * kMR, r1 = std::min(M, ((r + 1) * pm / R) * kMR);
+    const int c0 = (cc * pn / Cc) * kNR, c1 = std::min(N, ((cc + 1) * pn / Cc) * kNR);
+    if (r1 <= r0 || c1 <= c0) return;
+    float* tl = share_a ? nullptr
+                        : scratch(2, static_cast<size_t>(round_up(r1 - r0, kMR)) * kc);
+    for (int jc = c0; jc < c1; jc += nc_blk) {
+      const int jend = std::min(c1, jc + nc_blk);
+      for (int p = 0; p < nk; ++p) {
+        const int pc = p * kc, kcb = std::max(0, std::min(kc, K - pc)), kcp = round_up(kcb, kKU);
+        const float* ablk;
+        if (share_a) {
+          ablk = abuf + static_cast<size_t>(pc) * m_pad + static_cast<size_t>(r0) * kcp;
+        } else {
+          pack_a(tl, a, rs_a, cs_a, r0, r1 - r0, M, pc, kcb, kcp, pro);
+          ablk = tl;
+        }
+        const float* bblk = bp + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(jc) * kcp;
+        const bool load_c = opt.accumulate || p > 0, last = p == nk - 1;
+        for (int ir = r0; ir < r1; ir += kMR) {
+          for (int jr = jc; jr < jend; jr += kNR) {
+            run_tile(kcp, ablk + static_cast<size_t>(ir - r0) * kcp,
+                     bblk + static_cast<size_t>(jr - jc) * kcp, c + ir * ldc + jr, ldc,
+                     std::min(kMR, r1 - ir), std::min(kNR, jend - jr), load_c, last, ep, ir, jr);
+          }
+        }
+      }
+    }
+  };
+  if (T > 1) {
+    parallel_for(R * Cc, task);
+  } else {
+    for (int t = 0; t < R * Cc; ++t) task(t);
+  }
+}
+
+}  // namespace detail
+
+// C = ep(pro(A) * B), B packed on the fly.
+template <class Ep = EpNone, class Pro = ProNone>
+void gemm_f32(int M, int N, int K, const float* a, long rs_a, long cs_a, const float* b,
+              long rs_b, long cs_b, float* c, long ldc, const Ep& ep = {}, const Pro& pro = {},
+              const Options& opt = {}) {
+  detail::gemm_run(M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, nullptr, c, ldc, ep, pro, opt);
+}
+
+// C = ep(pro(A) * B) with B packed beforehand (PackedB::view() or pack_b_into); M and the
+// epilogue may change from call to call, K and N are the packed ones.
+template <class Ep = EpNone, class Pro = ProNone>
+void gemm_f32_packed(int M, const float* a, long rs_a, long cs_a, const PackedBView& b, float* c,
+                     long ldc, const Ep& ep = {}, const Pro& pro = {}, const Options& opt = {}) {
+  detail::gemm_run(M, b.n, b.k, a, rs_a, cs_a, nullptr, 0, 0, &b, c, ldc, ep, pro, opt);
+}
+
+}  // namespace dnnf::gemm

@@ -1,0 +1,284 @@
+// The GEMM's ISA-level pieces, written once in the SIMD vocabulary: the register-blocked
+// micro-kernel with its fused epilogue, and the packing of A (with the fused prologue) and B
+// (paper §4.4: Many-to-Many anchors run on tuned micro-kernels).
+//
+// Packed layouts (the GEMM Layout note; gemm.h relies on them):
+//   A, one k-block of kc (padded to kc_pad, a multiple of KU): panels of MR rows, each
+//     kc_pad * MR floats, stored as [kc_pad / KU][MR][KU]. Within a KU-chunk a row's values
+//     are contiguous, so packing row-major A is vector copies, and the micro-kernel finds
+//     row i, step kk at the compile-time offset i * KU + kk.
+//   B, one k-block: panels of NR columns, each kc_pad * NR floats, stored [kc_pad][NR].
+//   Rows past M, columns past N and k past K are zeros (after the prologue, never through it).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+
+#include "simd.h"
+
+namespace dnnf::gemm {
+
+using simd::kVecWidth;
+using simd::vf;
+
+// Register tile per ISA: MR rows x NV vectors of C live in registers, plus NV vectors of B
+// and one broadcast of A: 14*2 + 2 + 1 = 31 of 32 zmm; 6*2 + 2 + 1 = 15 of 16 ymm;
+// 8*3 + 3 + 1 = 28 of 32 NEON q registers.
+// KU is the k-chunk of the packed A layout. -DDNNF_GEMM_MR=/_NV=/_KU= override them (tuning
+// only; the tests run the defaults).
+#if defined(DNNF_ISA_AVX512)
+inline constexpr int kTileDefault[3] = {14, 2, 16};
+#elif defined(DNNF_ISA_AVX2)
+inline constexpr int kTileDefault[3] = {6, 2, 8};
+#elif defined(DNNF_ISA_NEON)
+inline constexpr int kTileDefault[3] = {8, 3, 4};
+#else
+inline constexpr int kTileDefault[3] = {4, 4, 4};
+#endif
+#ifndef DNNF_GEMM_MR
+#define DNNF_GEMM_MR kTileDefault[0]
+#endif
+#ifndef DNNF_GEMM_NV
+#define DNNF_GEMM_NV kTileDefault[1]
+#endif
+#ifndef DNNF_GEMM_KU
+#define DNNF_GEMM_KU kTileDefault[2]
+#endif
+inline constexpr int kMR = DNNF_GEMM_MR, kNV = DNNF_GEMM_NV, kKU = DNNF_GEMM_KU;
+inline constexpr int kNR = kNV * kVecWidth;
+static_assert(kKU % kVecWidth == 0, "a KU-chunk of A is whole vectors");
+
+#ifndef DNNF_GEMM_UNROLL  // of the k loop: 4 beat 1, 2 and 16 (full) on AVX-512
+#define DNNF_GEMM_UNROLL 4
+#endif
+#define DNNF_STR_(x) #x
+#define DNNF_PRAGMA_UNROLL(n) _Pragma(DNNF_STR_(GCC unroll n))
+
+inline int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+// Loads n <= kVecWidth lanes: the plain load when the vector is full.
+inline vf load_lanes(const float* p, int n) {
+  return n == kVecWidth ? simd::v_loadu(p) : simd::v_load_tail(p, n);
+}
+inline void store_lanes(float* p, vf v, int n) {
+  if (n == kVecWidth) {
+    simd::v_storeu(p, v);
+  } else {
+    simd::v_store_tail(p, v, n);
+  }
+}
+
+// The empty epilogue (gemm_epilogue.h has the others); the micro-kernel special-cases it.
+struct EpNone {
+  void apply(vf&, int, int, int) const {}
+};
+
+// C[0..m, 0..n) (+)= A-panel * B-panel over kc_pad steps; on the last k-block the epilogue
+// runs on each vector of the tile before it is stored. MRK <= MR rows are computed (smaller
+// variants serve the edges of M); the A panel's layout always has MR rows.
+template <int MRK, int NVK, class Ep>
+inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __restrict b,
+                         float* c, long ldc, int m, int n, bool load_c, bool last, const Ep& ep,
+                         int row0, int col0) {
+  using namespace simd;
+  constexpr int W = kVecWidth;
+  vf acc[MRK][NVK];
+#pragma GCC unroll 32
+  for (int i = 0; i < MRK; ++i) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NVK; ++j) acc[i][j] = v_zero();
+  }
+  for (int kb = 0; kb < kc_pad; kb += kKU) {
+    DNNF_PRAGMA_UNROLL(DNNF_GEMM_UNROLL)
+    for (int kk = 0; kk < kKU; ++kk) {
+      vf bv[NVK];
+      if constexpr (W >= 8) {  // B streams from L2: fetch 16 k-steps ahead (+5-7% at 2048^3)
+#pragma GCC unroll 8
+        for (int j = 0; j < NVK * W; j += 16) {
+          __builtin_prefetch(b + (kk + 16) * kNR + j, 0, 3);
+        }
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < NVK; ++j) bv[j] = v_load(b + kk * kNR + j * W);
+#pragma GCC unroll 32
+      for (int i = 0; i < MRK; ++i) {
+        vf av = v_set1(a[i * kKU + kk]);
+#pragma GCC unroll 8
+        for (int j = 0; j < NVK; ++j) acc[i][j] = v_fma(av, bv[j], acc[i][j]);
+      }
+    }
+    a += kMR * kKU;
+    b += kKU * kNR;
+  }
+  // Constant trip counts with guards (not breaks), so the loops unroll and acc stays in
+  // registers: a runtime index into acc would send the whole tile to the stack.
+  constexpr bool kPlain = std::is_same_v<Ep, EpNone>;
+  if (kPlain || !last) {
+#pragma GCC unroll 32
+    for (int i = 0; i < MRK; ++i) {
+      if (i < m) {
+        float* cr = c + i * ldc;
+#pragma GCC unroll 8
+        for (int j = 0; j < NVK; ++j) {
+          int nn = std::min(n - j * W, W);
+          if (nn > 0) {
+            vf v = acc[i][j];
+            if (load_c) v = v_add(v, load_lanes(cr + j * W, nn));
+            store_lanes(cr + j * W, v, nn);
+          }
+        }
+      }
+    }
+  } else {
+    // A real epilogue runs from an L1 copy of the tile in a plain loop: inlined once rather
+    // than MRK * NVK times, which keeps generated kernels small and quick to compile; the
+    // extra store and load per vector are noise next to kc FMAs per vector.
+    alignas(64) float tile[MRK * NVK * W];
+#pragma GCC unroll 32
+    for (int i = 0; i < MRK; ++i) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NVK; ++j) v_store(tile + (i * NVK + j) * W, acc[i][j]);
+    }
+    for (int i = 0; i < m; ++i) {
+      float* cr = c + i * ldc;
+      for (int j = 0; j < NVK && j * W < n; ++j) {
+        int nn = std::min(n - j * W, W);
+        vf v = v_load(tile + (i * NVK + j) * W);
+        if (load_c) v = v_add(v, load_lanes(cr + j * W, nn));
+        ep.apply(v, row0 + i, col0 + j * W, nn);
+        store_lanes(cr + j * W, v, nn);
+      }
+    }
+  }
+}
+
+// Runs one tile with the smallest compiled variant covering its m rows and n columns. Row
+// variants MR, ceil(MR/2), 4, 2, 1 keep small M (batch-1..8 Linear layers) from paying for
+// a full MR-row tile; a single-vector column edge uses NV = 1 (rows MR, 4, 1 only, to bound
+// the number of instantiations per epilogue, i.e. compile time of generated kernels).
+template <int NVK, class Ep>
+inline void run_rows(int kc_pad, const float* a, const float* b, float* c, long ldc, int m, int n,
+                     bool load_c, bool last, const Ep& ep, int row0, int col0) {
+  auto go = [&](auto rows) {
+    micro_kernel<decltype(rows)::value, NVK>(kc_pad, a, b, c, ldc, m, n, load_c, last, ep, row0,
+                                             col0);
+  };
+  using std::integral_constant;
+  constexpr int kHalf = (kMR + 1) / 2, k4 = kMR < 4 ? kMR : 4;
+  if constexpr (NVK == kNV) {
+    if (m > kHalf) return go(integral_constant<int, kMR>{});
+    if constexpr (kHalf > 4) {
+      if (m > 4) return go(integral_constant<int, kHalf>{});
+    }
+    if (m > 2) return go(integral_constant<int, k4>{});
+    if (m > 1) return go(integral_constant<int, 2>{});
+  } else {
+    if (m > 4) return go(integral_constant<int, kMR>{});
+    if (m > 1) return go(integral_constant<int, k4>{});
+  }
+  go(integral_constant<int, 1>{});
+}
+template <class Ep>
+inline void run_tile(int kc_pad, const float* a, const float* b, float* c, long ldc, int m,
+                     int n, bool load_c, bool last, const Ep& ep, int row0, int col0) {
+  if constexpr (kNV > 1) {
+    if (n <= kVecWidth) {
+      return run_rows<1>(kc_pad, a, b, c, ldc, m, n, load_c, last, ep, row0, col0);
+    }
+  }
+  run_rows<kNV>(kc_pad, a, b, c, ldc, m, n, load_c, last, ep, row0, col0);
+}
+
+// Packs rows [row0, row0 + mc) x k [k0, k0 + kc) of A (element (i, k) at a[i*rs + k*cs],
+// rows >= m_total are zero) into MR-row panels, applying the prologue. dst holds
+// round_up(mc, MR) * kc_pad floats. A k-stride other than 1 (transposed A) is gathered
+// into a small buffer first, so the prologue always sees vectors.
+template <class Pro>
+inline void pack_a(float* dst, const float* a, long rs, long cs, int row0, int mc, int m_total,
+                   int k0, int kc, int kc_pad, const Pro& pro) {
+  using namespace simd;
+  constexpr int W = kVecWidth;
+  alignas(64) float gather[kKU];
+  for (int ir = 0; ir < mc; ir += kMR) {
+    float* panel = dst + static_cast<size_t>(ir) * kc_pad;
+    for (int kb = 0; kb < kc_pad; kb += kKU) {
+      float* blk = panel + kb * kMR;
+      int kn = std::min(kKU, kc - kb);  // <= 0 in the zero padding of k
+      for (int i = 0; i < kMR; ++i) {
+        float* d = blk + i * kKU;
+        int row = row0 + ir + i;
+        if (ir + i >= mc || row >= m_total || kn <= 0) {
+          for (int t = 0; t < kKU; t += W) v_store(d + t, v_zero());
+          continue;
+        }
+        const float* s = a + row * rs + (k0 + kb) * cs;
+        if (cs != 1) {
+          for (int t = 0; t < kn; ++t) gather[t] = s[t * cs];
+          s = gather;
+        }
+        for (int t = 0; t < kKU; t += W) {
+          int nn = std::min(kn - t, W);
+          if (nn <= 0) {
+            v_store(d + t, v_zero());
+            continue;
+          }
+          vf v = load_lanes(s + t, nn);
+          if constexpr (!Pro::kIdentity) {
+            pro.apply(v, row, k0 + kb + t, nn);
+            if (nn < W) v = v_select(vm_first(nn), v, v_zero());
+          }
+          v_store(d + t, v);
+        }
+      }
+    }
+  }
+}
+
+// Packs k [k0, k0 + kc) x columns [col0, col0 + nc) of B (element (k, j) at b[k*rs + j*cs])
+// into NR-column panels; dst holds round_up(nc, NR) * kc_pad floats.
+inline void pack_b(float* dst, const float* b, long rs, long cs, int k0, int kc, int kc_pad,
+                   int col0, int nc) {
+  using namespace simd;
+  constexpr int W = kVecWidth;
+  const int n_panels = (nc + kNR - 1) / kNR;
+  if (cs == 1) {
+    // Row by row (B read sequentially; striding down a column would miss the TLB per row).
+    for (int k = 0; k < kc; ++k) {
+      const float* s = b + (k0 + k) * rs + col0;
+      float* d = dst + static_cast<size_t>(k) * kNR;
+      for (int jr = 0; jr < nc; jr += kNR, d += static_cast<size_t>(kc_pad) * kNR) {
+        const int nn = std::min(kNR, nc - jr);
+        if (nn == kNR) {
+#pragma GCC unroll 8
+          for (int j = 0; j < kNV; ++j) v_store(d + j * W, v_loadu(s + jr + j * W));
+        } else {
+          for (int j = 0; j < kNV; ++j) {
+            int n1 = std::max(0, std::min(nn - j * W, W));
+            v_store(d + j * W, v_load_tail(s + jr + j * W, n1));
+          }
+        }
+      }
+    }
+  } else {  // transposed B: read down k (contiguous when rs == 1), write with stride NR
+    for (int jr = 0; jr < nc; jr += kNR) {
+      float* panel = dst + static_cast<size_t>(jr) * kc_pad;
+      const int nn = std::min(kNR, nc - jr);
+      for (int j = 0; j < kNR; ++j) {
+        if (j < nn) {
+          const float* s = b + static_cast<long>(k0) * rs + (col0 + jr + j) * cs;
+          for (int k = 0; k < kc; ++k) panel[k * kNR + j] = s[k * rs];
+        } else {
+          for (int k = 0; k < kc; ++k) panel[k * kNR + j] = 0.0f;
+        }
+      }
+    }
+  }
+  for (int p = 0; p < n_panels; ++p) {
+    float* pad = dst + static_cast<size_t>(p) * kNR * kc_pad + static_cast<size_t>(kc) * kNR;
+    std::memset(pad, 0, sizeof(float) * (kc_pad - kc) * kNR);
+  }
+}
+
+}  // namespace dnnf::gemm
