@@ -10,7 +10,6 @@ float64 NumPy, including that C's padding columns (ldc > N) are never written.
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -20,17 +19,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PRELUDE = ROOT / "cpp" / "codegen" / "prelude"
-CXX = os.environ.get("CXX_HOST", "g++")
+from native_toolchain import (ARM_CXX, ARM_SYSROOT, AVX512_FLAGS, CXX, PRELUDE, QEMU,
+                              cpu_has, neon_missing)
 COMMON = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
 X86_FLAGS = {
     "scalar": ["-mavx2", "-mfma"],  # the scalar dialect; ISA flags only let std::fma inline
     "avx2": ["-DDNNF_ISA_AVX2", "-mavx2", "-mfma"],
-    "avx512": ["-DDNNF_ISA_AVX512", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl",
-               "-mfma"],
+    "avx512": ["-DDNNF_ISA_AVX512", *AVX512_FLAGS],
 }
-ARM_CXX, QEMU, ARM_SYSROOT = "aarch64-linux-gnu-g++", "qemu-aarch64", "/usr/aarch64-linux-gnu"
 
 DRIVER = r"""
 #include "gemm.h"
@@ -321,12 +317,6 @@ def _run_dialect(workdir: Path, isa: str, cmd_compile: list[str], runner: list[s
     return Results(cases, got, list(wants), r.stdout)
 
 
-def _cpu_has(flag: str) -> bool:
-    try:
-        return flag in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict[str, Results | str]:
@@ -339,14 +329,13 @@ def results(tmp_path_factory) -> dict[str, Results | str]:
         if shutil.which(CXX) is None:
             out[isa] = f"no C++ compiler ({CXX}) on PATH"
             continue
-        if need and not _cpu_has(need):
+        if need and not cpu_has(need):
             out[isa] = f"this CPU lacks {need}"
             continue
         jobs[isa] = ([CXX, *COMMON, *flags, str(src)], [], cases_x86())
-    missing = [t for t in (ARM_CXX, QEMU) if shutil.which(t) is None]
-    if missing or not Path(ARM_SYSROOT).is_dir():
-        out["neon"] = (f"{' and '.join(missing) or ARM_SYSROOT} not found: install with "
-                       "`apt-get install -y g++-aarch64-linux-gnu qemu-user` to test NEON")
+    reason = neon_missing()
+    if reason:
+        out["neon"] = reason
     else:
         jobs["neon"] = ([ARM_CXX, *COMMON, "-DDNNF_ISA_NEON", str(src)],
                         [QEMU, "-L", ARM_SYSROOT], cases_neon())

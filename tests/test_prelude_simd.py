@@ -17,29 +17,22 @@ For each dialect we check:
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PRELUDE = ROOT / "cpp" / "codegen" / "prelude"
-CXX = os.environ.get("CXX_HOST", "g++")
+from native_toolchain import (ARM_CXX, ARM_SYSROOT, AVX512_FLAGS, CXX, PRELUDE, QEMU,
+                              cpu_has, neon_missing)
 COMMON = ["-std=c++17", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", f"-I{PRELUDE}"]
 X86_FLAGS = {
     "scalar": [],
     "avx2": ["-DDNNF_ISA_AVX2", "-mavx2", "-mfma"],
-    "avx512": ["-DDNNF_ISA_AVX512", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl",
-               "-mfma"],
+    "avx512": ["-DDNNF_ISA_AVX512", *AVX512_FLAGS],
 }
-ARM_CXX = "aarch64-linux-gnu-g++"
-QEMU = "qemu-aarch64"
-ARM_SYSROOT = "/usr/aarch64-linux-gnu"
 WIDTH = {"scalar": 1, "avx2": 8, "avx512": 16, "neon": 4}
 
 # --------------------------------------------------------------------------------------------
@@ -257,21 +250,6 @@ def _compile(cmd: list[str]) -> None:
         raise RuntimeError(f"{' '.join(cmd)}\n{r.stderr[-4000:]}")
 
 
-def _have_neon() -> str | None:
-    missing = [t for t in (ARM_CXX, QEMU) if shutil.which(t) is None]
-    if missing:
-        return (f"{' and '.join(missing)} not found: install with `apt-get install -y "
-                "g++-aarch64-linux-gnu qemu-user` to test the NEON dialect")
-    if not Path(ARM_SYSROOT).is_dir():
-        return f"{ARM_SYSROOT} (the aarch64 sysroot qemu needs) is missing"
-    return None
-
-
-def _cpu_has(flag: str) -> bool:
-    try:
-        return flag in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -292,13 +270,13 @@ def runs(tmp_path_factory) -> dict[str, Run | str]:
         if shutil.which(CXX) is None:
             result[isa] = f"no C++ compiler ({CXX}) on PATH"
             continue
-        if need and not _cpu_has(need):
+        if need and not cpu_has(need):
             result[isa] = f"this CPU lacks {need}"
             continue
         jobs[isa] = [CXX, *COMMON, *flags, str(src), "-o", str(d / isa)]
-    neon_missing = _have_neon()
-    if neon_missing:
-        result["neon"] = neon_missing
+    reason = neon_missing()
+    if reason:
+        result["neon"] = reason
     else:
         jobs["neon"] = [ARM_CXX, *COMMON, "-DDNNF_ISA_NEON", str(src), "-o", str(d / "neon")]
     with ThreadPoolExecutor(max_workers=4) as ex:
