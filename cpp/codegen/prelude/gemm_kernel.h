@@ -75,6 +75,20 @@ struct EpNone {
   void apply(vf&, int, int, int) const {}
 };
 
+// The epilogue contract shared by every anchor kernel (GEMM, convolution, pooling, row ops):
+// the anchor's output y is viewed as row-major [R, C]; for each output vector
+// v = y[row, col .. col + n) (1 <= n <= kVecWidth, never crossing a row end) the kernel calls
+// ep.apply(v, row, col, n) once, after the value is final, then stores v there unless the
+// epilogue declares `static constexpr bool kStores = true` (it then writes its own outputs,
+// e.g. through a transposed index map, and y is only scratch: it must still be a valid R*C
+// buffer, since a GEMM with several k-blocks keeps partial sums in it).
+template <class Ep, class = void>
+struct EpStores : std::false_type {};
+template <class Ep>
+struct EpStores<Ep, std::void_t<decltype(Ep::kStores)>> : std::bool_constant<Ep::kStores> {};
+template <class Ep>
+inline constexpr bool ep_stores = EpStores<Ep>::value;
+
 // C[0..m, 0..n) (+)= A-panel * B-panel over kc_pad steps; on the last k-block the epilogue
 // runs on each vector of the tile before it is stored. MRK <= MR rows are computed (smaller
 // variants serve the edges of M); the A panel's layout always has MR rows.
@@ -148,7 +162,7 @@ inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __r
         vf v = v_load(tile + (i * NVK + j) * W);
         if (load_c) v = v_add(v, load_lanes(cr + j * W, nn));
         ep.apply(v, row0 + i, col0 + j * W, nn);
-        store_lanes(cr + j * W, v, nn);
+        if constexpr (!ep_stores<Ep>) store_lanes(cr + j * W, v, nn);
       }
     }
   }
