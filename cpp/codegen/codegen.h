@@ -1,0 +1,62 @@
+// Code generation for the CPU (paper §4.4): every block of a fusion plan becomes one C++
+// function over the prelude's SIMD vocabulary; the whole model becomes one translation unit
+// with a small C ABI that the runtime (cpp/runtime/executor.h) compiles, caches and calls.
+//
+// The generated module's ABI (the GENERATED-ABI note; executor.cc relies on it):
+//   extern "C" int   dnnf_abi_version(void);                      // == kGeneratedAbiVersion
+//   extern "C" void* dnnf_create(const void* const* constants, char* err, int errlen);
+//       constants[i] is the data of GeneratedModule::constants[i] (row-major, the value's
+//       dtype), alive for the state's lifetime; weights are pre-packed here, once. Returns
+//       the model state, or nullptr with a message in err.
+//   extern "C" void  dnnf_destroy(void* state);
+//   extern "C" int   dnnf_run(void* state, const void* const* inputs, void* const* outputs,
+//                             void* arena, int num_threads, char* err, int errlen);
+//       inputs[i]: graph input i (GeneratedModule::inputs order), contiguous, right dtype;
+//       outputs[j]: preallocated graph output j; arena: arena_bytes, 64-byte aligned.
+//       num_threads <= 0 keeps the current pool. Returns 0, or nonzero with err filled
+//       (a kernel that throws, e.g. a Gather index out of range). One call at a time per
+//       state (the arena is the caller's; the runtime serialises calls).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "plan/plan.h"
+#include "runtime/memory_plan.h"
+
+namespace dnnf {
+
+inline constexpr int kGeneratedAbiVersion = 1;
+
+struct CodegenOptions {
+  // The dialect: "avx512" | "avx2" | "neon" | "scalar". The emitted text is the same for the
+  // CPU dialects (they differ in the prelude header the -DDNNF_ISA_* macro selects, i.e.
+  // vector width and spellings), so `isa` only goes into comments and the stats; the
+  // runtime picks the flags.
+  std::string isa = "scalar";
+};
+
+// What one fused block became.
+struct KernelInfo {
+  int block = -1;
+  std::string function;             // e.g. "k12"
+  std::vector<std::string> stages;  // one line per stage, e.g. "gemm 128x768x768 +epilogue(3 ops)"
+  int64_t scratch_bytes = 0;        // kernel-local buffers (materialised inside the block)
+};
+
+struct GeneratedModule {
+  std::string source;               // one translation unit; includes prelude headers by name
+  std::vector<ValueId> constants;   // the order of dnnf_create's constants array
+  std::vector<ValueId> inputs;      // == graph inputs, in order
+  std::vector<ValueId> outputs;     // == graph outputs, in order
+  int64_t arena_bytes = 0;
+  MemoryPlan memory;
+  std::vector<KernelInfo> kernels;  // one per block, in execution order
+};
+
+// Lowers every block of `p` (any planner's) to C++. UnsupportedOperatorError for an op or
+// dtype the code generator cannot lower, naming the node; ShapeError for symbolic shapes.
+GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenOptions& opt);
+
+}  // namespace dnnf
