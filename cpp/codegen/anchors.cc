@@ -59,6 +59,24 @@ std::pair<int64_t, int64_t> BlockLowerer::anchor_view(const Node& n) const {
       if (inner == 1) return {numel(od) / std::max<int64_t>(od.empty() ? 1 : od[a], 1), od.empty() ? 1 : od[a]};
       return {numel(od) / inner, inner};
     }
+    case OpKind::ReduceMean:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin:
+    case OpKind::ReduceProd:
+    case OpKind::ReduceL2: {  // [out / C, C], C = the last input dim when it is kept, else 1
+      const std::vector<int64_t> id = dims_of(g_, n.inputs.at(0));
+      bool last_kept = !id.empty() && od.size() == id.size() && od.back() == id.back();
+      InferCtx c(g_, n);
+      std::vector<int64_t> axes;
+      if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) axes = const_vector(c, 1, "axes");
+      else axes = c.attr_ints("axes");
+      int64_t r = static_cast<int64_t>(id.size());
+      if (axes.empty() && !c.attr_int("noop_with_empty_axes", 0)) last_kept = false;
+      for (int64_t a : axes) if ((a < 0 ? a + r : a) == r - 1) last_kept = false;
+      int64_t C = last_kept ? id.back() : 1;
+      return {numel(od) / std::max<int64_t>(C, 1), C};
+    }
     default: {
       int64_t C = od.empty() ? 1 : std::max<int64_t>(od.back(), 1);
       return {numel(od) / C, C};
@@ -70,9 +88,19 @@ bool BlockLowerer::has_epilogue(const Node& n) const {
   switch (n.op) {
     case OpKind::MatMul:
     case OpKind::Gemm:
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+    case OpKind::ReduceMean:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin:
+    case OpKind::ReduceProd:
+    case OpKind::ReduceL2:
       return true;
+    case OpKind::LayerNormalization:
+      return n.outputs.size() == 1;
     default:
-      return false;  // anchors_lib.cc widens this as kernels gain epilogues
+      return false;
   }
 }
 
