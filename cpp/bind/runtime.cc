@@ -9,6 +9,7 @@
 #include "ir/errors.h"
 #include "ir/graph.h"
 #include "plan/plan.h"
+#include "codegen/codegen.h"
 #include "runtime/compiler.h"
 #include "runtime/memory_plan.h"
 
@@ -88,6 +89,34 @@ MemoryPlan memory_plan_of(const py::dict& d) {
 }  // namespace
 
 void bind_runtime(py::module_& m) {
+  // The generated module as plain data (the executor binding wraps the same thing).
+  m.def("generate_cpu_dict", [](const py::object& graph, const py::object& plan, const std::string& isa) {
+    GraphPtr g = graph_of(graph);
+    FusionPlan p = plan_of(plan);
+    CodegenOptions o;
+    o.isa = isa;
+    GeneratedModule gm = generate_cpu(*g, p, o);
+    py::dict d;
+    d["source"] = gm.source;
+    d["constants"] = gm.constants;
+    d["inputs"] = gm.inputs;
+    d["outputs"] = gm.outputs;
+    d["arena_bytes"] = gm.arena_bytes;
+    py::list ks;
+    for (const KernelInfo& k : gm.kernels) {
+      py::dict kd;
+      kd["block"] = k.block;
+      kd["function"] = k.function;
+      kd["stages"] = k.stages;
+      kd["scratch_bytes"] = k.scratch_bytes;
+      ks.append(kd);
+    }
+    d["kernels"] = ks;
+    d["memory"] = dict_of(*g, gm.memory);
+    return d;
+  }, py::arg("graph"), py::arg("plan"), py::arg("isa") = "scalar",
+     "C++ source for a fused plan (one function per block) with its constants and arena size.");
+
   m.def("find_compiler", [] {
     Compiler c = find_compiler();
     py::dict d;

@@ -20,7 +20,7 @@ std::string L(int64_t v) { return std::to_string(v) + "L"; }
 void BlockLowerer::emit_library(const Node& n) {
   for (ValueId v : n.inputs)
     if (v != kNoValue && g_.value(v).type.dtype != DType::F32 &&
-        !(n.op == OpKind::CumSum && v == n.inputs[1]))
+        !(g_.value(v).constant && is_integer(g_.value(v).type.dtype)))
       throw UnsupportedOperatorError(std::string("code generation supports ") + op_info(n.op).name +
                                      " on f32 only (node '" + n.name + "')");
   InferCtx c(g_, n);

@@ -1,5 +1,5 @@
 // Reduction anchors (paper §4.4, Many-to-Many anchors): ReduceSum/Mean/Max/Min/Prod/L2 over
-// any set of axes of a tensor of rank <= 8, with the fused epilogue.
+// any set of axes of a tensor of rank <= 8, with the fused epilogue; ArgMax/ArgMin at the end.
 //
 //   reduce_f32<ReduceKind::Mean>(rank, shape, axes_mask, x, y, ep)
 //
@@ -14,8 +14,8 @@
 //   [k0, r, k1] columns: vectors across the contiguous kept block k1, accumulated down r
 //   anything else (e.g. [r0, k, r1]): a generic loop over the leading axes with the same
 //               two inner kernels accumulating into y
-// Long reductions are summed in blocks of kBlock steps per accumulator, merged at the end,
-// which keeps f32 rounding error near sqrt-growth for sums of up to millions of elements.
+// Long reductions run in blocks of kBlock steps per accumulator, merged at the end: no serial
+// f32 sum is longer than kBlock, which keeps the rounding error of million-element sums small.
 #pragma once
 
 #include <cmath>
@@ -123,7 +123,8 @@ void reduce_cols(const float* x, long r, long ld, long n, float* acc) {
       for (long i = i0; i < i1; ++i) {
         const float* p = x + i * ld;
         for (int v = 0; v < 4 && v * W < n; ++v) {
-          a[v] = Op::step(a[v], load_lanes(p + v * W, static_cast<int>(std::min<long>(W, n - v * W))));
+          const int m = static_cast<int>(std::min<long>(W, n - v * W));
+          a[v] = Op::step(a[v], load_lanes(p + v * W, m));
         }
       }
     }
@@ -253,6 +254,115 @@ void reduce_f32(int rank, const long* shape, unsigned axes_mask, const float* x,
     store_lanes(y + i, Op::finish(load_lanes(y + i, n), fcount), n);
   }
   detail::epilogue_pass(y, R, C, ep);
+}
+
+// ---- ArgMax / ArgMin ----------------------------------------------------------------------
+// y[o, i] = index along the axis of the extreme of x[o, :, i] (NumPy's rule: the first
+// extreme; NaN counts as the extreme, the first NaN wins); select_last_index picks the last.
+// Lanes carry indices as floats (exact below 2^24; longer axes take the scalar loop).
+namespace detail {
+
+template <bool kMax, bool kLast>
+inline vm arg_better(vf v, vf best) {
+  using namespace simd;
+  vm nan_v = v_cmp_ne(v, v);
+  if constexpr (kLast) {
+    return vm_or(kMax ? v_cmp_ge(v, best) : v_cmp_le(v, best), nan_v);
+  } else {
+    return vm_or(kMax ? v_cmp_gt(v, best) : v_cmp_lt(v, best),
+                 vm_and(nan_v, v_cmp_eq(best, best)));
+  }
+}
+
+template <bool kMax, bool kLast>
+inline bool arg_better_scalar(float v, long iv, float best, long ib) {
+  const bool nv = v != v, nb = best != best;
+  if (nv || nb) return nv && (!nb || (kLast ? iv > ib : iv < ib));
+  if (v != best) return kMax ? v > best : v < best;
+  return kLast ? iv > ib : iv < ib;
+}
+
+template <bool kMax, bool kLast>
+void arg_reduce(long outer, long axis, long inner, const float* x, int64_t* y) {
+  using namespace simd;
+  constexpr int W = kVecWidth;
+  alignas(64) float iota[W];
+  for (int l = 0; l < W; ++l) iota[l] = static_cast<float>(l);
+  if (axis >= (1L << 24) || (inner > 1 && inner < W)) {  // scalar
+    for (long o = 0; o < outer; ++o) {
+      for (long i = 0; i < inner; ++i) {
+        const float* p = x + o * axis * inner + i;
+        long bi = 0;
+        for (long a = 1; a < axis; ++a) {
+          if (arg_better_scalar<kMax, kLast>(p[a * inner], a, p[bi * inner], bi)) bi = a;
+        }
+        y[o * inner + i] = bi;
+      }
+    }
+    return;
+  }
+  if (inner == 1) {  // lane l scans elements l, l + W, ...; then the lanes are merged
+    parallel_rows(outer, axis, [&](long lo, long hi) {
+      alignas(64) float bv[W], bi[W];
+      for (long o = lo; o < hi; ++o) {
+        const float* p = x + o * axis;
+        vf best = v_set1(p[0]), idx = v_zero();
+        for (long a = 0; a < axis; a += W) {
+          const int k = static_cast<int>(std::min<long>(W, axis - a));
+          vf v = load_lanes(p + a, k);
+          vm take = vm_and(arg_better<kMax, kLast>(v, best), vm_first(k));
+          best = v_select(take, v, best);
+          idx = v_select(take, v_add(v_loadu(iota), v_set1(static_cast<float>(a))), idx);
+        }
+        v_store(bv, best);
+        v_store(bi, idx);
+        long b = static_cast<long>(bi[0]);
+        for (int l = 1; l < W; ++l) {
+          const long il = static_cast<long>(bi[l]);
+          if (arg_better_scalar<kMax, kLast>(bv[l], il, p[b], b)) b = il;
+        }
+        y[o] = b;
+      }
+    });
+    return;
+  }
+  const long blocks = (inner + W - 1) / W;  // inner >= W: vectors across inner
+  parallel_rows(outer * blocks, axis, [&](long lo, long hi) {
+    alignas(64) float bi[W];
+    for (long u = lo; u < hi; ++u) {
+      const long o = u / blocks, j = (u % blocks) * W;
+      const int k = static_cast<int>(std::min<long>(W, inner - j));
+      const float* p = x + o * axis * inner + j;
+      vf best = load_lanes(p, k), idx = v_zero();
+      for (long a = 1; a < axis; ++a) {
+        vf v = load_lanes(p + a * inner, k);
+        vm take = arg_better<kMax, kLast>(v, best);
+        best = v_select(take, v, best);
+        idx = v_select(take, v_set1(static_cast<float>(a)), idx);
+      }
+      v_store(bi, idx);
+      for (int l = 0; l < k; ++l) y[o * inner + j + l] = static_cast<int64_t>(bi[l]);
+    }
+  });
+}
+
+}  // namespace detail
+
+// Output [outer, inner] (keepdims only changes the shape). An empty axis writes zeros.
+inline void arg_reduce_i64(bool is_max, long outer, long axis, long inner, const float* x,
+                           int64_t* y, bool select_last_index) {
+  if (outer <= 0 || inner <= 0) return;
+  if (axis <= 0) {
+    std::fill(y, y + outer * inner, int64_t{0});
+    return;
+  }
+  if (is_max) {
+    select_last_index ? detail::arg_reduce<true, true>(outer, axis, inner, x, y)
+                      : detail::arg_reduce<true, false>(outer, axis, inner, x, y);
+  } else {
+    select_last_index ? detail::arg_reduce<false, true>(outer, axis, inner, x, y)
+                      : detail::arg_reduce<false, false>(outer, axis, inner, x, y);
+  }
 }
 
 }  // namespace dnnf::rowops

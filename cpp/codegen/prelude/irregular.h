@@ -1,0 +1,294 @@
+// Irregular anchors (paper §4.4, Many-to-Many anchors whose access pattern is data-dependent):
+// TopK, GatherElements, NonMaxSuppression and RoiAlign, matching the NumPy oracle
+// (dnnfusion/reference.py, _ref_nn.py) including its tie-breaking. Resize is in resize.h.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rowops.h"
+
+namespace dnnf::irr {
+
+using gemm::EpNone;
+using gemm::load_lanes;
+using rowops::detail::emit;
+using rowops::detail::parallel_rows;
+using simd::kVecWidth;
+using simd::vf;
+
+namespace detail {
+// Rounds a product to float before it meets an addition: keeps the compiler from fusing
+// a * b + c into an FMA, where results must reproduce the oracle's float32 arithmetic.
+inline float rounded(float v) {
+  volatile float t = v;
+  return t;
+}
+inline double rounded(double v) {
+  volatile double t = v;
+  return t;
+}
+}  // namespace detail
+
+// ---- TopK ---------------------------------------------------------------------------------
+// values / indices are [outer, k, inner]. Order: largest (or smallest) first, equal values by
+// lower index; NaN counts as larger than every number (first when largest, last otherwise),
+// as NumPy's sort puts it. The result is always sorted, which `sorted = 0` also allows.
+inline void topk_f32(long outer, long axis, long inner, long k, bool largest, bool sorted,
+                     const float* x, float* values, int64_t* indices) {
+  (void)sorted;
+  if (k < 0 || k > axis) {
+    throw std::invalid_argument("TopK: k = " + std::to_string(k) + " is outside [0, " +
+                                std::to_string(axis) + "]");
+  }
+  if (k == 0 || outer <= 0 || inner <= 0) return;
+  struct Item {
+    float v;
+    int64_t i;
+  };
+  auto before = [largest](const Item& a, const Item& b) {
+    const bool an = a.v != a.v, bn = b.v != b.v;
+    if (an != bn) return largest ? an : bn;
+    if (!an && a.v != b.v) return largest ? a.v > b.v : a.v < b.v;
+    return a.i < b.i;  // a strict total order: the selection is deterministic
+  };
+  parallel_rows(outer * inner, axis * 4, [&](long lo, long hi) {
+    std::vector<Item> items(static_cast<size_t>(axis));
+    for (long u = lo; u < hi; ++u) {
+      const long o = u / inner, j = u % inner;
+      const float* p = x + o * axis * inner + j;
+      for (long a = 0; a < axis; ++a) items[a] = {p[a * inner], a};
+      if (k == axis) {
+        std::sort(items.begin(), items.end(), before);
+      } else if (k * 8 < axis) {
+        std::partial_sort(items.begin(), items.begin() + k, items.end(), before);
+      } else {
+        std::nth_element(items.begin(), items.begin() + (k - 1), items.end(), before);
+        std::sort(items.begin(), items.begin() + (k - 1), before);
+      }
+      for (long t = 0; t < k; ++t) {
+        values[(o * k + t) * inner + j] = items[t].v;
+        indices[(o * k + t) * inner + j] = items[t].i;
+      }
+    }
+  });
+}
+
+// ---- GatherElements -----------------------------------------------------------------------
+// y[i...] = data[i... with i_axis replaced by index[i...]]; y has the index's shape, whose
+// dims may be smaller than data's off the axis (ONNX). Negative indices count from the end;
+// others throw std::out_of_range. T is any element type, I is int32_t or int64_t.
+template <class T, class I>
+void gather_elements(int rank, const long* data_shape, const long* index_shape, int axis,
+                     const T* data, const I* index, T* y) {
+  if (rank < 1 || rank > 8 || axis < 0 || axis >= rank) {
+    throw std::invalid_argument("GatherElements: bad rank or axis");
+  }
+  long d_stride[8], n = 1;
+  for (long a = rank - 1, s = 1; a >= 0; --a) {
+    d_stride[a] = s;
+    s *= data_shape[a];
+  }
+  for (int a = 0; a < rank; ++a) {
+    if (a != axis && index_shape[a] > data_shape[a]) {
+      throw std::invalid_argument("GatherElements: the index is longer than the data on axis " +
+                                  std::to_string(a));
+    }
+    n *= index_shape[a];
+  }
+  const long len = data_shape[axis];
+  auto wrap = [&](long v) {
+    const long w = v < 0 ? v + len : v;
+    if (w < 0 || w >= len) {
+      throw std::out_of_range("GatherElements: index " + std::to_string(v) +
+                              " is out of range for axis " + std::to_string(axis) +
+                              " of size " + std::to_string(len));
+    }
+    return w;
+  };
+  long idx[8] = {};
+  for (long e = 0; e < n; ++e) {  // odometer over the index's shape
+    long off = 0;
+    for (int a = 0; a < rank; ++a) off += (a == axis ? wrap(index[e]) : idx[a]) * d_stride[a];
+    y[e] = data[off];
+    for (int a = rank - 1; a >= 0 && ++idx[a] == index_shape[a]; --a) idx[a] = 0;
+  }
+}
+
+// ---- NonMaxSuppression --------------------------------------------------------------------
+// boxes [B, n, 4] (center_point_box 0: [y1, x1, y2, x2] any diagonal corners; 1: [xc, yc, w,
+// h]), scores [B, classes, n]. Writes rows (batch, class, box) to `selected`, which must hold
+// nms_capacity(...) rows of 3, and returns how many: per (batch, class), boxes with score >
+// *score_threshold (when given) by descending score (equal scores by lower index), each kept
+// unless its IoU with a kept box exceeds iou_threshold, at most max_per_class of them.
+// Arithmetic is float32 in the oracle's order of operations.
+inline long nms_capacity(long B, long classes, long n, long max_per_class) {
+  return B * classes * std::max(0L, std::min(n, max_per_class));
+}
+
+inline long nms_f32(long B, long classes, long n, const float* boxes, const float* scores,
+                    long max_per_class, float iou_threshold, const float* score_threshold,
+                    int center_point_box, int64_t* selected) {
+  if (center_point_box != 0 && center_point_box != 1) {
+    throw std::invalid_argument("NonMaxSuppression: center_point_box must be 0 or 1");
+  }
+  std::vector<float> c(static_cast<size_t>(n) * 4);  // x_min, y_min, x_max, y_max
+  std::vector<long> order, kept;
+  long rows = 0;
+  for (long b = 0; b < B; ++b) {
+    for (long i = 0; i < n; ++i) {
+      const float* p = boxes + (b * n + i) * 4;
+      float* q = c.data() + i * 4;
+      if (center_point_box == 0) {
+        q[0] = std::min(p[1], p[3]), q[1] = std::min(p[0], p[2]);
+        q[2] = std::max(p[1], p[3]), q[3] = std::max(p[0], p[2]);
+      } else {
+        q[0] = p[0] - p[2] / 2, q[1] = p[1] - p[3] / 2;
+        q[2] = p[0] + p[2] / 2, q[3] = p[1] + p[3] / 2;
+      }
+    }
+    for (long cl = 0; cl < classes; ++cl) {
+      const float* s = scores + (b * classes + cl) * n;
+      order.clear();
+      for (long i = 0; i < n; ++i) {
+        if (!score_threshold || s[i] > *score_threshold) order.push_back(i);
+      }
+      std::stable_sort(order.begin(), order.end(), [s](long i, long j) {
+        const float a = -s[i], b = -s[j];  // NumPy ascending order of -s: NaN last
+        return (a != a || b != b) ? (a == a && b != b) : a < b;
+      });
+      kept.clear();
+      for (long i : order) {
+        if (static_cast<long>(kept.size()) >= max_per_class) break;
+        const float* bi = c.data() + i * 4;
+        const float area = detail::rounded((bi[2] - bi[0]) * (bi[3] - bi[1]));
+        bool suppressed = false;
+        for (long j : kept) {
+          const float* bj = c.data() + j * 4;
+          const float ix = std::min(bi[2], bj[2]) - std::max(bi[0], bj[0]);
+          const float iy = std::min(bi[3], bj[3]) - std::max(bi[1], bj[1]);
+          const float inter = detail::rounded(ix * iy);
+          const float area_j = detail::rounded((bj[2] - bj[0]) * (bj[3] - bj[1]));
+          const float uni = area + area_j - inter;
+          if (ix > 0 && iy > 0 && area > 0 && area_j > 0 && uni > 0 &&
+              inter / uni > iou_threshold) {
+            suppressed = true;
+            break;
+          }
+        }
+        if (!suppressed) kept.push_back(i);
+      }
+      for (long i : kept) {
+        selected[rows * 3] = b, selected[rows * 3 + 1] = cl, selected[rows * 3 + 2] = i;
+        ++rows;
+      }
+    }
+  }
+  return rows;
+}
+
+// ---- RoiAlign (opset 16) ------------------------------------------------------------------
+// x [N, C, H, W], rois [num, 4] as (x1, y1, x2, y2), batch_indices [num] -> y [num, C, oh,
+// ow]. half_pixel = coordinate_transformation_mode "half_pixel" (else "output_half_pixel",
+// which also forces malformed ROIs to 1x1); max_mode = mode "max", which follows onnxruntime
+// (and the oracle): the maximum of the weighted corner terms, not of interpolated values.
+// Sample coordinates and weights are computed in double, as the oracle does; accumulation is
+// f32. Epilogue view [num * C * oh, ow].
+namespace detail {
+
+struct RoiTaps {  // per (bin, sample) along one axis: neighbour indices and weights
+  std::vector<long> lo, hi;
+  std::vector<float> wlo, whi;
+};
+
+// The oracle's _roi_samples: samples outside [-1, limit] get weight 0; clamped at the edge.
+inline void roi_taps(double start, double size, long pooled, long grid, long limit, RoiTaps* t) {
+  const size_t n = static_cast<size_t>(pooled * grid);
+  t->lo.resize(n), t->hi.resize(n), t->wlo.resize(n), t->whi.resize(n);
+  const double bin = size / static_cast<double>(pooled);
+  for (long p = 0; p < pooled; ++p) {
+    for (long g = 0; g < grid; ++g) {
+      double pos = start + rounded(static_cast<double>(p) * bin) +
+                   (static_cast<double>(g) + 0.5) * bin / static_cast<double>(grid);
+      const double valid = (pos >= -1.0 && pos <= static_cast<double>(limit)) ? 1.0 : 0.0;
+      pos = std::max(pos, 0.0);
+      long lo = static_cast<long>(std::floor(pos)), hi = lo + 1;
+      if (lo >= limit - 1) {
+        lo = hi = limit - 1;
+        pos = static_cast<double>(lo);
+      }
+      const double frac = pos - static_cast<double>(lo);
+      const size_t k = static_cast<size_t>(p * grid + g);
+      t->lo[k] = lo, t->hi[k] = hi;
+      t->wlo[k] = static_cast<float>((1.0 - frac) * valid);
+      t->whi[k] = static_cast<float>(frac * valid);
+    }
+  }
+}
+
+}  // namespace detail
+
+template <class Ep = EpNone>
+void roi_align_f32(long N, long C, long H, long W, const float* x, long num_rois,
+                   const float* rois, const int64_t* batch_indices, long out_h, long out_w,
+                   long sampling_ratio, float spatial_scale, bool half_pixel, bool max_mode,
+                   float* y, const Ep& ep = {}) {
+  for (long r = 0; r < num_rois; ++r) {
+    if (batch_indices[r] < 0 || batch_indices[r] >= N) {
+      throw std::out_of_range("RoiAlign: batch index " + std::to_string(batch_indices[r]) +
+                              " is out of range for a batch of " + std::to_string(N));
+    }
+  }
+  const double offset = half_pixel ? 0.5 : 0.0;
+  parallel_rows(num_rois * C, out_h * out_w * 16, [&](long lo, long hi) {
+    detail::RoiTaps ty, tx;
+    for (long u = lo; u < hi; ++u) {
+      const long r = u / C, ch = u % C;
+      const float* roi = rois + r * 4;
+      const double ss = spatial_scale;
+      using detail::rounded;
+      const double x1 = rounded(roi[0] * ss) - offset, y1 = rounded(roi[1] * ss) - offset;
+      double rw = rounded(roi[2] * ss) - offset - x1, rh = rounded(roi[3] * ss) - offset - y1;
+      if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
+      const long gh = std::max(0L, sampling_ratio > 0 ? sampling_ratio
+                                                      : static_cast<long>(std::ceil(rh / out_h)));
+      const long gw = std::max(0L, sampling_ratio > 0 ? sampling_ratio
+                                                      : static_cast<long>(std::ceil(rw / out_w)));
+      detail::roi_taps(y1, rh, out_h, gh, H, &ty);
+      detail::roi_taps(x1, rw, out_w, gw, W, &tx);
+      const float* img = x + (batch_indices[r] * C + ch) * H * W;
+      const float count = static_cast<float>(std::max(gh * gw, 1L));
+      float* yo = y + u * out_h * out_w;
+      for (long ph = 0; ph < out_h; ++ph) {
+        for (long pw = 0; pw < out_w; ++pw) {
+          float acc = max_mode && gh * gw > 0 ? -std::numeric_limits<float>::infinity() : 0.0f;
+          for (long gy = 0; gy < gh; ++gy) {
+            const size_t ky = static_cast<size_t>(ph * gh + gy);
+            const float* rlo = img + ty.lo[ky] * W;
+            const float* rhi = img + ty.hi[ky] * W;
+            for (long gx = 0; gx < gw; ++gx) {
+              const size_t kx = static_cast<size_t>(pw * gw + gx);
+              const float t0 = ty.wlo[ky] * tx.wlo[kx] * rlo[tx.lo[kx]];
+              const float t1 = ty.wlo[ky] * tx.whi[kx] * rlo[tx.hi[kx]];
+              const float t2 = ty.whi[ky] * tx.wlo[kx] * rhi[tx.lo[kx]];
+              const float t3 = ty.whi[ky] * tx.whi[kx] * rhi[tx.hi[kx]];
+              if (max_mode) {
+                acc = std::max({acc, t0, t1, t2, t3});
+              } else {
+                acc += (t0 + t1) + (t2 + t3);
+              }
+            }
+          }
+          yo[ph * out_w + pw] = max_mode ? acc : acc / count;
+        }
+      }
+    }
+  });
+  rowops::detail::epilogue_pass(y, num_rois * C * out_h, out_w, ep);
+}
+
+}  // namespace dnnf::irr
