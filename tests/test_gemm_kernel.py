@@ -10,8 +10,6 @@ float64 NumPy, including that C's padding columns (ldc > N) are never written.
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from native_toolchain import (ARM_CXX, ARM_SYSROOT, AVX512_FLAGS, CXX, PRELUDE, QEMU,
-                              cpu_has, neon_missing)
+from native_toolchain import PRELUDE, build_and_run, dialect_commands
 COMMON = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
-X86_FLAGS = {
-    "scalar": ["-mavx2", "-mfma"],  # the scalar dialect; ISA flags only let std::fma inline
-    "avx2": ["-DDNNF_ISA_AVX2", "-mavx2", "-mfma"],
-    "avx512": ["-DDNNF_ISA_AVX512", *AVX512_FLAGS],
-}
+SCALAR_FLAGS = ("-mavx2", "-mfma")  # the scalar dialect; ISA flags only let std::fma inline
 
 DRIVER = r"""
 #include "gemm.h"
@@ -275,6 +268,10 @@ def cases_x86() -> list[Case]:
         cs.append(Case(129, 300, 70, threads=threads, mc=32, nc=64, ep="bias_col"))
         cs.append(Case(16, 500, 33, threads=threads, pro="rcp"))
         cs.append(Case(300, 20, 50, threads=threads, mc=20, ta=1, tb=1))
+    # streamed B (one row block, many column blocks: each task packs its own B block)
+    for threads in (1, 2):
+        cs.append(Case(30, 700, 50, nc=64, threads=threads, ep="chain"))
+        cs.append(Case(20, 300, 600, nc=64, kc=128, threads=threads, tb=1, accumulate=1))
     cs.append(Case(2, 3, 0, accumulate=1, ep="bias_col"))
     return cs
 
@@ -297,24 +294,16 @@ def _run_dialect(workdir: Path, isa: str, cmd_compile: list[str], runner: list[s
                  cases: list[Case]) -> Results:
     rng = np.random.default_rng(1234)
     recs, wants = zip(*(build(c, rng) for c in cases))
-    inp = workdir / f"{isa}.in"
-    inp.write_bytes(np.int32(len(cases)).tobytes() + b"".join(recs))
-    exe = workdir / isa
-    r = subprocess.run(cmd_compile + ["-o", str(exe)], capture_output=True, text=True)
-    if r.returncode:
-        raise RuntimeError(f"compiling the {isa} driver failed:\n{r.stderr[-4000:]}")
-    out = workdir / f"{isa}.out"
-    r = subprocess.run([*runner, str(exe), str(inp), str(out)], capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, f"{isa} driver failed ({r.returncode}): {r.stderr[-2000:]}"
-    data = np.frombuffer(out.read_bytes(), dtype=np.float32)
+    raw, stdout = build_and_run(workdir, isa, cmd_compile, runner,
+                                np.int32(len(cases)).tobytes() + b"".join(recs))
+    data = np.frombuffer(raw, dtype=np.float32)
     got, pos = [], 0
     for c, w in zip(cases, wants):
         n = c.M * (c.N + c.pad)
         got.append(data[pos:pos + n].reshape(c.M, c.N + c.pad))
         pos += n
     assert pos == data.size
-    return Results(cases, got, list(wants), r.stdout)
+    return Results(cases, got, list(wants), stdout)
 
 
 
@@ -324,21 +313,11 @@ def results(tmp_path_factory) -> dict[str, Results | str]:
     src = d / "driver.cc"
     src.write_text(DRIVER)
     jobs, out = {}, {}
-    for isa, flags in X86_FLAGS.items():
-        need = {"avx2": "avx2", "avx512": "avx512bw"}.get(isa)
-        if shutil.which(CXX) is None:
-            out[isa] = f"no C++ compiler ({CXX}) on PATH"
-            continue
-        if need and not cpu_has(need):
-            out[isa] = f"this CPU lacks {need}"
-            continue
-        jobs[isa] = ([CXX, *COMMON, *flags, str(src)], [], cases_x86())
-    reason = neon_missing()
-    if reason:
-        out["neon"] = reason
-    else:
-        jobs["neon"] = ([ARM_CXX, *COMMON, "-DDNNF_ISA_NEON", str(src)],
-                        [QEMU, "-L", ARM_SYSROOT], cases_neon())
+    for isa, cmd in dialect_commands(src, COMMON, SCALAR_FLAGS).items():
+        if isinstance(cmd, str):
+            out[isa] = cmd
+        else:
+            jobs[isa] = (*cmd, cases_neon() if isa == "neon" else cases_x86())
     with ThreadPoolExecutor(max_workers=4) as ex:
         futs = {isa: ex.submit(_run_dialect, d, isa, *job) for isa, job in jobs.items()}
         for isa, f in futs.items():

@@ -5,12 +5,14 @@
 // element (i, k) of A is a[i*rs_a + k*cs_a], (k, j) of B is b[k*rs_b + j*cs_b], and C is
 // row-major with leading dimension ldc. One call runs in two fork-join phases over the pool
 // of parallel.h:
-//   1. pack B (skipped for a pre-packed B) and, when several tasks would each repack the same
-//      rows of A, pack A once too, into buffers shared by all tasks;
+//   1. pack B (skipped for a pre-packed or streamed B, see stream_b) and, when several tasks
+//      would each repack the same rows of A, pack A once too, into buffers shared by all tasks;
 //   2. tasks over blocks of rows (at most Blocking::mc) x column chunks; each one packs its
 //      A block per k-block (prologue fused) unless shared, and runs the micro-kernel over
 //      MR-row x NR-column tiles, columns innermost (an A panel stays in L1; see Blocking).
 // The epilogue runs once per output vector, on the last k-block, just before the store.
+// A and B come from "sources" (gemm_f32_src): strided views, matrices packed beforehand
+// (constant weights), or, for B, a functor producing rows while packing (implicit im2col).
 #pragma once
 
 #include <algorithm>
@@ -19,6 +21,8 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <stdexcept>
+#include <type_traits>
 
 #include <unistd.h>
 
@@ -86,7 +90,63 @@ inline long packed_k(int K, int kc) {
   return static_cast<long>(nk - 1) * kc + round_up(K - (nk - 1) * kc, kKU);
 }
 
-// A B packed once (constant weights): whole-matrix layout = k-blocks of kc one after the
+namespace detail {
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float, FreeDeleter>;
+inline float* alloc_floats(size_t n) {
+  size_t bytes = (n * sizeof(float) + 63) / 64 * 64 + 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw std::bad_alloc();
+  return static_cast<float*>(p);
+}
+// Per-thread scratch that only grows: packing buffers are reused across calls (a fresh
+// multi-megabyte malloc would page-fault on every call). Slots: 0 packed B, 1 shared packed
+// A, 2 a task's own A block (or streamed B block), 3 one row of a BRows source.
+inline float* scratch(int slot, size_t n) {
+  struct Slot {
+    Buffer buf;
+    size_t cap = 0;
+  };
+  thread_local Slot slots[4];
+  Slot& s = slots[slot];
+  if (s.cap < n) {
+    size_t cap = std::max(n, s.cap + s.cap / 2);
+    s.buf.reset(alloc_floats(cap));
+    s.cap = cap;
+  }
+  return s.buf.get();
+}
+}  // namespace detail
+
+// ---- Sources of A and B ------------------------------------------------------------------
+// gemm_f32_src(M, N, K, a, b, ...) takes A as AView (strided, with a prologue) or PackedAView
+// (packed beforehand), and B as BView (strided), PackedBView (packed beforehand) or BRows (a
+// functor filling rows of B while they are packed: the implicit im2col of conv.h, which
+// handles padding, stride and dilation there and never materialises the whole matrix).
+// A pre-packed operand fixes the k-block kc of the call; two pre-packed operands must agree.
+
+template <class Pro = ProNone>
+struct AView {
+  const float* a;
+  long rs, cs;  // element (i, k) at a[i*rs + k*cs]
+  Pro pro = {};
+};
+struct BView {
+  const float* b;
+  long rs, cs;  // element (k, j) at b[k*rs + j*cs]
+};
+// loader.row(k, j0, n, dst) writes B[k, j0 .. j0 + n) to dst[0 .. n); called from several
+// threads at once (keep it const).
+template <class L>
+struct BRows {
+  const L& loader;
+};
+template <class L>
+BRows(const L&) -> BRows<L>;
+
+// B packed once (constant weights): whole-matrix layout = k-blocks of kc one after the
 // other, each n_pad = round_up(N, NR) columns of NR-panels; block p starts at p*kc*n_pad.
 struct PackedBView {
   const float* data = nullptr;
@@ -106,32 +166,64 @@ inline PackedBView pack_b_into(float* dst, const float* b, long rs, long cs, int
   return {dst, K, N, kc};
 }
 
-namespace detail {
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
+// A packed once, in the layout the GEMM shares between tasks: k-block p starts at
+// p*kc*m_pad (m_pad = round_up(M, MR)) and holds MR-row panels of round_up(kcb, KU) steps.
+struct PackedAView {
+  const float* data = nullptr;
+  int m = 0, k = 0, kc = kKU;
 };
-using Buffer = std::unique_ptr<float, FreeDeleter>;
-inline float* alloc_floats(size_t n) {
-  size_t bytes = (n * sizeof(float) + 63) / 64 * 64 + 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw std::bad_alloc();
-  return static_cast<float*>(p);
+inline size_t packed_a_floats(int M, int K, int kc) {
+  return static_cast<size_t>(packed_k(K, kc)) * round_up(M, kMR);
 }
-// Per-thread scratch that only grows: packing buffers are reused across calls (a fresh
-// multi-megabyte malloc would page-fault on every call).
-inline float* scratch(int slot, size_t n) {
-  struct Slot {
-    Buffer buf;
-    size_t cap = 0;
-  };
-  thread_local Slot slots[3];
-  Slot& s = slots[slot];
-  if (s.cap < n) {
-    size_t cap = std::max(n, s.cap + s.cap / 2);
-    s.buf.reset(alloc_floats(cap));
-    s.cap = cap;
+// Packs A (prologue applied) into dst (packed_a_floats(M, K, kc) floats, 64-byte aligned).
+template <class Pro = ProNone>
+PackedAView pack_a_into(float* dst, const float* a, long rs, long cs, int M, int K, int kc,
+                        const Pro& pro = {}) {
+  const int m_pad = round_up(M, kMR);
+  for (int p = 0; p < num_kblocks(K, kc) && K > 0; ++p) {
+    int pc = p * kc, kcb = std::min(kc, K - pc);
+    pack_a(dst + static_cast<size_t>(pc) * m_pad, a, rs, cs, 0, M, M, pc, kcb,
+           round_up(kcb, kKU), pro);
   }
-  return s.buf.get();
+  return {dst, M, K, kc};
+}
+
+// Packs rows [k0, k0 + kc) x columns [col0, col0 + nc) of a BRows source into NR-column
+// panels, the layout of pack_b: each row is produced whole into an L1 scratch row (one call
+// per k keeps the loader's index arithmetic out of the inner loop), then split into panels.
+template <class L>
+void pack_b_rows(float* dst, const L& loader, int k0, int kc, int kc_pad, int col0, int nc) {
+  using namespace simd;
+  constexpr int W = kVecWidth;
+  float* row = detail::scratch(3, static_cast<size_t>(round_up(nc, kNR)));
+  for (int k = 0; k < kc; ++k) {
+    loader.row(k0 + k, col0, nc, row);
+    for (int j = nc; j < round_up(nc, kNR); ++j) row[j] = 0.0f;
+    float* d = dst + static_cast<size_t>(k) * kNR;
+    for (int jr = 0; jr < nc; jr += kNR, d += static_cast<size_t>(kc_pad) * kNR) {
+#pragma GCC unroll 8
+      for (int j = 0; j < kNV; ++j) v_store(d + j * W, v_loadu(row + jr + j * W));
+    }
+  }
+  for (int jr = 0; jr < nc; jr += kNR) {
+    float* pad = dst + static_cast<size_t>(jr) * kc_pad + static_cast<size_t>(kc) * kNR;
+    std::memset(pad, 0, sizeof(float) * (kc_pad - kc) * kNR);
+  }
+}
+
+namespace detail {
+// Packing of one block from each kind of source (pre-packed ones are never packed).
+template <class Pro>
+void pack_a_block(const AView<Pro>& s, float* dst, int r0, int mc, int M, int k0, int kc,
+                  int kc_pad) {
+  pack_a(dst, s.a, s.rs, s.cs, r0, mc, M, k0, kc, kc_pad, s.pro);
+}
+inline void pack_b_block(const BView& s, float* dst, int k0, int kc, int kc_pad, int c0, int nc) {
+  pack_b(dst, s.b, s.rs, s.cs, k0, kc, kc_pad, c0, nc);
+}
+template <class L>
+void pack_b_block(const BRows<L>& s, float* dst, int k0, int kc, int kc_pad, int c0, int nc) {
+  pack_b_rows(dst, s.loader, k0, kc, kc_pad, c0, nc);
 }
 }  // namespace detail
 
@@ -151,16 +243,45 @@ class PackedB {
   PackedBView view_;
 };
 
+class PackedA {
+ public:
+  PackedA() = default;
+  template <class Pro = ProNone>
+  PackedA(const float* a, long rs, long cs, int M, int K, int kc_max = default_blocking().kc,
+          const Pro& pro = {})
+      : kc_(choose_kc(K, kc_max)),
+        buf_(detail::alloc_floats(std::max<size_t>(1, packed_a_floats(M, K, kc_)))) {
+    view_ = pack_a_into(buf_.get(), a, rs, cs, M, K, kc_, pro);
+  }
+  const PackedAView& view() const { return view_; }
+
+ private:
+  int kc_ = kKU;
+  detail::Buffer buf_;
+  PackedAView view_;
+};
+
 namespace detail {
 
-template <class Ep, class Pro>
-void gemm_run(int M, int N, int K, const float* a, long rs_a, long cs_a, const float* b,
-              long rs_b, long cs_b, const PackedBView* pre, float* c, long ldc, const Ep& ep,
-              const Pro& pro, const Options& opt) {
+template <class Ep, class ASrc, class BSrc>
+void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c, long ldc,
+              const Ep& ep, const Options& opt) {
   if (M <= 0 || N <= 0) return;
+  constexpr bool a_pre = std::is_same_v<ASrc, PackedAView>;
+  constexpr bool b_pre = std::is_same_v<BSrc, PackedBView>;
+  if constexpr (a_pre && b_pre) {
+    if (asrc.kc != bsrc.kc) throw std::invalid_argument("gemm: A and B packed with different kc");
+  }
   const Blocking& blk = opt.blocking ? *opt.blocking : default_blocking();
   const int T = opt.n_threads == 1 ? 1 : (opt.n_threads > 0 ? opt.n_threads : get_num_threads());
-  const int kc = pre ? pre->kc : choose_kc(K, blk.kc);
+  int kc;
+  if constexpr (a_pre) {
+    kc = asrc.kc;
+  } else if constexpr (b_pre) {
+    kc = bsrc.kc;
+  } else {
+    kc = choose_kc(K, blk.kc);
+  }
   const int nk = num_kblocks(K, kc);
   const int m_pad = round_up(M, kMR), n_pad = round_up(N, kNR);
   const int pm = m_pad / kMR, pn = n_pad / kNR;
@@ -168,24 +289,41 @@ void gemm_run(int M, int N, int K, const float* a, long rs_a, long cs_a, const f
 
   // Task grid: row blocks of at most mc rows; with threads, about 3 tasks per thread (the
   // pool hands them out dynamically), preferring row blocks of >= 4 panels, then columns.
-  int R = (pm + std::max(1, blk.mc / kMR) - 1) / std::max(1, blk.mc / kMR);
+  const int mc_panels = std::max(1, blk.mc / kMR);
+  int R = (pm + mc_panels - 1) / mc_panels;
   int Cc = 1;
-  if (T > 1) {
+  // Streamed B (the shape of convolutions: few rows, many columns): when A is one row block
+  // and B spans several column blocks, each task packs its own kc x nc block of B right
+  // before using it, so packed B never leaves L2 (packing all of B first would send it
+  // through memory and back).
+  const bool stream_b = !b_pre && pm <= mc_panels && n_pad > 2 * nc_blk;
+  if (stream_b) {
+    R = 1;
+    Cc = std::min(pn, round_up(std::max((n_pad + nc_blk - 1) / nc_blk, 3 * T), T));
+  } else if (T > 1) {
     const int target = 3 * T;
     if (R < target) R = std::min(target, std::max(R, pm / 4));
     R = std::max(1, std::min(R, pm));
     if (R < target) Cc = std::min(pn, (target + R - 1) / R);
   }
-  const bool share_a = Cc > 1 || n_pad > nc_blk;
+  const bool share_a = a_pre || Cc > 1 || n_pad > nc_blk;
 
   // Phase 1: shared packing, split into jobs over k-blocks x panel chunks.
-  float* bbuf = pre ? nullptr : scratch(0, std::max<size_t>(1, packed_b_floats(K, N, kc)));
-  const size_t a_floats = std::max<size_t>(1, packed_k(K, kc) * static_cast<size_t>(m_pad));
-  float* abuf = share_a ? scratch(1, a_floats) : nullptr;
-  const float* bp = pre ? pre->data : bbuf;
+  float* bbuf = b_pre || stream_b ? nullptr
+                                  : scratch(0, std::max<size_t>(1, packed_b_floats(K, N, kc)));
+  float* abuf = nullptr;
+  if (share_a && !a_pre) abuf = scratch(1, std::max<size_t>(1, packed_a_floats(M, K, kc)));
+  const float* bp;
+  const float* ap = abuf;
+  if constexpr (b_pre) {
+    bp = bsrc.data;
+  } else {
+    bp = bbuf;
+  }
+  if constexpr (a_pre) ap = asrc.data;
   const int chunks = T > 1 ? 2 * T : 1;
-  const int b_jobs = pre ? 0 : nk * std::min(chunks, pn);
-  const int a_jobs = share_a ? nk * std::min(chunks, pm) : 0;
+  const int b_jobs = b_pre || stream_b ? 0 : nk * std::min(chunks, pn);
+  const int a_jobs = share_a && !a_pre ? nk * std::min(chunks, pm) : 0;
   auto pack_job = [&](int job) {
     const bool is_b = job < b_jobs;
     const int j = is_b ? job : job - b_jobs;
@@ -195,13 +333,17 @@ void gemm_run(int M, int N, int K, const float* a, long rs_a, long cs_a, const f
     const int lo = q * np / per, hi = (q + 1) * np / per;
     if (hi <= lo || kcb == 0) return;
     if (is_b) {
-      const int c0 = lo * kNR, c1 = std::min(N, hi * kNR);
-      pack_b(bbuf + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(c0) * kcp, b, rs_b, cs_b,
-             pc, kcb, kcp, c0, c1 - c0);
+      if constexpr (!b_pre) {
+        const int c0 = lo * kNR, c1 = std::min(N, hi * kNR);
+        pack_b_block(bsrc, bbuf + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(c0) * kcp,
+                     pc, kcb, kcp, c0, c1 - c0);
+      }
     } else {
-      const int r0 = lo * kMR, r1 = std::min(M, hi * kMR);
-      pack_a(abuf + static_cast<size_t>(pc) * m_pad + static_cast<size_t>(r0) * kcp, a, rs_a,
-             cs_a, r0, r1 - r0, M, pc, kcb, kcp, pro);
+      if constexpr (!a_pre) {
+        const int r0 = lo * kMR, r1 = std::min(M, hi * kMR);
+        pack_a_block(asrc, abuf + static_cast<size_t>(pc) * m_pad + static_cast<size_t>(r0) * kcp,
+                     r0, r1 - r0, M, pc, kcb, kcp);
+      }
     }
   };
   if (b_jobs + a_jobs > 0) {
@@ -218,20 +360,25 @@ void gemm_run(int M, int N, int K, const float* a, long rs_a, long cs_a, const f
     const int r0 = (r * pm / R) * kMR, r1 = std::min(M, ((r + 1) * pm / R) * kMR);
     const int c0 = (cc * pn / Cc) * kNR, c1 = std::min(N, ((cc + 1) * pn / Cc) * kNR);
     if (r1 <= r0 || c1 <= c0) return;
-    float* tl = share_a ? nullptr
-                        : scratch(2, static_cast<size_t>(round_up(r1 - r0, kMR)) * kc);
+    float* tl = stream_b ? scratch(2, static_cast<size_t>(nc_blk) * kc)
+                : share_a    ? nullptr
+                             : scratch(2, static_cast<size_t>(round_up(r1 - r0, kMR)) * kc);
     for (int jc = c0; jc < c1; jc += nc_blk) {
       const int jend = std::min(c1, jc + nc_blk);
       for (int p = 0; p < nk; ++p) {
         const int pc = p * kc, kcb = std::max(0, std::min(kc, K - pc)), kcp = round_up(kcb, kKU);
-        const float* ablk;
+        const float* ablk = tl;
         if (share_a) {
-          ablk = abuf + static_cast<size_t>(pc) * m_pad + static_cast<size_t>(r0) * kcp;
-        } else {
-          pack_a(tl, a, rs_a, cs_a, r0, r1 - r0, M, pc, kcb, kcp, pro);
-          ablk = tl;
+          ablk = ap + static_cast<size_t>(pc) * m_pad + static_cast<size_t>(r0) * kcp;
+        } else if constexpr (!a_pre) {
+          pack_a_block(asrc, tl, r0, r1 - r0, M, pc, kcb, kcp);
         }
-        const float* bblk = bp + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(jc) * kcp;
+        const float* bblk = tl;
+        if (!stream_b) {
+          bblk = bp + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(jc) * kcp;
+        } else if constexpr (!b_pre) {
+          pack_b_block(bsrc, tl, pc, kcb, kcp, jc, jend - jc);
+        }
         const bool load_c = opt.accumulate || p > 0, last = p == nk - 1;
         for (int ir = r0; ir < r1; ir += kMR) {
           for (int jr = jc; jr < jend; jr += kNR) {
@@ -252,12 +399,21 @@ void gemm_run(int M, int N, int K, const float* a, long rs_a, long cs_a, const f
 
 }  // namespace detail
 
+// C = ep(A * B) from any pair of sources (see Sources above). M, N, K must match the packed
+// operands' own.
+template <class Ep = EpNone, class ASrc, class BSrc>
+void gemm_f32_src(int M, int N, int K, const ASrc& a, const BSrc& b, float* c, long ldc,
+                  const Ep& ep = {}, const Options& opt = {}) {
+  detail::gemm_run(M, N, K, a, b, c, ldc, ep, opt);
+}
+
 // C = ep(pro(A) * B), B packed on the fly.
 template <class Ep = EpNone, class Pro = ProNone>
 void gemm_f32(int M, int N, int K, const float* a, long rs_a, long cs_a, const float* b,
               long rs_b, long cs_b, float* c, long ldc, const Ep& ep = {}, const Pro& pro = {},
               const Options& opt = {}) {
-  detail::gemm_run(M, N, K, a, rs_a, cs_a, b, rs_b, cs_b, nullptr, c, ldc, ep, pro, opt);
+  detail::gemm_run(M, N, K, AView<Pro>{a, rs_a, cs_a, pro}, BView{b, rs_b, cs_b}, c, ldc, ep,
+                   opt);
 }
 
 // C = ep(pro(A) * B) with B packed beforehand (PackedB::view() or pack_b_into); M and the
@@ -265,7 +421,7 @@ void gemm_f32(int M, int N, int K, const float* a, long rs_a, long cs_a, const f
 template <class Ep = EpNone, class Pro = ProNone>
 void gemm_f32_packed(int M, const float* a, long rs_a, long cs_a, const PackedBView& b, float* c,
                      long ldc, const Ep& ep = {}, const Pro& pro = {}, const Options& opt = {}) {
-  detail::gemm_run(M, b.n, b.k, a, rs_a, cs_a, nullptr, 0, 0, &b, c, ldc, ep, pro, opt);
+  detail::gemm_run(M, b.n, b.k, AView<Pro>{a, rs_a, cs_a, pro}, b, c, ldc, ep, opt);
 }
 
 }  // namespace dnnf::gemm

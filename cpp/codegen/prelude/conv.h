@@ -1,0 +1,326 @@
+// Convolution anchors (paper §4.4, Many-to-Many anchors): Conv as an implicit GEMM, depthwise
+// Conv on the direct window engine, ConvTranspose as GEMM + col2im; all with the fused epilogue.
+//
+// Layouts are ONNX's: x [N, C, spatial...] (1 to 3 spatial dims), Conv weights
+// [M, C/group, k...], ConvTranspose weights [C, M/group, k...]; `out` already reflects pads,
+// auto_pad, ceil rules and output_padding. Bias is not an input: it comes as an epilogue.
+// The epilogue view (gemm_kernel.h's contract) is y as [N * M, prod(out)]: row = n * M + m,
+// col = flat output spatial index. Paths of conv_f32, chosen per call:
+//   depthwise (group == C == M)   window.h, vectorized along the output width
+//   1x1, stride 1, no padding     GEMM on x viewed as [C/group, HW] (a strided B, no copy)
+//   otherwise                     per (image, group) GEMM W_g[M/g, K] x im2col[K, OHW],
+//                                 K = C/g * prod(k); the im2col rows are produced while B is
+//                                 packed (Im2col below), so the matrix never exists whole;
+//                                 a width stride first splits x by phase (split_phases)
+// Batches and groups with at least 2 GEMMs per thread run one single-threaded GEMM per task;
+// otherwise each GEMM uses the whole pool. PackedConvWeights packs W once per group.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+#include "gemm.h"
+#include "parallel.h"
+#include "simd.h"
+#include "window.h"
+
+namespace dnnf::conv {
+
+using gemm::EpNone;
+using simd::kVecWidth;
+using simd::vf;
+
+// nd spatial dims are used (unused entries: 1 for sizes, strides, dilations; 0 for pads).
+struct ConvShape {
+  int nd;
+  int N, C, M, group;
+  int in[3], out[3], k[3], stride[3], dil[3], pad_begin[3];
+};
+
+namespace detail {
+
+inline window::Geom geom(const ConvShape& s) {
+  return window::make_geom(s.nd, s.in, s.out, s.k, s.stride, s.dil, s.pad_begin);
+}
+inline bool is_depthwise(const ConvShape& s) { return s.group == s.C && s.M == s.C; }
+inline bool is_pointwise(const window::Geom& g) {
+  for (int i = 0; i < 3; ++i)
+    if (g.k[i] != 1 || g.stride[i] != 1 || g.pad[i] != 0 || g.in[i] != g.out[i]) return false;
+  return true;
+}
+inline void check(const ConvShape& s) {
+  if (s.group <= 0 || s.C % s.group || s.M % s.group || s.nd < 1 || s.nd > 3)
+    throw std::invalid_argument("conv: channels must divide into groups, 1 to 3 spatial dims");
+}
+
+using window::detail::valid_range;
+
+// Strided convs first split each input row by width phase, xs[row][p][j] = x[row][j*sx + p]
+// (Wq = ceil(IX / sx) floats a phase), so every im2col row segment below is one contiguous
+// copy: a scalar pass over the input instead of a strided gather per (tap, output), i.e.
+// prod(k) / prod(stride) times fewer scalar moves (12x for a 7x7 stride-2 stem).
+inline void split_phases(const window::Geom& g, const float* x, long rows, float* xs) {
+  const int IX = g.in[2], sx = g.stride[2], wq = (IX + sx - 1) / sx;
+  for (long r = 0; r < rows; ++r) {
+    const float* src = x + r * IX;
+    float* d = xs + r * sx * wq;
+    for (int p = 0; p < sx; ++p, d += wq) {
+      const int n = (IX - p + sx - 1) / sx;
+      if (sx == 2) {  // a constant stride lets the compiler vectorize the deinterleave
+        for (int j = 0; j < n; ++j) d[j] = src[2 * j + p];
+      } else {
+        for (int j = 0; j < n; ++j) d[j] = src[j * sx + p];
+      }
+      std::fill(d + n, d + wq, 0.0f);
+    }
+  }
+}
+
+// B = im2col of one image and group, produced row by row for gemm::BRows: row k = (c, kz,
+// ky, kx), column j = flat output position; taps that fall in the padding read 0. x is the
+// group's input, width-phase split (split_phases) when the width stride is above 1.
+struct Im2col {
+  const float* x;
+  window::Geom g;
+  void row(int k, int j0, int n, float* dst) const {
+    const int kk = g.taps(), r = k % kk;
+    const int kx = r % g.k[2], ky = (r / g.k[2]) % g.k[1], kz = r / (g.k[2] * g.k[1]);
+    const int OX = g.out[2], OY = g.out[1], IX = g.in[2], sx = g.stride[2];
+    const long pitch = sx == 1 ? IX : static_cast<long>(sx) * ((IX + sx - 1) / sx);
+    const float* xc = x + static_cast<long>(k / kk) * g.in[0] * g.in[1] * pitch;
+    int ox = j0 % OX, oy = (j0 / OX) % OY, oz = j0 / (OX * OY);
+    // Input column of output ox is ox * sx + bx, in phase px at index ox + jx.
+    const int bx = kx * g.dil[2] - g.pad[2];
+    const int px = ((bx % sx) + sx) % sx, jx = (bx - px) / sx;
+    const long phase = sx == 1 ? 0 : static_cast<long>(px) * (pitch / sx);
+    int lo, hi;  // the output columns whose tap kx lands inside the input row
+    valid_range(bx, sx, IX, OX, &lo, &hi);
+    while (n > 0) {
+      const int seg = std::min(n, OX - ox);
+      const int iz = oz * g.stride[0] + kz * g.dil[0] - g.pad[0];
+      const int iy = oy * g.stride[1] + ky * g.dil[1] - g.pad[1];
+      if (iz < 0 || iz >= g.in[0] || iy < 0 || iy >= g.in[1]) {
+        std::fill(dst, dst + seg, 0.0f);
+      } else {
+        const float* xr = xc + (static_cast<long>(iz) * g.in[1] + iy) * pitch + phase + jx;
+        const int a = std::clamp(lo, ox, ox + seg), b = std::clamp(hi, a, ox + seg);
+        std::fill(dst, dst + (a - ox), 0.0f);
+        std::memcpy(dst + (a - ox), xr + a, sizeof(float) * (b - a));
+        std::fill(dst + (b - ox), dst + seg, 0.0f);
+      }
+      dst += seg;
+      n -= seg;
+      ox = 0;
+      if (++oy == OY) {
+        oy = 0;
+        ++oz;
+      }
+    }
+  }
+};
+
+inline float* phase_scratch(size_t n) {  // per thread, only grows
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// The epilogue of one (image, group) GEMM sees rows shifted to the whole output's rows.
+template <class Ep>
+struct EpRowOffset {
+  static constexpr bool kStores = gemm::ep_stores<Ep>;
+  const Ep& ep;
+  int off;
+  void apply(vf& v, int row, int col, int n) const { ep.apply(v, row + off, col, n); }
+};
+template <class Ep, class F>
+void with_offset(const Ep& ep, int off, F&& f) {
+  if constexpr (std::is_same_v<Ep, EpNone>) {
+    f(ep);  // keeps the micro-kernel's plain store path
+  } else {
+    f(EpRowOffset<Ep>{ep, off});
+  }
+}
+
+// The GEMM path; a_of(g) gives group g's A source (strided weights or pre-packed).
+template <class AOf, class Ep>
+void conv_gemm(const ConvShape& s, const float* x, const AOf& a_of, float* y, const Ep& ep) {
+  const window::Geom g = geom(s);
+  const int G = s.group, Cg = s.C / G, Mg = s.M / G;
+  const int K = Cg * g.taps(), OHW = static_cast<int>(g.out_plane());
+  const bool pointwise = is_pointwise(g);
+  const int jobs = s.N * G, T = get_num_threads();
+  // Many small GEMMs (batches, grouped convs): one per task, each single-threaded.
+  const bool outer = T > 1 && jobs >= 2 * T;
+  gemm::Options opt;
+  opt.n_threads = outer ? 1 : 0;
+  auto job = [&](int j) {
+    const int n = j / G, gi = j % G;
+    const long row0 = static_cast<long>(n) * s.M + static_cast<long>(gi) * Mg;
+    const float* xg = x + (static_cast<long>(n) * s.C + static_cast<long>(gi) * Cg) * g.in_plane();
+    float* yg = y + row0 * OHW;
+    with_offset(ep, static_cast<int>(row0), [&](const auto& e) {
+      if (pointwise) {
+        gemm::gemm_f32_src(Mg, OHW, K, a_of(gi), gemm::BView{xg, OHW, 1}, yg, OHW, e, opt);
+      } else {
+        if (g.stride[2] > 1) {
+          const long rows = static_cast<long>(Cg) * g.in[0] * g.in[1];
+          const int sx = g.stride[2], wq = (g.in[2] + sx - 1) / sx;
+          float* xs = phase_scratch(static_cast<size_t>(rows) * sx * wq);
+          const long tasks = outer ? 1 : std::min<long>(rows, 4L * T);
+          parallel_for(static_cast<int>(tasks), [&](int t) {
+            const long r0 = rows * t / tasks, r1 = rows * (t + 1) / tasks;
+            split_phases(g, xg + r0 * g.in[2], r1 - r0, xs + r0 * sx * wq);
+          });
+          xg = xs;
+        }
+        const Im2col im{xg, g};
+        gemm::gemm_f32_src(Mg, OHW, K, a_of(gi), gemm::BRows<Im2col>{im}, yg, OHW, e, opt);
+      }
+    });
+  };
+  if (outer) {
+    parallel_for(jobs, job);
+  } else {
+    for (int j = 0; j < jobs; ++j) job(j);
+  }
+}
+
+// Runs the epilogue over y viewed as [R, C] (values already stored).
+template <class Ep>
+void epilogue_pass(float* y, long R, long C, const Ep& ep) {
+  if constexpr (!std::is_same_v<Ep, EpNone>) {
+    auto rows = [&](long lo, long hi) {
+      for (long r = lo; r < hi; ++r) {
+        for (long c = 0; c < C; c += kVecWidth) {
+          const int n = static_cast<int>(std::min<long>(kVecWidth, C - c));
+          vf v = gemm::load_lanes(y + r * C + c, n);
+          ep.apply(v, static_cast<int>(r), static_cast<int>(c), n);
+          if constexpr (!gemm::ep_stores<Ep>) gemm::store_lanes(y + r * C + c, v, n);
+        }
+      }
+    };
+    const long tasks = std::min<long>(R, std::max(1L, R * C >> 15));
+    if (tasks <= 1) return rows(0, R);
+    parallel_for(static_cast<int>(tasks), [&](int t) { rows(R * t / tasks, R * (t + 1) / tasks); });
+  }
+}
+
+}  // namespace detail
+
+// Conv (no bias): y = ep(conv(x, w)).
+template <class Ep = EpNone>
+void conv_f32(const ConvShape& s, const float* x, const float* w, float* y, const Ep& ep = {}) {
+  detail::check(s);
+  const window::Geom g = detail::geom(s);
+  if (detail::is_depthwise(s)) {
+    window::run(g, static_cast<long>(s.N) * s.C, x, w, s.C, y, window::OpWeightedSum{},
+                window::PostNone{}, ep);
+    return;
+  }
+  const int Mg = s.M / s.group, K = s.C / s.group * g.taps();
+  auto a_of = [&](int gi) {
+    return gemm::AView<>{w + static_cast<long>(gi) * Mg * K, K, 1};
+  };
+  detail::conv_gemm(s, x, a_of, y, ep);
+}
+
+// Conv weights prepared once for one shape: the GEMM path's A packed per group (the packing
+// and its zero padding then never run per call); the depthwise path keeps a plain copy.
+class PackedConvWeights {
+ public:
+  PackedConvWeights(const ConvShape& s, const float* w) : s_(s) {
+    detail::check(s);
+    const int Mg = s.M / s.group, K = s.C / s.group * detail::geom(s).taps();
+    if (detail::is_depthwise(s)) {
+      plain_.assign(w, w + static_cast<long>(s.M) * K);
+      return;
+    }
+    for (int gi = 0; gi < s.group; ++gi)
+      groups_.emplace_back(w + static_cast<long>(gi) * Mg * K, K, 1, Mg, K);
+  }
+  // Whether s is the shape these weights were packed for (spatial sizes may differ).
+  bool fits(const ConvShape& s) const {
+    bool same = s.nd == s_.nd && s.C == s_.C && s.M == s_.M && s.group == s_.group;
+    for (int i = 0; i < s.nd && same; ++i) same = s.k[i] == s_.k[i];
+    return same;
+  }
+  const float* plain() const { return plain_.data(); }
+  const gemm::PackedAView& group(int g) const { return groups_[static_cast<size_t>(g)].view(); }
+
+ private:
+  ConvShape s_;
+  std::vector<float> plain_;
+  std::vector<gemm::PackedA> groups_;
+};
+
+template <class Ep = EpNone>
+void conv_f32(const ConvShape& s, const float* x, const PackedConvWeights& w, float* y,
+              const Ep& ep = {}) {
+  if (!w.fits(s)) throw std::invalid_argument("conv: weights were packed for another shape");
+  if (detail::is_depthwise(s)) return conv_f32(s, x, w.plain(), y, ep);
+  detail::conv_gemm(s, x, [&](int gi) { return w.group(gi); }, y, ep);
+}
+
+// ConvTranspose (no bias): in = input spatial, out = output spatial, C = input channels,
+// M = output channels. Per (image, group): col[(m, tap), i] = W_g^T x_g by GEMM, then col2im
+// adds col into y at o = i * stride + tap * dil - pad_begin; the epilogue runs last.
+template <class Ep = EpNone>
+void conv_transpose_f32(const ConvShape& s, const float* x, const float* w, float* y,
+                        const Ep& ep = {}) {
+  detail::check(s);
+  // The geometry of the forward conv from y back to x: in/out swapped, same taps.
+  const window::Geom g = window::make_geom(s.nd, s.out, s.in, s.k, s.stride, s.dil, s.pad_begin);
+  const int G = s.group, Cg = s.C / G, Mg = s.M / G, KK = g.taps();
+  const int rows = Mg * KK;  // of col
+  const long IHW = g.out_plane(), OHW = g.in_plane();
+  // Columns (input positions) per chunk, bounding col at ~8 MB.
+  const int nj = static_cast<int>(std::max<long>(
+      gemm::kNR, std::min<long>(IHW, (2L << 20) / std::max(1, rows) / gemm::kNR * gemm::kNR)));
+  std::vector<float> col(static_cast<size_t>(rows) * nj);
+  std::fill(y, y + static_cast<long>(s.N) * s.M * OHW, 0.0f);
+  for (int n = 0; n < s.N; ++n) {
+    for (int gi = 0; gi < G; ++gi) {
+      const float* xg = x + (static_cast<long>(n) * s.C + static_cast<long>(gi) * Cg) * IHW;
+      const float* wg = w + static_cast<long>(gi) * Cg * rows;
+      float* yg = y + (static_cast<long>(n) * s.M + static_cast<long>(gi) * Mg) * OHW;
+      for (long j0 = 0; j0 < IHW; j0 += nj) {
+        const int cols = static_cast<int>(std::min<long>(nj, IHW - j0));
+        gemm::gemm_f32(rows, cols, Cg, wg, 1, rows, xg + j0, IHW, 1, col.data(), cols);
+        // col2im, one output channel per task (no two tasks write the same plane).
+        parallel_for(Mg, [&](int m) {
+          for (int t = 0; t < KK; ++t) {
+            const int kx = t % g.k[2], ky = (t / g.k[2]) % g.k[1], kz = t / (g.k[2] * g.k[1]);
+            const float* c = col.data() + (static_cast<long>(m) * KK + t) * cols;
+            float* ym = yg + static_cast<long>(m) * OHW;
+            int lo, hi;  // input columns ix whose output ox lies inside y
+            detail::valid_range(kx * g.dil[2] - g.pad[2], g.stride[2], g.in[2], g.out[2], &lo, &hi);
+            const int bx = kx * g.dil[2] - g.pad[2], sx = g.stride[2];
+            for (long j = j0; j < j0 + cols;) {  // one input row segment at a time
+              const int ix = static_cast<int>(j % g.out[2]);
+              const long rowj = j / g.out[2];
+              const int iy = static_cast<int>(rowj % g.out[1]);
+              const int iz = static_cast<int>(rowj / g.out[1]);
+              const int seg = static_cast<int>(std::min<long>(g.out[2] - ix, j0 + cols - j));
+              const int oz = iz * g.stride[0] + kz * g.dil[0] - g.pad[0];
+              const int oy = iy * g.stride[1] + ky * g.dil[1] - g.pad[1];
+              if (oz >= 0 && oz < g.in[0] && oy >= 0 && oy < g.in[1]) {
+                float* yr = ym + (static_cast<long>(oz) * g.in[1] + oy) * g.in[2];
+                const float* cr = c + (j - j0) - ix;  // indexed by ix
+                const int a = std::clamp(lo, ix, ix + seg), b = std::clamp(hi, a, ix + seg);
+                for (int i = a; i < b; ++i) yr[i * sx + bx] += cr[i];
+              }
+              j += seg;
+            }
+          }
+        });
+      }
+    }
+  }
+  detail::epilogue_pass(y, static_cast<long>(s.N) * s.M, OHW, ep);
+}
+
+}  // namespace dnnf::conv

@@ -1,0 +1,366 @@
+"""Correctness of the convolution and pooling anchors (cpp/codegen/prelude/conv.h, pool.h,
+window.h) against the NumPy reference (dnnfusion/_ref_nn.py).
+
+One C++ driver reads a list of cases (kind, epilogue, threads, ONNX geometry) with their
+inputs from a file, runs the prelude kernel and writes the output back. It is compiled once
+per dialect (scalar, AVX2, AVX-512 when the CPU has them; NEON cross-compiled and run under
+qemu-aarch64 on a few small cases). Epilogues: none; bias per channel + relu (on rows for
+the [N*C, spatial] views, on columns for the global pools' [N, C] view); and a kStores
+epilogue writing v + 1 into a separate buffer (y is then only scratch). Odd widths exercise
+the vector tails; the output buffer starts as garbage so an unwritten element fails.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dnnfusion import _ref_nn as nn
+from native_toolchain import PRELUDE, build_and_run, dialect_commands
+
+# -O1 keeps the four compiles quick; the kernels hold no optimisation-dependent semantics
+# (no -ffast-math), and -O3 (the runtime's level) was checked to give the same results.
+COMMON = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
+SCALAR_FLAGS = ("-mavx2", "-mfma")  # the scalar dialect; ISA flags only let std::fma inline
+KINDS = ["conv", "conv_packed", "conv_transpose", "max_pool", "avg_pool", "global_avg",
+         "global_max"]
+EPS = ["none", "bias_relu", "stores"]
+
+DRIVER = r"""
+#include "conv.h"
+#include "pool.h"
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+using namespace dnnf;
+using simd::vf;
+
+struct EpBiasRowRelu {  // channel = row % channels ([N*C, spatial] views)
+  const float* bias; int channels;
+  void apply(vf& v, int row, int, int) const {
+    v = simd::v_relu(simd::v_add(v, simd::v_set1(bias[row % channels])));
+  }
+};
+struct EpBiasColRelu {  // channel = col (the global pools' [N, C] view)
+  const float* bias;
+  void apply(vf& v, int, int col, int n) const {
+    v = simd::v_relu(simd::v_add(v, gemm::load_lanes(bias + col, n)));
+  }
+};
+struct EpStorePlusOne {
+  static constexpr bool kStores = true;
+  float* out; long cols;
+  void apply(vf& v, int row, int col, int n) const {
+    gemm::store_lanes(out + row * cols + col, simd::v_add(v, simd::v_set1(1.0f)), n);
+  }
+};
+
+enum { kHead = 40 };
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  FILE* in = std::fopen(argv[1], "rb");
+  FILE* out = std::fopen(argv[2], "wb");
+  int n_cases = 0;
+  if (!in || !out || std::fread(&n_cases, 4, 1, in) != 1) return 3;
+  for (int ci = 0; ci < n_cases; ++ci) {
+    int h[kHead];
+    if (std::fread(h, 4, kHead, in) != kHead) return 4;
+    const int kind = h[0], ep = h[1], threads = h[2];
+    conv::ConvShape cs{h[3], h[4], h[5], h[6], h[7], {}, {}, {}, {}, {}, {}};
+    pool::PoolShape ps{h[3], h[4], h[5], {}, {}, {}, {}, {}, {}, {}, h[29] != 0};
+    for (int i = 0; i < 3; ++i) {
+      cs.in[i] = ps.in[i] = h[8 + i];
+      cs.out[i] = ps.out[i] = h[11 + i];
+      cs.k[i] = ps.k[i] = h[14 + i];
+      cs.stride[i] = ps.stride[i] = h[17 + i];
+      cs.dil[i] = ps.dil[i] = h[20 + i];
+      cs.pad_begin[i] = ps.pad_begin[i] = h[23 + i];
+      ps.pad_end[i] = h[26 + i];
+    }
+    const long nx = h[30], nw = h[31], nb = h[32], ny = h[33], cols = h[34];
+    std::vector<float> x(nx + 1), w(nw + 1), b(nb + 1), y(ny + 1, 12345.0f), z(ny + 1, 777.0f);
+    if (std::fread(x.data(), 4, nx, in) != size_t(nx) ||
+        std::fread(w.data(), 4, nw, in) != size_t(nw) ||
+        std::fread(b.data(), 4, nb, in) != size_t(nb))
+      return 5;
+    set_num_threads(threads);
+    auto run = [&](const auto& e) {
+      switch (kind) {
+        case 0: conv::conv_f32(cs, x.data(), w.data(), y.data(), e); break;
+        case 1: {
+          conv::PackedConvWeights pw(cs, w.data());
+          conv::conv_f32(cs, x.data(), pw, y.data(), e);
+          break;
+        }
+        case 2: conv::conv_transpose_f32(cs, x.data(), w.data(), y.data(), e); break;
+        case 3: pool::max_pool_f32(ps, x.data(), y.data(), e); break;
+        case 4: pool::avg_pool_f32(ps, x.data(), y.data(), e); break;
+      }
+    };
+    auto run_global = [&](const auto& e) {
+      const long sp = nx / (long(cs.N) * cs.C);
+      if (kind == 5) pool::global_avg_pool_f32(cs.N, cs.C, sp, x.data(), y.data(), e);
+      else pool::global_max_pool_f32(cs.N, cs.C, sp, x.data(), y.data(), e);
+    };
+    const bool global = kind >= 5;
+    if (ep == 0) {
+      global ? run_global(gemm::EpNone{}) : run(gemm::EpNone{});
+    } else if (ep == 1) {
+      if (global) run_global(EpBiasColRelu{b.data()});
+      else run(EpBiasRowRelu{b.data(), static_cast<int>(nb)});
+    } else {
+      EpStorePlusOne e{z.data(), cols};
+      global ? run_global(e) : run(e);
+    }
+    std::fwrite(ep == 2 ? z.data() : y.data(), 4, ny, out);
+  }
+  return 0;
+}
+"""
+
+
+@dataclass
+class Case:
+    kind: str
+    x_shape: tuple  # N, C, spatial...
+    k: tuple = ()
+    M: int = 0  # output channels (conv kinds)
+    group: int = 1
+    strides: tuple = ()
+    dil: tuple = ()
+    pads: tuple = ()  # begin..., end...
+    out_pad: tuple = ()  # ConvTranspose output_padding
+    ceil: int = 0
+    include_pad: int = 0
+    ep: str = "none"
+    threads: int = 1
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        parts = [self.kind, "x".join(map(str, self.x_shape))]
+        for name in ("k", "strides", "dil", "pads", "out_pad"):
+            if getattr(self, name):
+                parts.append(name + "".join(map(str, getattr(self, name))))
+        for name, plain in (("M", 0), ("group", 1), ("ceil", 0), ("include_pad", 0),
+                            ("threads", 1)):
+            if getattr(self, name) != plain:
+                parts.append(f"{name}{getattr(self, name)}")
+        if self.ep != "none":
+            parts.append(self.ep)
+        return "-".join(parts)
+
+
+def _relu(a):
+    return np.maximum(a, 0)
+
+
+def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
+    """The case's record for the driver and the expected output (float64, flat)."""
+    N, C, *sp = c.x_shape
+    nd = len(sp)
+    u = lambda *shape: rng.uniform(-1, 1, shape).astype(np.float32)  # noqa: E731
+    x = u(*c.x_shape)
+    k = list(c.k) or [1] * nd
+    strides, dil = list(c.strides) or [1] * nd, list(c.dil) or [1] * nd
+    pads = list(c.pads) or [0] * 2 * nd
+    attrs = {"strides": strides, "dilations": dil, "pads": pads}
+    w = np.zeros(0, np.float32)
+    M = C
+    if c.kind in ("conv", "conv_packed"):
+        M = c.M
+        w = u(M, C // c.group, *k)
+        want = nn.conv([x, w], {**attrs, "group": c.group})[0]
+    elif c.kind == "conv_transpose":
+        M = c.M
+        w = u(C, M // c.group, *k)
+        want = nn.conv_transpose([x, w], {**attrs, "group": c.group,
+                                          "output_padding": list(c.out_pad) or [0] * nd})[0]
+    elif c.kind in ("max_pool", "avg_pool"):
+        pattrs = {**attrs, "kernel_shape": k, "ceil_mode": c.ceil,
+                  "count_include_pad": c.include_pad}
+        if c.kind == "max_pool":
+            want = nn.max_pool([x], pattrs)[0]
+        else:
+            want = nn.average_pool([x], pattrs)[0]
+    elif c.kind == "global_avg":
+        want = nn.global_average_pool([x], {})[0]
+    else:
+        want = nn.global_max_pool([x], {})[0]
+    want = want.astype(np.float64)
+    out_sp = list(want.shape[2:])
+    glob = c.kind.startswith("global")
+    bias = u(M)
+    rows, cols = (N, M) if glob else (N * M, math.prod(out_sp))
+    flat = want.reshape(rows, cols)
+    if c.ep == "bias_relu":
+        flat = _relu(flat + (bias[None, :] if glob else np.tile(bias, N)[:, None]))
+    elif c.ep == "stores":
+        flat = flat + 1
+    pad3 = lambda v, fill: list(v) + [fill] * (3 - len(v))  # noqa: E731
+    # in = x's spatial, out = y's (also for ConvTranspose, as conv.h takes them)
+    head = [KINDS.index(c.kind), EPS.index(c.ep), c.threads, nd, N, C, M, c.group,
+            *pad3(sp, 1), *pad3(out_sp if not glob else [1] * nd, 1), *pad3(k, 1),
+            *pad3(strides, 1), *pad3(dil, 1), *pad3(pads[:nd], 0), *pad3(pads[nd:], 0),
+            c.include_pad, x.size, w.size, bias.size, rows * cols, cols]
+    head += [0] * (40 - len(head))
+    rec = b"".join(a.tobytes() for a in (np.array(head, np.int32), x, w.ravel(), bias))
+    return rec, flat.ravel()
+
+
+def cases_x86() -> list[Case]:
+    cs = [
+        # GEMM path: 1x1 as plain GEMM (N = 2), 1x1 strided, 3x3 pad 1 (threads, epilogue),
+        # strided, dilated, asymmetric pads, grouped (one GEMM per task), two k-blocks
+        Case("conv", (2, 16, 13, 11), k=(1, 1), M=24),
+        Case("conv", (1, 8, 15, 9), k=(1, 1), M=12, strides=(2, 2), ep="bias_relu"),
+        Case("conv", (1, 16, 17, 19), k=(3, 3), M=32, pads=(1, 1, 1, 1), ep="bias_relu",
+             threads=2),
+        Case("conv", (1, 8, 21, 23), k=(3, 3), M=10, pads=(1, 1, 1, 1), strides=(2, 2)),
+        Case("conv", (1, 6, 19, 17), k=(3, 3), M=7, pads=(2, 2, 2, 2), dil=(2, 2)),
+        Case("conv", (2, 3, 20, 23), k=(7, 7), M=9, pads=(3, 3, 2, 3), strides=(2, 3),
+             threads=2),
+        Case("conv", (1, 5, 12, 13), k=(3, 2), M=9, pads=(0, 1, 2, 1), strides=(1, 2)),
+        Case("conv", (2, 16, 13, 13), k=(3, 3), M=8, group=4, pads=(1, 1, 1, 1), threads=2,
+             ep="bias_relu"),
+        Case("conv", (1, 64, 9, 11), k=(3, 3), M=20, pads=(1, 1, 1, 1), ep="stores"),
+        # many columns: the GEMM streams B (packs each column block right before use)
+        Case("conv", (1, 8, 40, 41), k=(3, 3), M=20, pads=(1, 1, 1, 1), threads=2,
+             ep="bias_relu"),
+        Case("conv", (1, 3, 90, 70), k=(7, 7), M=17, pads=(3, 3, 3, 3), strides=(2, 2)),
+        Case("conv", (1, 16, 40, 41), k=(1, 1), M=9, ep="stores"),
+        Case("conv", (1, 64, 9, 11), k=(3, 3), M=20, pads=(1, 1, 1, 1), ep="bias_relu",
+             threads=2),
+        # depthwise (window engine): k3 s1, k3 s2, k5 s2, k7 (generic taps), dilated, tiny
+        Case("conv", (2, 5, 17, 19), k=(3, 3), M=5, group=5, pads=(1, 1, 1, 1),
+             ep="bias_relu"),
+        Case("conv", (1, 6, 15, 21), k=(3, 3), M=6, group=6, pads=(1, 1, 1, 1),
+             strides=(2, 2), threads=2),
+        Case("conv", (1, 4, 23, 17), k=(5, 5), M=4, group=4, pads=(2, 2, 2, 2),
+             strides=(2, 2), ep="stores"),
+        Case("conv", (1, 3, 13, 11), k=(7, 7), M=3, group=3, pads=(3, 3, 3, 3)),
+        Case("conv", (1, 3, 13, 11), k=(3, 3), M=3, group=3, pads=(2, 1, 2, 1), dil=(2, 2)),
+        Case("conv", (3, 7, 7, 7), k=(3, 3), M=7, group=7, pads=(1, 1, 1, 1), threads=2),
+        Case("conv", (1, 4, 9, 10), k=(3, 3), M=4, group=4, pads=(0, 0, 0, 0), strides=(3, 2)),
+        Case("conv", (1, 3, 13, 20), k=(3, 3), M=3, group=3, pads=(1, 1, 1, 1),
+             strides=(1, 3), dil=(1, 2)),
+        # 1-D and 3-D
+        Case("conv", (2, 5, 29), k=(3,), M=7, strides=(2,), pads=(1, 1)),
+        Case("conv", (1, 4, 29), k=(3,), M=4, group=4, pads=(1, 1), ep="bias_relu"),
+        Case("conv", (1, 3, 5, 6, 7), k=(3, 3, 3), M=4, pads=(1,) * 6, strides=(1, 2, 1)),
+        Case("conv", (1, 3, 5, 6, 7), k=(3, 3, 3), M=3, group=3, pads=(1,) * 6),
+        # pre-packed weights: 1x1, 3x3 (two k-blocks), grouped, depthwise
+        Case("conv_packed", (2, 16, 13, 11), k=(1, 1), M=24, ep="bias_relu"),
+        Case("conv_packed", (1, 64, 9, 11), k=(3, 3), M=20, pads=(1, 1, 1, 1), threads=2),
+        Case("conv_packed", (1, 8, 40, 41), k=(3, 3), M=20, pads=(1, 1, 1, 1), threads=2,
+             ep="stores"),
+        Case("conv_packed", (1, 3, 90, 70), k=(7, 7), M=17, pads=(3, 3, 3, 3), strides=(2, 2),
+             ep="bias_relu"),
+        Case("conv_packed", (2, 16, 13, 13), k=(3, 3), M=8, group=4, pads=(1, 1, 1, 1),
+             threads=2),
+        Case("conv_packed", (1, 6, 15, 21), k=(3, 3), M=6, group=6, pads=(1, 1, 1, 1),
+             strides=(2, 2), ep="stores"),
+        # ConvTranspose: stride 2 + output padding, grouped, dilated, 1-D, 3-D
+        Case("conv_transpose", (1, 6, 7, 9), k=(3, 3), M=4, strides=(2, 2),
+             pads=(1, 1, 1, 1), out_pad=(1, 1), ep="bias_relu"),
+        Case("conv_transpose", (2, 8, 5, 6), k=(4, 4), M=6, group=2, strides=(2, 2),
+             pads=(1, 1, 1, 1), threads=2),
+        Case("conv_transpose", (1, 3, 6, 5), k=(3, 3), M=5, dil=(2, 2), pads=(0, 1, 2, 0),
+             ep="stores"),
+        Case("conv_transpose", (1, 4, 11), k=(5,), M=3, strides=(3,), pads=(2, 1),
+             out_pad=(2,)),
+        Case("conv_transpose", (1, 2, 3, 4, 5), k=(2, 3, 3), M=3, strides=(2, 1, 2),
+             pads=(0, 1, 1, 0, 1, 1), out_pad=(1, 0, 1)),
+        # pools
+        Case("max_pool", (2, 3, 17, 15), k=(2, 2), strides=(2, 2)),
+        Case("max_pool", (1, 4, 19, 21), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
+             ep="bias_relu", threads=2),
+        Case("max_pool", (1, 3, 16, 16), k=(3, 3), strides=(2, 2), ceil=1),
+        Case("max_pool", (1, 2, 15, 13), k=(3, 3), dil=(2, 2), pads=(1, 2, 1, 2)),
+        Case("max_pool", (1, 3, 9, 35), k=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1),
+             ep="stores"),
+        Case("max_pool", (1, 3, 23), k=(3,), strides=(2,), pads=(1, 1)),
+        Case("max_pool", (1, 2, 11, 25), k=(2, 4), strides=(2, 3), pads=(0, 1, 1, 2), ceil=1),
+        Case("max_pool", (1, 2, 6, 7, 9), k=(2, 2, 2), strides=(2, 2, 2), ceil=1),
+        Case("avg_pool", (1, 3, 13, 17), k=(3, 3), pads=(1, 1, 1, 1)),
+        Case("avg_pool", (1, 3, 13, 17), k=(3, 3), pads=(1, 1, 1, 1), include_pad=1,
+             ep="bias_relu"),
+        Case("avg_pool", (2, 3, 16, 15), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1), ceil=1,
+             include_pad=1, threads=2),
+        Case("avg_pool", (1, 3, 16, 15), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1), ceil=1),
+        Case("avg_pool", (1, 4, 14, 18), k=(2, 2), strides=(2, 2), ep="stores"),
+        Case("avg_pool", (1, 2, 5, 7, 9), k=(3, 3, 3), pads=(1,) * 6, include_pad=1),
+        Case("avg_pool", (1, 2, 5, 7, 9), k=(3, 3, 3), pads=(1,) * 6),
+        Case("global_avg", (2, 37, 7, 7), ep="bias_relu"),
+        Case("global_avg", (1, 19, 1, 1)),
+        Case("global_avg", (2, 40, 56, 56), threads=2, ep="stores"),
+        Case("global_max", (2, 37, 7, 7), ep="bias_relu"),
+        Case("global_max", (1, 5, 3, 4, 5)),
+    ]
+    return cs
+
+
+def cases_neon() -> list[Case]:
+    return [
+        Case("conv", (1, 8, 9, 11), k=(3, 3), M=10, pads=(1, 1, 1, 1), ep="bias_relu",
+             threads=2),
+        Case("conv", (1, 5, 11, 9), k=(3, 3), M=5, group=5, pads=(1, 1, 1, 1),
+             strides=(2, 2)),
+        Case("conv_packed", (1, 8, 7, 9), k=(1, 1), M=6, ep="stores"),
+        Case("conv_transpose", (1, 4, 5, 6), k=(3, 3), M=3, strides=(2, 2), pads=(1, 1, 1, 1),
+             out_pad=(1, 1)),
+        Case("max_pool", (1, 3, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
+        Case("avg_pool", (1, 3, 11, 9), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1), ceil=1,
+             include_pad=1),
+        Case("global_avg", (2, 9, 5, 5), ep="bias_relu"),
+        Case("global_max", (1, 6, 3, 7)),
+    ]
+
+
+def _run_dialect(workdir: Path, isa: str, cmd: list[str], runner: list[str],
+                 cases: list[Case]) -> list[tuple[Case, np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(7)
+    recs, wants = zip(*(build(c, rng) for c in cases))
+    raw, _ = build_and_run(workdir, isa, cmd, runner,
+                           np.int32(len(cases)).tobytes() + b"".join(recs), timeout=300)
+    data = np.frombuffer(raw, dtype=np.float32)
+    res, pos = [], 0
+    for c, w in zip(cases, wants):
+        res.append((c, data[pos:pos + w.size], w))
+        pos += w.size
+    assert pos == data.size
+    return res
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("convpool")
+    (d / "driver.cc").write_text(DRIVER)
+    return d
+
+
+def _compile_and_check(driver: Path, isa: str) -> None:
+    job = dialect_commands(driver / "driver.cc", COMMON, SCALAR_FLAGS)[isa]
+    if isinstance(job, str):
+        pytest.skip(job)
+    cmd, runner = job
+    cases = cases_neon() if isa == "neon" else cases_x86()
+    failures = []
+    for c, got, want in _run_dialect(driver, isa, cmd, runner, cases):
+        err = np.abs(got.astype(np.float64) - want)
+        bound = 1e-4 * (1 + np.abs(want))
+        bad = ~(err <= bound)  # NaN-safe
+        if bad.any():
+            i = int(np.argmax(np.where(bad, err, -1)))
+            failures.append(f"{c.id}: {bad.sum()} of {want.size} wrong, e.g. [{i}] = {got[i]} "
+                            f"want {want[i]}")
+    assert not failures, f"{isa}:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512", "neon"])
+def test_conv_pool_match_reference(driver, isa):
+    _compile_and_check(driver, isa)
