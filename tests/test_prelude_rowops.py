@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import struct
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,15 +25,9 @@ import pytest
 
 from dnnfusion import _ref_nn
 from dnnfusion.reference import run_node
-from native_toolchain import (ARM_CXX, ARM_SYSROOT, AVX512_FLAGS, CXX, PRELUDE, QEMU,
-                              cpu_has, neon_missing)
+from native_toolchain import PRELUDE, build_and_run, dialect_commands
 
 COMMON = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
-X86_FLAGS = {
-    "scalar": [],
-    "avx2": ["-DDNNF_ISA_AVX2", "-mavx2", "-mfma"],
-    "avx512": ["-DDNNF_ISA_AVX512", *AVX512_FLAGS],
-}
 
 DRIVER = r"""
 #include "reduce.h"
@@ -630,17 +622,10 @@ def _read_outputs(data: bytes) -> list[list[np.ndarray | str]]:
 
 def _run_dialect(workdir: Path, isa: str, compile_cmd: list[str], runner: list[str],
                  cases: list[Case]) -> list[list[np.ndarray | str]]:
-    inp = workdir / f"{isa}.in"
-    inp.write_bytes(struct.pack("<q", len(cases)) + b"".join(c.record() for c in cases))
-    exe = workdir / isa
-    r = subprocess.run([*compile_cmd, "-o", str(exe)], capture_output=True, text=True)
-    if r.returncode:
-        raise RuntimeError(f"compiling the {isa} driver failed:\n{r.stderr[-4000:]}")
-    out = workdir / f"{isa}.out"
-    r = subprocess.run([*runner, str(exe), str(inp), str(out)], capture_output=True, text=True,
-                       timeout=300, env={**os.environ, "DNNF_NUM_THREADS": "2"})
-    assert r.returncode == 0, f"{isa} driver failed ({r.returncode}): {r.stderr[-2000:]}"
-    got = _read_outputs(out.read_bytes())
+    raw, _ = build_and_run(workdir, isa, compile_cmd, runner,
+                           struct.pack("<q", len(cases)) + b"".join(c.record() for c in cases),
+                           timeout=300, env={"DNNF_NUM_THREADS": "2"})
+    got = _read_outputs(raw)
     assert len(got) == len(cases)
     return got
 
@@ -651,20 +636,12 @@ def results(tmp_path_factory) -> dict[str, tuple[list[Case], list] | str]:
     src = d / "driver.cc"
     src.write_text(DRIVER)
     jobs, out = {}, {}
-    for isa, flags in X86_FLAGS.items():
-        need = {"avx2": "avx2", "avx512": "avx512bw"}.get(isa)
-        if shutil.which(CXX) is None:
-            out[isa] = f"no C++ compiler ({CXX}) on PATH"
-        elif need and not cpu_has(need):
-            out[isa] = f"this CPU lacks {need}"
+    for isa, cmd in dialect_commands(src, COMMON).items():
+        if isinstance(cmd, str):
+            out[isa] = cmd
         else:
-            jobs[isa] = ([CXX, *COMMON, *flags, str(src)], [], cases_x86(np.random.default_rng(7)))
-    reason = neon_missing()
-    if reason:
-        out["neon"] = reason
-    else:
-        jobs["neon"] = ([ARM_CXX, *COMMON, "-DDNNF_ISA_NEON", str(src)],
-                        [QEMU, "-L", ARM_SYSROOT], cases_neon(np.random.default_rng(8)))
+            jobs[isa] = (*cmd, cases_neon(np.random.default_rng(8)) if isa == "neon"
+                         else cases_x86(np.random.default_rng(7)))
     # Compiles dominate (~10 s each); DNNF_TEST_JOBS=1 runs them one at a time.
     with ThreadPoolExecutor(max_workers=int(os.environ.get("DNNF_TEST_JOBS", "2"))) as ex:
         futs = {isa: ex.submit(_run_dialect, d, isa, *job) for isa, job in jobs.items()}

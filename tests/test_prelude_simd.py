@@ -17,7 +17,6 @@ For each dialect we check:
 from __future__ import annotations
 
 import math
-import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,14 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from native_toolchain import (ARM_CXX, ARM_SYSROOT, AVX512_FLAGS, CXX, PRELUDE, QEMU,
-                              cpu_has, neon_missing)
+from native_toolchain import PRELUDE, dialect_commands
+
 COMMON = ["-std=c++17", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", f"-I{PRELUDE}"]
-X86_FLAGS = {
-    "scalar": [],
-    "avx2": ["-DDNNF_ISA_AVX2", "-mavx2", "-mfma"],
-    "avx512": ["-DDNNF_ISA_AVX512", *AVX512_FLAGS],
-}
 WIDTH = {"scalar": 1, "avx2": 8, "avx512": 16, "neon": 4}
 
 # --------------------------------------------------------------------------------------------
@@ -264,28 +258,18 @@ def runs(tmp_path_factory) -> dict[str, Run | str]:
         f.write(np.int32(x.size).tobytes() + x.tobytes() + y.tobytes() + z.tobytes() + c.tobytes())
 
     jobs: dict[str, list[str]] = {}
+    runners: dict[str, list[str]] = {}
     result: dict[str, Run | str] = {}
-    for isa, flags in X86_FLAGS.items():
-        need = {"avx2": "avx2", "avx512": "avx512bw"}.get(isa)
-        if shutil.which(CXX) is None:
-            result[isa] = f"no C++ compiler ({CXX}) on PATH"
-            continue
-        if need and not cpu_has(need):
-            result[isa] = f"this CPU lacks {need}"
-            continue
-        jobs[isa] = [CXX, *COMMON, *flags, str(src), "-o", str(d / isa)]
-    reason = neon_missing()
-    if reason:
-        result["neon"] = reason
-    else:
-        jobs["neon"] = [ARM_CXX, *COMMON, "-DDNNF_ISA_NEON", str(src), "-o", str(d / "neon")]
+    for isa, job in dialect_commands(src, COMMON).items():
+        if isinstance(job, str):
+            result[isa] = job
+        else:
+            jobs[isa], runners[isa] = [*job[0], "-o", str(d / isa)], job[1]
     with ThreadPoolExecutor(max_workers=4) as ex:
         for f in [ex.submit(_compile, cmd) for cmd in jobs.values()]:
             f.result()
     for isa in jobs:
-        cmd = [str(d / isa), str(inp), str(d / f"{isa}.out")]
-        if isa == "neon":
-            cmd = [QEMU, "-L", ARM_SYSROOT, *cmd]
+        cmd = [*runners[isa], str(d / isa), str(inp), str(d / f"{isa}.out")]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, f"{isa} driver failed ({r.returncode}): {r.stderr[-2000:]}"
         result[isa] = parse(r.stdout, (d / f"{isa}.out").read_bytes())
