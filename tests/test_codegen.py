@@ -147,6 +147,37 @@ def case_matmul_computed_b():
                   h.make_node("Sqrt", ["m"], ["y"])], {"a": a, "b": b}, ["y"])
 
 
+def case_conv_pools():
+    x = f32(2, 4, 13, 11)
+    return model([h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[2, 1],
+                              group=2),
+                  h.make_node("BatchNormalization", ["c", "s", "bb", "m", "v"], ["n"]),
+                  h.make_node("Relu", ["n"], ["r"]),
+                  h.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                              ceil_mode=1),
+                  h.make_node("Conv", ["p", "dw"], ["d"], group=6, kernel_shape=[3, 3],
+                              auto_pad="SAME_UPPER"),
+                  h.make_node("AveragePool", ["d"], ["a"], kernel_shape=[2, 2], pads=[1, 1, 0, 0],
+                              count_include_pad=1),
+                  h.make_node("GlobalAveragePool", ["a"], ["g"]),
+                  h.make_node("Sigmoid", ["g"], ["y0"]),
+                  h.make_node("Mul", ["d", "y0"], ["y"])],
+                 {"x": x}, ["y", "a"],
+                 [("w", f32(6, 2, 3, 3)), ("b", f32(6)), ("s", f32(6)), ("bb", f32(6)),
+                  ("m", f32(6)), ("v", np.abs(f32(6)) + 0.5), ("dw", f32(6, 1, 3, 3))])
+
+
+def case_conv_transpose_3d():
+    x, v = f32(1, 3, 5, 6), f32(1, 2, 4, 5, 6)
+    return model([h.make_node("ConvTranspose", ["x", "w", "b"], ["t"], strides=[2, 2],
+                              pads=[1, 0, 0, 1], output_padding=[1, 1]),
+                  h.make_node("LeakyRelu", ["t"], ["y"], alpha=0.1),
+                  h.make_node("Conv", ["v", "w3"], ["c3"], pads=[1, 1, 1, 1, 1, 1]),
+                  h.make_node("MaxPool", ["c3"], ["y3"], kernel_shape=[2, 2, 2], strides=[2, 2, 2])],
+                 {"x": x, "v": v}, ["y", "y3"],
+                 [("w", f32(3, 4, 3, 3)), ("b", f32(4)), ("w3", f32(5, 2, 3, 3, 3))])
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 

@@ -88,6 +88,12 @@ bool BlockLowerer::has_epilogue(const Node& n) const {
   switch (n.op) {
     case OpKind::MatMul:
     case OpKind::Gemm:
+    case OpKind::Conv:
+    case OpKind::ConvTranspose:
+    case OpKind::MaxPool:
+    case OpKind::AveragePool:
+    case OpKind::GlobalAveragePool:
+    case OpKind::GlobalMaxPool:
     case OpKind::Softmax:
     case OpKind::LogSoftmax:
     case OpKind::ReduceMean:
@@ -260,12 +266,10 @@ void BlockLowerer::emit_gemm(const Node& n) {
     if (alpha != 1.0) body.line("v = V::v_mul(v, V::v_set1(" + literal(alpha, DType::F32) + "));");
     if (Cv == kNoValue || beta == 0.0) return;
     std::vector<int64_t> cd = dims_of(g_, Cv);
-    std::vector<IExpr> ci;
-    VarTable& vt = em.vars();
+    std::vector<IExpr> ci;  // C broadcast to [M, N]: vars 0 and 1 are the epilogue's row and col
     std::vector<IExpr> oi{IExpr::var(0), IExpr::var(1)};
     for (size_t k = 0; k < cd.size(); ++k)
       ci.push_back(cd[k] == 1 ? IExpr::constant(0) : oi[2 - cd.size() + k]);
-    (void)vt;
     std::string cv = em.eval(Cv, ci);
     if (beta != 1.0) cv = "V::v_mul(" + cv + ", V::v_set1(" + literal(beta, DType::F32) + "))";
     body.line("v = V::v_add(v, " + cv + ");");

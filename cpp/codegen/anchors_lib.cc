@@ -4,6 +4,8 @@
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
 
+#include <algorithm>
+
 namespace dnnf::cg {
 
 namespace {
@@ -14,6 +16,47 @@ int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
   return n;
 }
 std::string L(int64_t v) { return std::to_string(v) + "L"; }
+
+std::string ints3(const std::vector<int64_t>& v, int64_t fill) {
+  std::string s = "{";
+  for (size_t i = 0; i < 3; ++i) s += (i ? ", " : "") + std::to_string(i < v.size() ? v[i] : fill);
+  return s + "}";
+}
+
+// The sliding-window geometry of Conv and the pools (ONNX auto_pad rules, as _ref_nn.Window).
+struct Window {
+  std::vector<int64_t> in, out, k, stride, dil, begin, end;
+};
+Window window_of(InferCtx& c, const std::vector<int64_t>& in_dims, const std::vector<int64_t>& out_dims,
+                 std::vector<int64_t> kernel) {
+  Window w;
+  const size_t nd = in_dims.size() - 2;
+  w.in.assign(in_dims.begin() + 2, in_dims.end());
+  w.out.assign(out_dims.begin() + 2, out_dims.end());
+  w.k = std::move(kernel);
+  w.stride = c.attr_ints("strides", std::vector<int64_t>(nd, 1));
+  w.dil = c.attr_ints("dilations", std::vector<int64_t>(nd, 1));
+  std::string ap = c.attr_string("auto_pad", "NOTSET");
+  w.begin.assign(nd, 0);
+  w.end.assign(nd, 0);
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    for (size_t i = 0; i < nd; ++i) {
+      int64_t o = (w.in[i] + w.stride[i] - 1) / w.stride[i];
+      int64_t total = std::max<int64_t>(0, (o - 1) * w.stride[i] + (w.k[i] - 1) * w.dil[i] + 1 - w.in[i]);
+      int64_t small = total / 2, large = total - small;
+      w.begin[i] = ap == "SAME_UPPER" ? small : large;
+      w.end[i] = total - w.begin[i];
+    }
+  } else if (ap != "VALID") {
+    std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * nd, 0));
+    for (size_t i = 0; i < nd; ++i) {
+      w.begin[i] = pads[i];
+      w.end[i] = pads[i + nd];
+    }
+  }
+  if (nd > 3) throw UnsupportedOperatorError("windows over more than 3 spatial dims");
+  return w;
+}
 
 }  // namespace
 
@@ -95,6 +138,88 @@ void BlockLowerer::emit_library(const Node& n) {
       code_.line(std::string("dnnf::rowops::reduce_f32<dnnf::rowops::ReduceKind::") + kind + ">(" +
                  std::to_string(r) + ", shape, " + std::to_string(mask) + "u, " + ptr(n.inputs[0]) +
                  ", " + ep.y + ", " + ep.expr + ");");
+      code_.close();
+      stages_.push_back(std::string(op_info(n.op).name) + (epilogues_.count(n.id) ? " +epilogue" : ""));
+      return;
+    }
+    case OpKind::Conv:
+    case OpKind::ConvTranspose: {
+      const bool tr = n.op == OpKind::ConvTranspose;
+      const ValueId W = n.inputs[1], O = n.outputs[0];
+      const ValueId B = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
+      const std::vector<int64_t> wd = dims_of(g_, W), od = dims_of(g_, O);
+      const int64_t group = c.attr_int("group", 1), M = od[1];
+      Window w = window_of(c, id, od, std::vector<int64_t>(wd.begin() + 2, wd.end()));
+      if (tr) {  // begin = the crop of the full result (the reference's rule)
+        std::vector<int64_t> op = c.attr_ints("output_padding", std::vector<int64_t>(w.in.size(), 0));
+        std::string ap = c.attr_string("auto_pad", "NOTSET");
+        bool target = c.has_attr("output_shape") || ap == "SAME_UPPER" || ap == "SAME_LOWER";
+        for (size_t i = 0; i < w.in.size(); ++i) {
+          int64_t full = w.stride[i] * (w.in[i] - 1) + op[i] + (w.k[i] - 1) * w.dil[i] + 1;
+          if (!target) {
+            w.begin[i] = ap == "VALID" ? 0 : c.attr_ints("pads", std::vector<int64_t>(2 * w.in.size(), 0))[i];
+            continue;
+          }
+          int64_t total = std::max<int64_t>(0, full - w.out[i]), small = total / 2;
+          w.begin[i] = ap == "SAME_UPPER" ? small : total - small;
+          if (w.begin[i] < 0 || full - total != w.out[i])
+            throw UnsupportedOperatorError("ConvTranspose whose output_shape exceeds the full result (node '" + n.name + "')");
+        }
+      }
+      const std::string shape = "dnnf::conv::ConvShape{" + std::to_string(w.in.size()) + ", " +
+          std::to_string(id[0]) + ", " + std::to_string(id[1]) + ", " + std::to_string(M) + ", " +
+          std::to_string(group) + ", " + ints3(w.in, 1) + ", " + ints3(w.out, 1) + ", " +
+          ints3(w.k, 1) + ", " + ints3(w.stride, 1) + ", " + ints3(w.dil, 1) + ", " +
+          ints3(w.begin, 0) + "}";
+      std::string weights = ptr(W);
+      if (!tr && g_.value(W).constant) {  // packed once in dnnf_create
+        std::string m = "w" + std::to_string(ms_.counter++);
+        ms_.members.push_back("std::unique_ptr<dnnf::conv::PackedConvWeights> " + m + ";");
+        ms_.create.line("st->" + m + " = std::make_unique<dnnf::conv::PackedConvWeights>(" + shape +
+                        ", static_cast<const float*>(st->c[" + std::to_string(ms_.constant(W)) + "]));");
+        weights = "*x.st->" + m;
+      }
+      auto bias = [&](PointwiseEmitter& em, Code& body) {
+        std::vector<IExpr> ch{mod(IExpr::var(0), M, em.vars())};
+        body.line("v = V::v_add(v, " + em.eval(B, ch) + ");");
+      };
+      code_.open("");
+      EpCode ep = B != kNoValue ? epilogue(n, "0L", bias) : epilogue(n, "0L");
+      code_.line(std::string(tr ? "dnnf::conv::conv_transpose_f32(" : "dnnf::conv::conv_f32(") + shape +
+                 ", " + ptr(n.inputs[0]) + ", " + weights + ", " + ep.y + ", " + ep.expr + ");");
+      code_.close();
+      stages_.push_back(std::string(op_info(n.op).name) + " k" + std::to_string(w.k[0]) + " s" +
+                        std::to_string(w.stride[0]) + " g" + std::to_string(group) +
+                        (epilogues_.count(n.id) ? " +epilogue(" + std::to_string(epilogues_[n.id].nodes.size()) + " ops)" : ""));
+      return;
+    }
+    case OpKind::MaxPool:
+    case OpKind::AveragePool: {
+      if (n.outputs.size() > 1 && !g_.consumers(n.outputs[1]).empty())
+        throw UnsupportedOperatorError("MaxPool's Indices output is not generated yet (node '" + n.name + "')");
+      const std::vector<int64_t> od = dims_of(g_, n.outputs[0]);
+      Window w = window_of(c, id, od, c.attr_ints("kernel_shape"));
+      const std::string shape = "dnnf::pool::PoolShape{" + std::to_string(w.in.size()) + ", " +
+          std::to_string(id[0]) + ", " + std::to_string(id[1]) + ", " + ints3(w.in, 1) + ", " +
+          ints3(w.out, 1) + ", " + ints3(w.k, 1) + ", " + ints3(w.stride, 1) + ", " +
+          ints3(w.dil, 1) + ", " + ints3(w.begin, 0) + ", " + ints3(w.end, 0) + ", " +
+          (c.attr_int("count_include_pad", 0) ? "true" : "false") + "}";
+      code_.open("");
+      EpCode ep = epilogue(n, "0L");
+      code_.line(std::string(n.op == OpKind::MaxPool ? "dnnf::pool::max_pool_f32(" : "dnnf::pool::avg_pool_f32(") +
+                 shape + ", " + ptr(n.inputs[0]) + ", " + ep.y + ", " + ep.expr + ");");
+      code_.close();
+      stages_.push_back(std::string(op_info(n.op).name) + (epilogues_.count(n.id) ? " +epilogue" : ""));
+      return;
+    }
+    case OpKind::GlobalAveragePool:
+    case OpKind::GlobalMaxPool: {
+      code_.open("");
+      EpCode ep = epilogue(n, "0L");
+      code_.line(std::string(n.op == OpKind::GlobalAveragePool ? "dnnf::pool::global_avg_pool_f32("
+                                                               : "dnnf::pool::global_max_pool_f32(") +
+                 std::to_string(id[0]) + ", " + std::to_string(id[1]) + ", " + L(prod(id, 2, id.size())) +
+                 ", " + ptr(n.inputs[0]) + ", " + ep.y + ", " + ep.expr + ");");
       code_.close();
       stages_.push_back(std::string(op_info(n.op).name) + (epilogues_.count(n.id) ? " +epilogue" : ""));
       return;

@@ -82,7 +82,6 @@ class BlockLowerer {
   struct EpiloguePlan {
     std::vector<NodeId> nodes;
     std::vector<ValueId> stores;
-    std::map<ValueId, std::vector<IExpr>> index;  // unused outside choose_epilogue
   };
   std::map<NodeId, EpiloguePlan> epilogues_;
   std::set<ValueId> stored_by_epilogue_;
