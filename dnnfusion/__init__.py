@@ -2,7 +2,8 @@
 
 A re-implementation of DNNFusion (Niu et al., PLDI 2021). ``load`` turns an ONNX model,
 a ``torch.nn.Module`` or a ``torch.fx.GraphModule`` into an Extended Computational Graph
-(ECG); later stages rewrite it, plan fusion and generate code.
+(ECG); ``compile`` rewrites it, plans fusion, generates code and returns a callable
+``CompiledModel``.
 """
 
 from dnnfusion.errors import (
@@ -20,6 +21,7 @@ from dnnfusion.ecg import ECG, load, op_table, parse
 from dnnfusion import plan, rewrite  # noqa: E402  (after the core types they use)
 from dnnfusion.plan import FusionPlan, fusion_table  # noqa: E402
 from dnnfusion.rewrite import RewriteReport  # noqa: E402
+from dnnfusion.compiler import CompiledModel, compile  # noqa: E402,A004
 
 __version__ = "0.1.0"
 
@@ -33,6 +35,8 @@ __all__ = [
     "FusionPlan",
     "fusion_table",
     "RewriteReport",
+    "compile",
+    "CompiledModel",
     "Error",
     "UnsupportedOperatorError",
     "ShapeError",

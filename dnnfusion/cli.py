@@ -1,15 +1,22 @@
-"""Command line: ``python -m dnnfusion <command> [model]``. With no model, commands use the
-built-in network (``dnnfusion.builtin.tiny_convnet``)."""
+"""Command line: ``python -m dnnfusion <command> [model]``. ``info`` reports on a model (default:
+the built-in network, ``dnnfusion.builtin.tiny_convnet``); ``run`` compiles one (default: a zoo
+model), checks it against PyTorch and ONNX Runtime, and times it beside them."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import statistics
 import time
+from typing import Any, Callable
 
-from dnnfusion.ecg import ECG, load
+import numpy as np
+
+from dnnfusion.ecg import ECG, load, numpy_dtype
 from dnnfusion.errors import Error
+
+DEFAULT_RUN_MODEL = "mobilenetv2"
 
 
 def _parse_shapes(items: list[str]) -> dict[str, list[int]] | None:
@@ -54,6 +61,158 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+# run ------------------------------------------------------------------------------------------
+def _median_seconds(fn: Callable[[], Any], repeat: int) -> float:
+    for _ in range(3):  # warm-up: first-touch page faults, lazy initialisation, thread pools
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _random_inputs(g: ECG) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    out = []
+    for v in g.inputs:
+        if any(isinstance(d, str) for d in v.shape):
+            raise SystemExit(f"input {v.name} has a symbolic shape {v.type}; fix it with "
+                             "--input-shape NAME=D0,D1,...")
+        dt = numpy_dtype(v.dtype)
+        shape = [int(d) for d in v.shape]
+        # Integer inputs are usually indices (token ids): keep them small and valid.
+        out.append(rng.standard_normal(shape).astype(dt) if dt.kind == "f"
+                   else rng.integers(0, 2, shape).astype(dt))
+    return out
+
+
+def _flatten_torch(out: Any) -> list[np.ndarray]:
+    import torch.utils._pytree as pytree
+
+    leaves, _ = pytree.tree_flatten(out)
+    return [x.detach().cpu().numpy() for x in leaves if hasattr(x, "detach")]
+
+
+def _compare(got: list, want: list) -> tuple[bool, float]:
+    """Whether every output matches (relative to each output's scale) and the worst
+    absolute difference."""
+    if len(got) != len(want):
+        return False, float("inf")
+    ok, worst = True, 0.0
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape:
+            return False, float("inf")
+        if g.size == 0:
+            continue
+        g, w = g.astype(np.float64), w.astype(np.float64)
+        nan = np.isnan(w)
+        if not np.array_equal(np.isnan(g), nan):
+            return False, float("nan")
+        if nan.all():
+            continue
+        diff = float(np.max(np.abs(g[~nan] - w[~nan])))
+        scale = float(np.max(np.abs(w[~nan]))) or 1.0
+        worst = max(worst, diff)
+        ok = ok and diff <= 1e-3 * scale + 1e-5
+    return ok, worst
+
+
+def _ort_session(path: str, threads: int) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import dnnfusion
+    from dnnfusion.compiler import default_threads
+
+    threads = args.threads or default_threads()
+    spec = args.model or DEFAULT_RUN_MODEL
+    is_file = os.path.exists(spec) or spec.endswith(".onnx")
+    eager: Callable[[], Any] | None = None
+    onnx_path: str | None = spec if is_file else None
+    notes: list[str] = []
+    if is_file:
+        shapes = _parse_shapes(args.input_shape)
+        inputs = _random_inputs(load(spec, input_shapes=shapes))
+        model, examples, title = spec, None, spec
+    else:
+        try:
+            import torch
+
+            from dnnfusion import zoo
+        except ImportError as e:
+            raise SystemExit(f"{spec!r} is not a file, and the model zoo is unavailable: {e}")
+        torch.set_num_threads(threads)
+        z = zoo.get(spec, reduced=args.reduced)
+        model, examples = z.module, z.example_inputs
+        inputs = [t.detach().numpy() for t in examples]
+        title = f"{spec}{' (reduced)' if args.reduced else ''} from the zoo"
+
+        def eager() -> Any:
+            with torch.inference_mode():
+                return z.module(*examples)
+
+    m = dnnfusion.compile(model, example_inputs=examples, planner=args.planner, threads=threads,
+                          input_shapes=_parse_shapes(args.input_shape) if is_file else None)
+    s = m.stats
+
+    ort_run: Callable[[], Any] | None = None
+    try:
+        if onnx_path is None:
+            from dnnfusion import zoo
+
+            onnx_path = str(zoo.export_onnx(spec, reduced=args.reduced))
+        sess = _ort_session(onnx_path, threads)
+        feeds = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
+
+        def ort_run() -> Any:
+            return sess.run(None, feeds)
+    except ImportError:
+        notes.append("ONNX Runtime: not installed")
+    except Exception as e:  # noqa: BLE001 - export or session failures only skip ORT
+        notes.append(f"ONNX Runtime: skipped ({type(e).__name__}: {str(e).splitlines()[0][:160]})")
+
+    got = m.run(*inputs)
+    checks, all_ok = [], True
+    references: list[tuple[str, Callable[[], list]]] = []
+    if eager is not None:
+        references.append(("PyTorch eager", lambda: _flatten_torch(eager())))
+    if ort_run is not None:
+        references.append(("ONNX Runtime", ort_run))
+    if not references:
+        references.append(("NumPy reference", lambda: m.graph.run_reference(*inputs)))
+    for name, ref in references:
+        ok, worst = _compare(got, ref())
+        all_ok = all_ok and ok
+        checks.append(f"vs {name}: max abs diff {worst:.2e} {'OK' if ok else 'MISMATCH'}")
+
+    cold = "from the kernel cache" if s["cache_hit"] else f"cold, C++ compile {s['cc_seconds']:.2f} s"
+    print(f"model      {title}")
+    print(f"operators  {s['operators_before']} before, {s['operators_after_rewrite']} after rewrites"
+          f" -> {s['kernels_after']} kernels ({s['planner']} planner, {s['isa']})")
+    print(f"compile    {s['compile_seconds']:.2f} s ({cold})")
+    print("check      " + "; ".join(checks))
+    print(f"latency    median of {args.repeat} runs, {threads} thread{'s' if threads != 1 else ''}")
+    rows = [("dnnfusion", lambda: m.run(*inputs))]
+    if eager is not None:
+        rows.append(("PyTorch eager", eager))
+    if ort_run is not None:
+        rows.append(("ONNX Runtime", ort_run))
+    for name, fn in rows:
+        print(f"  {name:<15}{_median_seconds(fn, args.repeat) * 1e3:>10.3f} ms")
+    for n in notes:
+        print(f"note       {n}")
+    return 0 if all_ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dnnfusion", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -64,6 +223,19 @@ def main(argv: list[str] | None = None) -> int:
                       help="specialize a symbolic ONNX input shape")
     info.add_argument("--text", action="store_true", help="also print the ECG text form")
     info.set_defaults(func=cmd_info)
+    run = sub.add_parser("run", help="compile a model, check it against PyTorch / ONNX Runtime "
+                         "and time it beside them")
+    run.add_argument("model", nargs="?", help="an .onnx file or a zoo model name "
+                     f"(default: {DEFAULT_RUN_MODEL})")
+    run.add_argument("--reduced", action="store_true", help="the zoo model's reduced variant")
+    run.add_argument("--planner", default="dnnfusion",
+                     help="dnnfusion (default) or a baseline: none, patterns, tvm, dp")
+    run.add_argument("--threads", type=int, default=None,
+                     help="threads for every framework (default: $DNNF_NUM_THREADS or all cores)")
+    run.add_argument("--repeat", type=int, default=20, help="timed runs per framework")
+    run.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                     help="specialize a symbolic ONNX input shape")
+    run.set_defaults(func=cmd_run)
     args = p.parse_args(argv)
     try:
         return args.func(args)

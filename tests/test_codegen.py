@@ -206,7 +206,7 @@ def test_gather_index_out_of_range_is_an_error():
     ecg, feeds = case_gather_where_int()
     feeds["ids"] = feeds["ids"].copy()
     feeds["ids"][0, 0] = 50
-    with pytest.raises(RuntimeError, match="Gather: index 50 is out of range"):
+    with pytest.raises(df.Error, match="Gather: index 50 is out of range"):
         run(ecg, feeds)
 
 

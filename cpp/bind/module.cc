@@ -8,6 +8,7 @@ namespace py = pybind11;
 void bind_ir(py::module_& m);
 void bind_rewrite(py::module_& m);
 void bind_plan(py::module_& m);
+void bind_codegen(py::module_& m);
 void bind_runtime(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
@@ -43,5 +44,6 @@ PYBIND11_MODULE(_core, m) {
   bind_ir(m);
   bind_rewrite(m);
   bind_plan(m);
+  bind_codegen(m);
   bind_runtime(m);
 }

@@ -6,117 +6,18 @@
 
 #include <memory>
 
+#include "bind/plan_of.h"
 #include "ir/errors.h"
 #include "ir/graph.h"
 #include "plan/plan.h"
-#include "codegen/codegen.h"
 #include "runtime/compiler.h"
 #include "runtime/memory_plan.h"
 
 namespace py = pybind11;
 using namespace dnnf;
-
-namespace {
-
-using GraphPtr = std::shared_ptr<Graph>;
-
-// A _core.Graph, or anything holding one as `.graph` (dnnfusion.ECG).
-GraphPtr graph_of(const py::object& o) {
-  if (py::isinstance<Graph>(o)) return o.cast<GraphPtr>();
-  if (py::hasattr(o, "graph")) return graph_of(o.attr("graph"));
-  throw py::type_error("expected a dnnfusion ECG or _core.Graph");
-}
-
-// The blocks of a _core.FusionPlan, or of anything holding one as `.core`
-// (dnnfusion.plan.FusionPlan), rebuilt from the plain data the plan bindings expose.
-FusionPlan plan_of(const py::object& o) {
-  if (py::hasattr(o, "core")) return plan_of(o.attr("core"));
-  if (!py::hasattr(o, "blocks") || !py::hasattr(o, "block_of"))
-    throw py::type_error("expected a dnnfusion FusionPlan or _core.FusionPlan");
-  FusionPlan p;
-  p.block_of = o.attr("block_of").cast<std::vector<int>>();
-  for (py::handle h : o.attr("blocks")) {
-    py::dict d = h.cast<py::dict>();
-    Block b;
-    b.id = d["id"].cast<int>();
-    b.nodes = d["nodes"].cast<std::vector<NodeId>>();
-    b.inputs = d["inputs"].cast<std::vector<ValueId>>();
-    b.outputs = d["outputs"].cast<std::vector<ValueId>>();
-    p.blocks.push_back(std::move(b));
-  }
-  return p;
-}
-
-py::dict dict_of(const Graph& g, const MemoryPlan& m) {
-  py::dict d;
-  d["alignment"] = m.alignment;
-  d["arena_bytes"] = m.arena_bytes;
-  d["intermediate_bytes"] = m.intermediate_bytes;
-  d["naive_bytes"] = m.naive_bytes;
-  d["peak_bytes"] = m.peak_bytes;
-  py::list bufs;
-  for (const BufferSlot& s : m.buffers) {
-    py::dict b;
-    b["value"] = s.value;
-    b["name"] = g.value(s.value).name;
-    b["offset"] = s.offset;
-    b["size"] = s.size;
-    b["first"] = s.first;
-    b["last"] = s.last;
-    bufs.append(b);
-  }
-  d["buffers"] = bufs;
-  return d;
-}
-
-MemoryPlan memory_plan_of(const py::dict& d) {
-  MemoryPlan m;
-  m.alignment = d["alignment"].cast<int64_t>();
-  m.arena_bytes = d["arena_bytes"].cast<int64_t>();
-  for (py::handle h : d["buffers"]) {
-    py::dict b = h.cast<py::dict>();
-    BufferSlot s;
-    s.value = b["value"].cast<ValueId>();
-    s.offset = b["offset"].cast<int64_t>();
-    s.size = b["size"].cast<int64_t>();
-    s.first = b["first"].cast<int>();
-    s.last = b["last"].cast<int>();
-    m.buffers.push_back(s);
-  }
-  return m;
-}
-
-}  // namespace
+using namespace dnnf::bind;
 
 void bind_runtime(py::module_& m) {
-  // The generated module as plain data (the executor binding wraps the same thing).
-  m.def("generate_cpu_dict", [](const py::object& graph, const py::object& plan, const std::string& isa) {
-    GraphPtr g = graph_of(graph);
-    FusionPlan p = plan_of(plan);
-    CodegenOptions o;
-    o.isa = isa;
-    GeneratedModule gm = generate_cpu(*g, p, o);
-    py::dict d;
-    d["source"] = gm.source;
-    d["constants"] = gm.constants;
-    d["inputs"] = gm.inputs;
-    d["outputs"] = gm.outputs;
-    d["arena_bytes"] = gm.arena_bytes;
-    py::list ks;
-    for (const KernelInfo& k : gm.kernels) {
-      py::dict kd;
-      kd["block"] = k.block;
-      kd["function"] = k.function;
-      kd["stages"] = k.stages;
-      kd["scratch_bytes"] = k.scratch_bytes;
-      ks.append(kd);
-    }
-    d["kernels"] = ks;
-    d["memory"] = dict_of(*g, gm.memory);
-    return d;
-  }, py::arg("graph"), py::arg("plan"), py::arg("isa") = "scalar",
-     "C++ source for a fused plan (one function per block) with its constants and arena size.");
-
   m.def("find_compiler", [] {
     Compiler c = find_compiler();
     py::dict d;

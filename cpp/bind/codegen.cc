@@ -1,0 +1,225 @@
+// Bindings of code generation (cpp/codegen/) and of the CPU executor (cpp/runtime/executor.h):
+// the generated module as a Python object, and compiled models run on NumPy arrays.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <new>
+
+#include "bind/numpy_tensor.h"
+#include "bind/plan_of.h"
+#include "codegen/codegen.h"
+#include "ir/errors.h"
+#include "runtime/executor.h"
+
+namespace py = pybind11;
+using namespace dnnf;
+using namespace dnnf::bind;
+
+namespace {
+
+// A generated module with the graph it was generated from (its ValueIds mean nothing
+// without it).
+struct Generated {
+  GraphPtr graph;
+  GeneratedModule module;
+};
+
+py::list kernels_of(const GeneratedModule& gm) {
+  py::list ks;
+  for (const KernelInfo& k : gm.kernels) {
+    py::dict kd;
+    kd["block"] = k.block;
+    kd["function"] = k.function;
+    kd["stages"] = k.stages;
+    kd["scratch_bytes"] = k.scratch_bytes;
+    ks.append(kd);
+  }
+  return ks;
+}
+
+py::dict generated_dict(const Generated& g) {
+  py::dict d;
+  d["source"] = g.module.source;
+  d["constants"] = g.module.constants;
+  d["inputs"] = g.module.inputs;
+  d["outputs"] = g.module.outputs;
+  d["arena_bytes"] = g.module.arena_bytes;
+  d["kernels"] = kernels_of(g.module);
+  d["memory"] = dict_of(*g.graph, g.module.memory);
+  return d;
+}
+
+std::shared_ptr<Generated> generate(const py::object& graph, const py::object& plan, const std::string& isa) {
+  auto out = std::make_shared<Generated>();
+  out->graph = graph_of(graph);
+  FusionPlan p = plan_of(plan);
+  CodegenOptions o;
+  o.isa = isa;
+  py::gil_scoped_release unlocked;
+  out->module = generate_cpu(*out->graph, p, o);
+  return out;
+}
+
+// The prelude directory the Python package resolves (installed wheel or source checkout).
+std::string default_prelude_dir(const std::string& given) {
+  if (!given.empty()) return given;
+  return py::module_::import("dnnfusion.compiler").attr("prelude_dir")().cast<std::string>();
+}
+
+std::shared_ptr<CpuExecutable> make_executable(const GraphPtr& g, GeneratedModule gm, const std::string& isa,
+                                               int threads, const std::string& prelude_dir) {
+  std::string dir = default_prelude_dir(prelude_dir);
+  py::gil_scoped_release unlocked;  // compiling takes seconds; let other threads run
+  return std::make_shared<CpuExecutable>(g, std::move(gm), isa, threads, dir);
+}
+
+// Every input as a C-contiguous, aligned array of its own dtype (copied only when it is not
+// one already). Nothing is cast: the executor rejects a wrong dtype instead.
+std::vector<py::array> contiguous_inputs(const CpuExecutable& ex, const py::sequence& args) {
+  const Graph& g = ex.graph();
+  const auto& want = ex.module().inputs;
+  if (static_cast<size_t>(py::len(args)) != want.size()) {
+    std::string names;
+    for (ValueId v : want) names += (names.empty() ? "" : ", ") + g.value(v).name;
+    throw py::type_error("the model takes " + std::to_string(want.size()) + " input" +
+                         (want.size() == 1 ? "" : "s") + " (" + names + "), got " +
+                         std::to_string(py::len(args)));
+  }
+  std::vector<py::array> arrays;
+  for (size_t i = 0; i < want.size(); ++i) {
+    py::object a = args[i];
+    const std::string& name = g.value(want[i]).name;
+    if (!py::isinstance<py::array>(a))
+      throw py::type_error("input '" + name + "' must be a numpy array, got " +
+                           std::string(py::str(py::type::of(a).attr("__name__"))));
+    py::array arr = a.cast<py::array>();
+    try {
+      dtype_of(arr.dtype());
+    } catch (const DTypeError& e) {
+      throw DTypeError("input '" + name + "': " + e.what());
+    }
+    if (arr.dtype().byteorder() == '>')
+      throw DTypeError("input '" + name + "' is big-endian; convert it with .astype('<...')");
+    arrays.push_back(py::array::ensure(arr, py::array::c_style | py::detail::npy_api::NPY_ARRAY_ALIGNED_));
+  }
+  return arrays;
+}
+
+// A writable array over fresh 64-byte aligned memory (NumPy aligns to 16), freed with it.
+py::array aligned_array(const TensorType& t) {
+  std::vector<py::ssize_t> shape;
+  for (int64_t d : t.dims()) shape.push_back(static_cast<py::ssize_t>(d));
+  size_t n = std::max<size_t>(64, (t.nbytes() + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, n);
+  if (!p) throw std::bad_alloc();
+  py::capsule owner(p, [](void* q) { std::free(q); });
+  return py::array(py::dtype(numpy_name(t.dtype)), shape, {}, p, owner);
+}
+
+py::list run(CpuExecutable& ex, const py::sequence& args) {
+  std::vector<py::array> ins = contiguous_inputs(ex, args);
+  std::vector<TensorRef> in_refs, out_refs;
+  for (py::array& a : ins) {
+    TensorRef r;
+    r.dtype = dtype_of(a.dtype());
+    for (py::ssize_t i = 0; i < a.ndim(); ++i) r.shape.push_back(a.shape(i));
+    r.data = const_cast<void*>(a.data());  // read only by the generated code
+    in_refs.push_back(std::move(r));
+  }
+  py::list outs;
+  for (ValueId v : ex.module().outputs) {
+    const TensorType& t = ex.graph().value(v).type;
+    py::array a = aligned_array(t);
+    out_refs.push_back({t.dtype, t.dims(), a.mutable_data()});
+    outs.append(a);
+  }
+  {
+    py::gil_scoped_release unlocked;
+    ex.run(in_refs, out_refs);
+  }
+  return outs;
+}
+
+}  // namespace
+
+void bind_codegen(py::module_& m) {
+  py::class_<Generated, std::shared_ptr<Generated>>(m, "GeneratedModule",
+      "C++ source for a fused plan (one function per block, GENERATED-ABI of codegen.h) with "
+      "its constants, arena size, kernels and memory plan.")
+      .def_property_readonly("graph", [](const Generated& g) { return g.graph; })
+      .def_property_readonly("source", [](const Generated& g) { return g.module.source; })
+      .def_property_readonly("constants", [](const Generated& g) { return g.module.constants; })
+      .def_property_readonly("inputs", [](const Generated& g) { return g.module.inputs; })
+      .def_property_readonly("outputs", [](const Generated& g) { return g.module.outputs; })
+      .def_property_readonly("arena_bytes", [](const Generated& g) { return g.module.arena_bytes; })
+      .def_property_readonly("kernels", [](const Generated& g) { return kernels_of(g.module); },
+                             "One dict per block in execution order: block, function, stages, scratch_bytes.")
+      .def_property_readonly("memory", [](const Generated& g) { return dict_of(*g.graph, g.module.memory); },
+                             "The memory plan, as _core.plan_memory returns it.")
+      .def("to_dict", &generated_dict)
+      .def("__repr__", [](const Generated& g) {
+        return "<GeneratedModule: " + std::to_string(g.module.kernels.size()) + " kernels, arena " +
+               std::to_string(g.module.arena_bytes) + " bytes>";
+      });
+
+  m.def("generate_cpu", &generate, py::arg("graph"), py::arg("plan"), py::arg("isa") = "scalar",
+        "Lowers every block of a fusion plan to C++ for the CPU dialect `isa` "
+        "(avx512 | avx2 | neon | scalar).");
+  m.def("generate_cpu_dict", [](const py::object& graph, const py::object& plan, const std::string& isa) {
+    return generated_dict(*generate(graph, plan, isa));
+  }, py::arg("graph"), py::arg("plan"), py::arg("isa") = "scalar",
+     "generate_cpu as plain data: source, constants, inputs, outputs, arena_bytes, kernels, memory.");
+  m.def("isa_flags", &isa_flags, py::arg("isa"),
+        "The compiler flags generated code for `isa` is built with (Error if this CPU lacks it).");
+  m.def("prelude_hash", &prelude_hash, py::arg("dir"),
+        "SHA-256 over the names and contents of the prelude headers in `dir`.");
+
+  py::class_<CpuExecutable, std::shared_ptr<CpuExecutable>>(m, "CpuExecutable",
+      "A generated module compiled (or found in the kernel cache), loaded and set up; "
+      "run() takes and returns NumPy arrays.")
+      .def(py::init([](const py::object& graph, const Generated& gen, const std::string& isa, int threads,
+                       const std::string& prelude_dir) {
+        GraphPtr g = graph_of(graph);
+        if (g != gen.graph)
+          throw py::value_error("the generated module was generated from another graph");
+        return make_executable(g, gen.module, isa, threads, prelude_dir);
+      }), py::arg("graph"), py::arg("generated"), py::arg("isa"), py::arg("threads") = 0,
+          py::arg("prelude_dir") = "",
+          "prelude_dir: the headers generated code includes (default: dnnfusion.compiler.prelude_dir()). "
+          "threads <= 0 keeps the generated code's default pool ($DNNF_NUM_THREADS or all cores).")
+      .def_static("from_source", [](const py::object& graph, const std::string& source,
+                                    const std::vector<ValueId>& constants, int64_t arena_bytes,
+                                    const std::string& isa, int threads, const std::string& prelude_dir) {
+        // Test hook: any source that implements the GENERATED-ABI, over the graph's inputs
+        // and outputs.
+        GraphPtr g = graph_of(graph);
+        GeneratedModule gm;
+        gm.source = source;
+        gm.constants = constants;
+        gm.inputs = g->inputs();
+        gm.outputs = g->outputs();
+        gm.arena_bytes = arena_bytes;
+        return make_executable(g, std::move(gm), isa, threads, prelude_dir);
+      }, py::arg("graph"), py::arg("source"), py::arg("constants") = std::vector<ValueId>{},
+         py::arg("arena_bytes") = 0, py::arg("isa") = "scalar", py::arg("threads") = 0,
+         py::arg("prelude_dir") = "")
+      .def("run", &run, py::arg("inputs"),
+           "Runs the model on a sequence of NumPy arrays (graph input order) and returns its "
+           "outputs. TypeError for a wrong count or a non-array, DTypeError/ShapeError for a "
+           "mismatch; nothing is cast.")
+      .def("set_num_threads", &CpuExecutable::set_num_threads, py::arg("n"),
+           "The thread count of the next run (<= 0: keep the current pool).")
+      .def_property_readonly("num_threads", &CpuExecutable::num_threads)
+      .def_property_readonly("compile_seconds", &CpuExecutable::compile_seconds)
+      .def_property_readonly("cached", &CpuExecutable::cached)
+      .def_property_readonly("library_path", &CpuExecutable::library_path)
+      .def_property_readonly("isa", &CpuExecutable::isa)
+      .def_property_readonly("arena_bytes", [](const CpuExecutable& e) { return e.module().arena_bytes; })
+      .def("__repr__", [](const CpuExecutable& e) {
+        return "<CpuExecutable " + e.isa() + " " + e.library_path() + (e.cached() ? " (cached)>" : ">");
+      });
+}

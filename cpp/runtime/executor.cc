@@ -1,0 +1,182 @@
+// The CPU executor (executor.h): flags, prelude hash, compile-and-load, and checked runs over
+// the GENERATED-ABI of cpp/codegen/codegen.h.
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ir/errors.h"
+
+namespace dnnf {
+
+namespace {
+
+constexpr int kErrLen = 4096;
+constexpr size_t kAlign = 64;  // the arena promise of the ABI; also what SIMD loads like
+
+std::string type_str(DType dt, const std::vector<int64_t>& shape) {
+  TensorType t;
+  t.dtype = dt;
+  for (int64_t d : shape) t.shape.push_back(Dim(d));
+  return t.str();
+}
+
+std::shared_ptr<char> aligned_bytes(size_t n) {
+  size_t rounded = std::max(kAlign, (n + kAlign - 1) / kAlign * kAlign);
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (!p) throw Error("cannot allocate " + std::to_string(rounded) + " bytes");
+  return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { std::free(q); });
+}
+
+}  // namespace
+
+std::vector<std::string> isa_flags(const std::string& isa) {
+  CpuFeatures f = cpu_features();
+  auto lacking = [&](const char* what) {
+    return Error("instruction set '" + isa + "' needs " + what + ", which this CPU lacks (best here: " +
+                 f.isa + ")");
+  };
+  if (isa == "scalar") return {};
+  if (isa == "avx2") {
+    if (!(f.avx2 && f.fma)) throw lacking("AVX2 and FMA");
+    return {"-DDNNF_ISA_AVX2", "-mavx2", "-mfma"};
+  }
+  if (isa == "avx512") {
+    if (!(f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.fma)) throw lacking("AVX-512 F/BW/DQ/VL");
+    return {"-DDNNF_ISA_AVX512", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma",
+            "-mprefer-vector-width=512"};
+  }
+  if (isa == "neon") {
+    if (!f.neon) throw lacking("NEON (AArch64)");
+    return {"-DDNNF_ISA_NEON"};
+  }
+  throw Error("unknown instruction set '" + isa + "' (expected avx512, avx2, neon or scalar)");
+}
+
+std::string prelude_hash(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> headers;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".h") headers.push_back(it->path());
+  if (ec || headers.empty())
+    throw CompileError("the prelude directory " + dir + " has no headers" +
+                       (ec ? " (" + ec.message() + ")" : std::string()) +
+                       "; generated code cannot be compiled without them");
+  std::sort(headers.begin(), headers.end());
+  std::string all;
+  for (const fs::path& p : headers) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream body;
+    body << in.rdbuf();
+    if (!in) throw CompileError("cannot read prelude header " + p.string());
+    std::string name = p.filename().string(), text = body.str();
+    // Length-prefixed, so moving text between two headers changes the hash.
+    all += std::to_string(name.size()) + ":" + name + std::to_string(text.size()) + ":" + text;
+  }
+  return sha256_hex(all);
+}
+
+CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule module,
+                             const std::string& isa, int num_threads, const std::string& prelude_dir)
+    : graph_(std::move(graph)), module_(std::move(module)), isa_(isa), num_threads_(num_threads) {
+  const Graph& g = *graph_;
+  if (module_.inputs != g.inputs() || module_.outputs != g.outputs())
+    throw InternalError("generated module's inputs/outputs are not the graph's");
+  std::vector<const void*> constants;
+  for (ValueId v : module_.constants) {
+    const Value& val = g.value(v);
+    if (!val.constant) throw InternalError("generated module lists '" + val.name + "' as a constant");
+    constants.push_back(val.constant->data);
+  }
+
+  // $DNNF_OPT_LEVEL (0-3, default 3) trades run-time speed for compile time, e.g. in tests
+  // that compile hundreds of small modules; it is part of the cache key like every flag.
+  std::string opt = "-O3";
+  if (const char* lv = std::getenv("DNNF_OPT_LEVEL"); lv && *lv) {
+    if (std::string(lv).size() != 1 || lv[0] < '0' || lv[0] > '3')
+      throw Error(std::string("DNNF_OPT_LEVEL must be 0, 1, 2 or 3, not '") + lv + "'");
+    opt = std::string("-O") + lv;
+  }
+  std::vector<std::string> flags = {"-std=c++17", opt, "-ffp-contract=off", "-pthread",
+                                    "-I" + prelude_dir,
+                                    "-DDNNF_PRELUDE_HASH=" + prelude_hash(prelude_dir)};
+  for (std::string& f : isa_flags(isa)) flags.push_back(std::move(f));
+  auto t0 = std::chrono::steady_clock::now();
+  library_ = compile_shared(module_.source, flags);
+  compile_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  int abi = library_.function<int (*)()>("dnnf_abi_version")();
+  if (abi != kGeneratedAbiVersion)
+    throw InternalError("generated module " + library_.path() + " has ABI version " + std::to_string(abi) +
+                        "; this runtime speaks version " + std::to_string(kGeneratedAbiVersion));
+  auto create = library_.function<void* (*)(const void* const*, char*, int)>("dnnf_create");
+  run_ = library_.function<RunFn>("dnnf_run");
+  destroy_ = library_.function<DestroyFn>("dnnf_destroy");
+  arena_ = aligned_bytes(static_cast<size_t>(module_.arena_bytes));
+
+  char err[kErrLen] = {0};
+  state_ = create(constants.empty() ? nullptr : constants.data(), err, kErrLen);
+  if (!state_) throw Error(std::string("cannot set up the compiled model: ") + err);
+}
+
+CpuExecutable::~CpuExecutable() {
+  if (state_ && destroy_) destroy_(state_);
+}
+
+void CpuExecutable::check(const std::vector<TensorRef>& given, const std::vector<ValueId>& want,
+                          const char* what) const {
+  const Graph& g = *graph_;
+  if (given.size() != want.size()) {
+    std::string names;
+    for (ValueId v : want) names += (names.empty() ? "" : ", ") + g.value(v).name;
+    throw Error("the model takes " + std::to_string(want.size()) + " " + what + "s (" + names + "), got " +
+                std::to_string(given.size()));
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    const Value& v = g.value(want[i]);
+    const TensorRef& t = given[i];
+    std::vector<int64_t> dims = v.type.dims();
+    std::string msg = std::string(what) + " '" + v.name + "': expected " + v.type.str() + ", got " +
+                      type_str(t.dtype, t.shape);
+    if (t.dtype != v.type.dtype) throw DTypeError(msg);
+    if (t.shape != dims) throw ShapeError(msg);
+    if (!t.data && v.type.nbytes() > 0) throw Error(std::string(what) + " '" + v.name + "' has no data");
+  }
+}
+
+void CpuExecutable::run(const std::vector<TensorRef>& inputs, const std::vector<TensorRef>& outputs) {
+  check(inputs, module_.inputs, "input");
+  check(outputs, module_.outputs, "output");
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (const TensorRef& t : inputs) in.push_back(t.data);
+  for (const TensorRef& t : outputs) out.push_back(t.data);
+  char err[kErrLen] = {0};
+  std::lock_guard<std::mutex> lock(mu_);
+  int rc = run_(state_, in.data(), out.data(), arena_.get(), num_threads_, err, kErrLen);
+  if (rc != 0) throw Error(std::string("the compiled model failed: ") + (err[0] ? err : "no message"));
+}
+
+std::vector<std::shared_ptr<TensorData>> CpuExecutable::run(const std::vector<TensorRef>& inputs) {
+  std::vector<std::shared_ptr<TensorData>> result;
+  std::vector<TensorRef> outs;
+  for (ValueId v : module_.outputs) {
+    const TensorType& type = graph_->value(v).type;
+    auto t = std::make_shared<TensorData>();
+    t->type = type;
+    std::shared_ptr<char> mem = aligned_bytes(type.nbytes());
+    t->data = mem.get();
+    t->owner = mem;
+    outs.push_back({type.dtype, type.dims(), mem.get()});
+    result.push_back(std::move(t));
+  }
+  run(inputs, outs);
+  return result;
+}
+
+}  // namespace dnnf

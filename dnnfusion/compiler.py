@@ -1,0 +1,264 @@
+"""``dnnfusion.compile``: the whole pipeline (load, rewrite §4.2, plan §4.3, generate code §4.4,
+compile and load) behind one call, and :class:`CompiledModel`, which runs the result on NumPy
+arrays or torch tensors."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from dnnfusion import _core
+from dnnfusion import plan as _plan
+from dnnfusion import rewrite as _rewrite
+from dnnfusion.ecg import ECG, load
+from dnnfusion.errors import CompileError, DTypeError, Error
+
+TARGETS = ("cpu",)  # "opencl" is planned; the planner already knows its limits
+
+
+def prelude_dir() -> str:
+    """The directory of the prelude headers generated code includes: ``$DNNF_PRELUDE_DIR``,
+    else ``prelude/`` inside the installed package, else ``cpp/codegen/prelude`` of the
+    source checkout this package was imported from (editable installs), so a developer's
+    edits to the prelude take effect without reinstalling."""
+    given = os.environ.get("DNNF_PRELUDE_DIR")
+    if given:
+        return given
+    here = Path(__file__).resolve().parent
+    for d in (here / "prelude", here.parent / "cpp" / "codegen" / "prelude"):
+        if (d / "simd.h").is_file():
+            return str(d)
+    raise CompileError(f"the prelude headers (simd.h, gemm.h, ...) are neither in {here / 'prelude'} "
+                       "nor in a source checkout; reinstall dnnfusion or set DNNF_PRELUDE_DIR")
+
+
+def default_threads() -> int:
+    """``$DNNF_NUM_THREADS``, else the cores this process may run on."""
+    env = os.environ.get("DNNF_NUM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise Error(f"DNNF_NUM_THREADS={env!r} is not a number") from None
+        if n >= 1:
+            return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _check_threads(threads: Any) -> int:
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    return int(threads)
+
+
+class CompiledModel:
+    """A model compiled for the CPU. Call it with the graph's inputs, positionally or by
+    name: NumPy arrays in give NumPy arrays out, torch tensors in give torch tensors out.
+    One output is returned alone, several as a tuple. Nothing is cast: a wrong dtype is a
+    DTypeError, a wrong shape a ShapeError, a wrong number of inputs a TypeError."""
+
+    def __init__(self, graph: ECG, plan: _plan.FusionPlan, generated: Any, executable: Any,
+                 stats: dict[str, Any], rewrite_report: _rewrite.RewriteReport | None):
+        self.graph = graph
+        self.plan = plan
+        self.generated = generated
+        self.rewrite_report = rewrite_report
+        self.stats = stats
+        self._exe = executable
+        self.input_names = [v.name for v in graph.inputs]
+        self.output_names = [v.name for v in graph.outputs]
+
+    # Calling -----------------------------------------------------------------------------
+    def __call__(self, *args: Any, **feeds: Any) -> Any:
+        outs = self.run(*args, **feeds)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def run(self, *args: Any, **feeds: Any) -> list:
+        """Like calling the model, but always returns a list of outputs."""
+        given = self._bind(args, feeds)
+        torch_like = [a for a in given if _is_torch(a)]
+        arrays = [self._array(a, name) for a, name in zip(given, self.input_names)]
+        outs = self._exe.run(arrays)
+        if not torch_like:
+            return outs
+        import torch
+
+        device = torch_like[0].device
+        res = [torch.from_numpy(o) for o in outs]
+        return res if device.type == "cpu" else [t.to(device) for t in res]
+
+    def _bind(self, args: tuple, feeds: dict) -> list:
+        names = self.input_names
+        if len(args) > len(names):
+            raise TypeError(f"the model takes {len(names)} input{'s' if len(names) != 1 else ''} "
+                            f"({', '.join(names)}), got {len(args)}")
+        bound: dict[str, Any] = dict(zip(names, args))
+        for k, v in feeds.items():
+            if k not in names:
+                raise TypeError(f"the model has no input named {k!r}; its inputs are "
+                                f"{', '.join(names)}")
+            if k in bound:
+                raise TypeError(f"input {k!r} given twice (by position and by name)")
+            bound[k] = v
+        missing = [n for n in names if n not in bound]
+        if missing:
+            raise TypeError(f"missing input{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(missing)} (the model takes {', '.join(names)})")
+        return [bound[n] for n in names]
+
+    @staticmethod
+    def _array(a: Any, name: str) -> np.ndarray:
+        if isinstance(a, np.ndarray):
+            return a
+        if isinstance(a, np.generic):
+            return np.asarray(a)
+        if _is_torch(a):
+            from dnnfusion.frontends.fx import ecg_dtype
+
+            try:
+                ecg_dtype(a.dtype)
+            except DTypeError as e:
+                raise DTypeError(f"input '{name}': {e}") from None
+            t = a.detach()
+            if t.device.type != "cpu":
+                t = t.cpu()
+            if t.is_conj() or t.is_neg():
+                t = t.resolve_conj().resolve_neg()
+            return t.numpy()
+        raise TypeError(f"input '{name}' must be a numpy array or a torch tensor, got "
+                        f"{type(a).__name__}")
+
+    # Threads -----------------------------------------------------------------------------
+    @property
+    def threads(self) -> int:
+        return self.stats["threads"]
+
+    def set_num_threads(self, n: int) -> None:
+        """The number of threads the next calls run on."""
+        n = _check_threads(n)
+        self._exe.set_num_threads(n)
+        self.stats["threads"] = n
+
+    # Reading -----------------------------------------------------------------------------
+    def explain(self) -> str:
+        """Why each producer/consumer pair was fused or not (the plan's explanation)."""
+        return self.plan.explain()
+
+    def source(self) -> str:
+        """The generated C++ translation unit."""
+        return self.generated.source
+
+    @property
+    def kernels(self) -> list[dict]:
+        """One dict per generated kernel: block, function, stages, scratch_bytes."""
+        return self.generated.kernels
+
+    @property
+    def library_path(self) -> str:
+        return self._exe.library_path
+
+    def __repr__(self) -> str:
+        s = self.stats
+        return (f"<CompiledModel {self.graph.name!r} ({s['planner']}, {s['isa']}, {s['threads']} "
+                f"threads): {s['operators_before']} operators -> {s['kernels_after']} kernels>")
+
+
+def _is_torch(a: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(a, torch.Tensor)
+
+
+def _is_onnx(model: Any) -> bool:
+    return isinstance(model, (str, os.PathLike, bytes)) or type(model).__name__ == "ModelProto"
+
+
+def _shapes_from_examples(ecg: ECG, example_inputs: Any) -> dict[str, list[int]] | None:
+    """For an ONNX model with symbolic input dimensions: the shapes of the example inputs,
+    by input name, so the model can be loaded again with static shapes."""
+    if example_inputs is None or not any(isinstance(d, str) for v in ecg.inputs for d in v.shape):
+        return None
+    if not isinstance(example_inputs, (tuple, list)):
+        example_inputs = (example_inputs,)
+    if len(example_inputs) != len(ecg.inputs):
+        raise TypeError(f"{len(example_inputs)} example inputs for a model with "
+                        f"{len(ecg.inputs)} inputs ({', '.join(v.name for v in ecg.inputs)})")
+    return {v.name: [int(d) for d in x.shape] for v, x in zip(ecg.inputs, example_inputs)}
+
+
+def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str = "cpu",  # noqa: A001
+            planner: str = "dnnfusion", threads: int | None = None,
+            input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
+            isa: str | None = None) -> CompiledModel:
+    """Compiles a model for the CPU.
+
+    ``model``: anything :func:`dnnfusion.load` takes (an ONNX model, path or bytes; a
+    ``torch.nn.Module`` or ``torch.fx.GraphModule`` with ``example_inputs``). For an ONNX
+    model with symbolic dimensions, ``input_shapes`` or ``example_inputs`` fix them.
+    ``planner``: ``dnnfusion`` or a baseline (``none``, ``patterns``, ``tvm``, ``dp``).
+    ``threads``: default ``$DNNF_NUM_THREADS`` or every core this process may use.
+    ``optimize``: run the graph rewrites (§4.2) before planning. ``isa``: ``avx512``,
+    ``avx2``, ``neon`` or ``scalar``; default the best this CPU has (``$DNNF_ISA`` lowers it).
+    Compiled objects are cached per user, so compiling the same model again skips the C++
+    compiler (``stats["cache_hit"]``).
+    """
+    if target not in TARGETS:
+        raise Error(f"target {target!r} is not available: only 'cpu' exists yet ('opencl' is "
+                    "planned)")
+    if planner not in _plan.PLANNERS:
+        raise Error(f"unknown planner {planner!r}; choose one of {', '.join(_plan.PLANNERS)}")
+    threads = _check_threads(threads)
+    isa = isa or _core.cpu_features()["isa"]
+    _core.isa_flags(isa)  # fail now, not after the rewrites, if this CPU lacks it
+    prelude = prelude_dir()
+
+    t_start = time.perf_counter()
+    ecg = load(model, example_inputs, input_shapes=input_shapes)
+    if input_shapes is None and _is_onnx(model):
+        shapes = _shapes_from_examples(ecg, example_inputs)
+        if shapes is not None:
+            ecg = load(model, input_shapes=shapes)
+    operators_before = len(ecg)
+    t_loaded = time.perf_counter()
+    report = None
+    if optimize:
+        ecg, report = _rewrite.rewrite(ecg)
+    t_rewritten = time.perf_counter()
+    fusion = _plan.plan(ecg, planner=planner, target=target)
+    t_planned = time.perf_counter()
+    generated = _core.generate_cpu(ecg.graph, fusion, isa)
+    t_generated = time.perf_counter()
+    exe = _core.CpuExecutable(ecg.graph, generated, isa, threads, prelude)
+    t_done = time.perf_counter()
+
+    plan_stats = fusion.stats
+    stats: dict[str, Any] = {
+        "operators_before": operators_before,
+        "operators_after_rewrite": len(ecg),
+        "kernels_after": len(fusion.blocks),
+        "intermediate_bytes_removed": plan_stats["intermediate_bytes_removed"],
+        "arena_bytes": generated.arena_bytes,
+        "compile_seconds": t_done - t_start,
+        "load_seconds": t_loaded - t_start,
+        "rewrite_seconds": t_rewritten - t_loaded,
+        "plan_seconds": t_planned - t_rewritten,
+        "codegen_seconds": t_generated - t_planned,
+        "cc_seconds": t_done - t_generated,
+        "cache_hit": bool(exe.cached),
+        "isa": isa,
+        "threads": threads,
+        "planner": planner,
+    }
+    return CompiledModel(ecg, fusion, generated, exe, stats, report)
+
+
+__all__ = ["compile", "CompiledModel", "prelude_dir", "default_threads"]
