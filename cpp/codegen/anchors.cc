@@ -102,6 +102,10 @@ bool BlockLowerer::has_epilogue(const Node& n) const {
     case OpKind::ReduceMin:
     case OpKind::ReduceProd:
     case OpKind::ReduceL2:
+    case OpKind::InstanceNormalization:
+    case OpKind::CumSum:
+    case OpKind::Resize:
+    case OpKind::RoiAlign:
       return true;
     case OpKind::LayerNormalization:
       return n.outputs.size() == 1;
@@ -147,7 +151,7 @@ BlockLowerer::EpCode BlockLowerer::epilogue(
       idx[en.outputs[0]] = out;
     }
     const std::string o_flat = render(linearize(idx[o], od, vt), vt);
-    for (ValueId s : it->second.stores) {
+    for (ValueId s : it->second.stores) try {
       std::string val = em.eval(s, idx[s]);
       std::vector<int64_t> sd = dims_of(g_, s);
       IExpr flat = linearize(idx[s], sd, vt);
@@ -157,6 +161,11 @@ BlockLowerer::EpCode BlockLowerer::epilogue(
         continue;
       }
       em.store(ptr(s), DType::F32, flat, val);
+    } catch (const NeedScalar& e) {
+      std::string ops;
+      for (NodeId x : it->second.nodes) ops += " " + g_.node(x).name;
+      throw InternalError("codegen: the epilogue of '" + n.name + "' (" + ops + " ) cannot store '" +
+                          g_.value(s).name + "' on vectors: " + e.what());
     }
   }
   if (o_mem) {

@@ -61,11 +61,18 @@ Window window_of(InferCtx& c, const std::vector<int64_t>& in_dims, const std::ve
 }  // namespace
 
 void BlockLowerer::emit_library(const Node& n) {
-  for (ValueId v : n.inputs)
+  if (n.op == OpKind::NonMaxSuppression)
+    throw UnsupportedOperatorError("code generation does not support NonMaxSuppression yet: the length of its "
+                                   "output depends on the data, and the memory plan needs static shapes (node '" +
+                                   n.name + "')");
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const ValueId v = n.inputs[i];
+    if (n.op == OpKind::RoiAlign && i == 2) continue;  // batch_indices: i64, checked by the shape rule
     if (v != kNoValue && g_.value(v).type.dtype != DType::F32 &&
         !(g_.value(v).constant && is_integer(g_.value(v).type.dtype)))
       throw UnsupportedOperatorError(std::string("code generation supports ") + op_info(n.op).name +
                                      " on f32 only (node '" + n.name + "')");
+  }
   InferCtx c(g_, n);
   const std::vector<int64_t> id = dims_of(g_, n.inputs[0]);
   const int64_t r = static_cast<int64_t>(id.size());
@@ -222,6 +229,157 @@ void BlockLowerer::emit_library(const Node& n) {
                  ", " + ptr(n.inputs[0]) + ", " + ep.y + ", " + ep.expr + ");");
       code_.close();
       stages_.push_back(std::string(op_info(n.op).name) + (epilogues_.count(n.id) ? " +epilogue" : ""));
+      return;
+    }
+    case OpKind::InstanceNormalization: {
+      const int64_t C = id.size() > 1 ? id[1] : 1;
+      for (size_t i = 1; i < 3; ++i)
+        if (g_.value(n.inputs[i]).type.numel() != C)
+          throw UnsupportedOperatorError("InstanceNormalization whose scale or bias is not [C] (node '" + n.name + "')");
+      code_.open("");
+      EpCode ep = epilogue(n, "0L");
+      code_.line("dnnf::rowops::instance_norm_f32(" + L(id[0]) + ", " + L(C) + ", " + L(prod(id, 2, id.size())) +
+                 ", " + ptr(n.inputs[0]) + ", " + ptr(n.inputs[1]) + ", " + ptr(n.inputs[2]) + ", " +
+                 literal(c.attr_float("epsilon", 1e-5), DType::F32) + ", " + ep.y + ", " + ep.expr + ");");
+      code_.close();
+      stages_.push_back(std::string("InstanceNormalization rows") + (epilogues_.count(n.id) ? " +epilogue" : ""));
+      return;
+    }
+    case OpKind::CumSum: {
+      TensorPtr t = c.const_input(1);
+      if (!t) throw UnsupportedOperatorError("CumSum with a computed axis (node '" + n.name + "')");
+      int64_t a = t->to_ints().at(0);
+      if (a < 0) a += r;
+      code_.open("");
+      EpCode ep = epilogue(n, "0L");
+      code_.line("dnnf::rowops::cumsum_f32(" + L(prod(id, 0, a)) + ", " + L(id[a]) + ", " +
+                 L(prod(id, a + 1, id.size())) + ", " + ptr(n.inputs[0]) + ", " + ep.y + ", " +
+                 (c.attr_int("exclusive", 0) ? "true" : "false") + ", " +
+                 (c.attr_int("reverse", 0) ? "true" : "false") + ", " + ep.expr + ");");
+      code_.close();
+      stages_.push_back(std::string("CumSum") + (epilogues_.count(n.id) ? " +epilogue" : ""));
+      return;
+    }
+    case OpKind::ArgMax:
+    case OpKind::ArgMin: {
+      const int64_t a = axis(0);
+      code_.line(std::string("dnnf::rowops::arg_reduce_i64(") + (n.op == OpKind::ArgMax ? "true" : "false") + ", " +
+                 L(prod(id, 0, a)) + ", " + L(id[a]) + ", " + L(prod(id, a + 1, id.size())) + ", " +
+                 ptr(n.inputs[0]) + ", " + ptr(n.outputs[0]) + ", " +
+                 (c.attr_int("select_last_index", 0) ? "true" : "false") + ");");
+      stages_.push_back(op_info(n.op).name);
+      return;
+    }
+    case OpKind::TopK: {
+      const int64_t a = axis(-1);
+      TensorPtr kt = c.const_input(1);
+      if (!kt) throw UnsupportedOperatorError("TopK with a computed K (node '" + n.name + "')");
+      ms_.headers.insert("irregular.h");
+      code_.line("dnnf::irr::topk_f32(" + L(prod(id, 0, a)) + ", " + L(id[a]) + ", " +
+                 L(prod(id, a + 1, id.size())) + ", " + L(kt->to_ints().at(0)) + ", " +
+                 (c.attr_int("largest", 1) ? "true" : "false") + ", " +
+                 (c.attr_int("sorted", 1) ? "true" : "false") + ", " + ptr(n.inputs[0]) + ", " +
+                 ptr(n.outputs[0]) + ", " + ptr(n.outputs[1]) + ");");
+      stages_.push_back("TopK");
+      return;
+    }
+    case OpKind::RoiAlign: {
+      ms_.headers.insert("irregular.h");
+      const std::vector<int64_t> od = dims_of(g_, n.outputs[0]);
+      const std::string ctm = c.attr_string("coordinate_transformation_mode", "half_pixel");
+      code_.open("");
+      EpCode ep = epilogue(n, "0L");
+      code_.line("dnnf::irr::roi_align_f32(" + L(id[0]) + ", " + L(id[1]) + ", " + L(id[2]) + ", " + L(id[3]) +
+                 ", " + ptr(n.inputs[0]) + ", " + L(od[0]) + ", " + ptr(n.inputs[1]) + ", " + ptr(n.inputs[2]) +
+                 ", " + L(od[2]) + ", " + L(od[3]) + ", " + L(c.attr_int("sampling_ratio", 0)) + ", " +
+                 literal(c.attr_float("spatial_scale", 1.0), DType::F32) + ", " +
+                 (ctm == "half_pixel" ? "true" : "false") + ", " +
+                 (c.attr_string("mode", "avg") == "max" ? "true" : "false") + ", " + ep.y + ", " + ep.expr + ");");
+      code_.close();
+      stages_.push_back(std::string("RoiAlign") + (epilogues_.count(n.id) ? " +epilogue" : ""));
+      return;
+    }
+    case OpKind::Resize: {
+      ms_.headers.insert("resize.h");
+      const std::vector<int64_t> od = dims_of(g_, n.outputs[0]);
+      std::vector<int64_t> axes;
+      for (int64_t a : c.has_attr("axes") ? c.attr_ints("axes") : std::vector<int64_t>{})
+        axes.push_back(a < 0 ? a + r : a);
+      if (!c.has_attr("axes"))
+        for (int64_t a = 0; a < r; ++a) axes.push_back(a);
+      // Per-axis scale, as the oracle's _resize_targets resolves scales / sizes.
+      std::vector<double> scale(static_cast<size_t>(r), 1.0);
+      TensorPtr st = n.inputs.size() > 2 && n.inputs[2] != kNoValue ? c.const_input(2) : nullptr;
+      TensorPtr sz = n.inputs.size() > 3 && n.inputs[3] != kNoValue ? c.const_input(3) : nullptr;
+      if (st && st->type.numel() > 0) {
+        std::vector<double> s = st->to_doubles();
+        for (size_t i = 0; i < axes.size() && i < s.size(); ++i) scale[axes[i]] = s[i];
+      } else if (sz && sz->type.numel() > 0) {
+        std::vector<int64_t> s = sz->to_ints();
+        for (size_t i = 0; i < axes.size() && i < s.size(); ++i)
+          scale[axes[i]] = static_cast<double>(s[i]) / static_cast<double>(id[axes[i]]);
+        const std::string policy = c.attr_string("keep_aspect_ratio_policy", "stretch");
+        if (policy != "stretch" && !axes.empty()) {
+          double common = scale[axes[0]];
+          for (int64_t a : axes) common = policy == "not_larger" ? std::min(common, scale[a]) : std::max(common, scale[a]);
+          for (int64_t a : axes) scale[a] = common;
+        }
+      } else {
+        throw UnsupportedOperatorError("Resize with computed scales or sizes (node '" + n.name + "')");
+      }
+      const std::string ctm = c.attr_string("coordinate_transformation_mode", "half_pixel");
+      const std::string mode = c.attr_string("mode", "nearest");
+      const std::string nm = c.attr_string("nearest_mode", "round_prefer_floor");
+      auto pick = [&](const std::string& v, std::initializer_list<std::pair<const char*, const char*>> table) {
+        for (auto& [k, e] : table) if (v == k) return std::string(e);
+        throw UnsupportedOperatorError("Resize attribute value '" + v + "' (node '" + n.name + "')");
+      };
+      const std::string attrs =
+          "dnnf::irr::ResizeAttrs{dnnf::irr::ResizeMode::" +
+          pick(mode, {{"nearest", "Nearest"}, {"linear", "Linear"}, {"cubic", "Cubic"}}) +
+          ", dnnf::irr::ResizeCoord::" +
+          pick(ctm, {{"half_pixel", "HalfPixel"}, {"pytorch_half_pixel", "PytorchHalfPixel"},
+                     {"half_pixel_symmetric", "HalfPixelSymmetric"}, {"align_corners", "AlignCorners"},
+                     {"asymmetric", "Asymmetric"}, {"tf_crop_and_resize", "TfCropAndResize"}}) +
+          ", dnnf::irr::NearestMode::" +
+          pick(nm, {{"round_prefer_floor", "RoundPreferFloor"}, {"round_prefer_ceil", "RoundPreferCeil"},
+                    {"floor", "Floor"}, {"ceil", "Ceil"}}) +
+          ", " + literal(c.attr_float("cubic_coeff_a", -0.75), DType::F32) + ", " +
+          (c.attr_int("exclude_outside", 0) ? "true" : "false") + ", " +
+          (c.attr_int("antialias", 0) ? "true" : "false") + ", " +
+          literal(c.attr_float("extrapolation_value", 0.0), DType::F32) + "}";
+      // roi: [starts..., ends...] over all axes; only tf_crop_and_resize reads it.
+      std::string roi = "nullptr";
+      code_.open("");
+      if (ctm == "tf_crop_and_resize" && n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
+        TensorPtr rt = c.const_input(1);
+        if (!rt) throw UnsupportedOperatorError("Resize with a computed roi (node '" + n.name + "')");
+        std::vector<double> rv = rt->to_doubles();
+        if (!rv.empty()) {
+          if (rv.size() != 2 * axes.size())
+            throw UnsupportedOperatorError("Resize roi of the wrong length (node '" + n.name + "')");
+          std::vector<double> full(2 * static_cast<size_t>(r));
+          for (int64_t a = 0; a < r; ++a) full[a] = 0.0, full[a + r] = 1.0;
+          for (size_t i = 0; i < axes.size(); ++i) full[axes[i]] = rv[i], full[axes[i] + r] = rv[i + axes.size()];
+          std::string list;
+          for (double v : full) list += (list.empty() ? "" : ", ") + literal(v, DType::F32);
+          code_.line("static const float roi[] = {" + list + "};");
+          roi = "roi";
+        }
+      }
+      std::string ins, outs, scs;
+      for (int64_t a = 0; a < r; ++a) {
+        ins += (a ? ", " : "") + L(id[a]);
+        outs += (a ? ", " : "") + L(od[a]);
+        scs += (a ? ", " : "") + literal(scale[a], DType::F64);
+      }
+      code_.line("static const long in_shape[] = {" + ins + "}, out_shape[] = {" + outs + "};");
+      code_.line("static const double scales[] = {" + scs + "};");
+      EpCode ep = epilogue(n, "0L");
+      code_.line("dnnf::irr::resize_f32(" + std::to_string(r) + ", in_shape, out_shape, scales, " + roi + ", " +
+                 attrs + ", " + ptr(n.inputs[0]) + ", " + ep.y + ", " + ep.expr + ");");
+      code_.close();
+      stages_.push_back("Resize " + mode + (epilogues_.count(n.id) ? " +epilogue" : ""));
       return;
     }
     default:

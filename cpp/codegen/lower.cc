@@ -193,6 +193,24 @@ void BlockLowerer::choose_epilogue(const Node& L) {
     return std::find(b_.nodes.begin(), b_.nodes.end(), id) - b_.nodes.begin();
   };
   const long lpos = pos(L.id);
+  // A trial emission decides whether each candidate runs on vectors: an operand of another
+  // element type, or a Concat/Pad/gather along the vector, keeps the op out of the epilogue.
+  Leaves trial_leaves;
+  auto add_leaf = [&](ValueId v) {  // values in memory before the anchor runs
+    const Value& val = g_.value(v);
+    if (v == o || (val.producer >= 0 && inside_.count(val.producer) && pos(val.producer) >= lpos)) return;
+    Leaf l;
+    l.ptr = "t" + std::to_string(v);
+    l.dtype = g_.value(v).type.dtype;
+    l.shape = dims_of(g_, v);
+    l.constant = g_.value(v).constant;
+    trial_leaves[v] = l;
+  };
+  for (ValueId v : b_.inputs) add_leaf(v);
+  for (ValueId v : materialised_) add_leaf(v);
+  Code trial_code;
+  PointwiseEmitter trial(g_, trial_leaves, vt, j, Mode::Vector, trial_code);
+  trial.define(o, idx[o], "a0");
   EpiloguePlan plan;
   for (size_t i = static_cast<size_t>(lpos) + 1; i < b_.nodes.size(); ++i) {
     const Node& n = g_.node(b_.nodes[i]);
@@ -210,6 +228,12 @@ void BlockLowerer::choose_epilogue(const Node& L) {
     std::vector<IExpr> out;
     if (!forward_index(g_, n, idx, vt, out)) continue;
     idx[n.outputs[0]] = out;
+    try {
+      trial.eval(n.outputs[0], out);
+    } catch (const NeedScalar&) {
+      idx.erase(n.outputs[0]);
+      continue;
+    }
     plan.nodes.push_back(n.id);
   }
   if (plan.nodes.empty()) return;

@@ -25,6 +25,7 @@ struct ModuleState {
   std::vector<std::string> members;  // "dnnf::gemm::PackedB w3;"
   Code create;                       // statements of dnnf_create (state `st`)
   int counter = 0;
+  std::set<std::string> headers;     // prelude headers beyond the always-included ones
   int constant(ValueId v);           // index in the constants array
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,9 @@ enum class Mode { Vector, Scalar };
 
 // Thrown while emitting in vector mode when a construct needs per-lane control flow or a
 // non-f32 value; the caller emits the stage again in scalar mode.
-struct NeedScalar {
-  std::string why;
+// Derives from std::exception so that one escaping by mistake still carries its reason.
+struct NeedScalar : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 const char* ctype(DType t);                   // "float", "int64_t", "bool", ...

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gemm_kernel.h"
 #include "parallel.h"
 #include "simd.h"
 #include "simd_scalar.h"
@@ -118,17 +119,34 @@ inline void par_rows(long rows, long work_per_row, F f) {
 
 namespace dnnf::cg {
 
-// An epilogue (gemm_kernel.h's contract) made of a generated lambda f(v, row, col, n);
-// r0 offsets the row (the batch of a batched MatMul).
+// An epilogue made of a generated lambda f(v, row, col, n), type-erased (gemm_kernel.h's
+// EpDyn) so that anchor kernels are instantiated once per module; r0 offsets the row (the
+// batch of a batched MatMul).
+namespace detail {
+template <class F>
+void ep_vec(const void* f, vf& v, long row, long col, int n) {
+  (*static_cast<const F*>(f))(v, row, col, n);
+}
 template <bool S, class F>
-struct EpFn {
-  static constexpr bool kStores = S;
-  const F* f;
-  long r0;
-  void apply(vf& v, int row, int col, int n) const { (*f)(v, row + r0, static_cast<long>(col), n); }
-};
+void ep_tile(const void* fp, const float* tile, int nvk, float* c, long ldc, int m, int n,
+             bool load_c, long row0, long col0) {
+  const F& f = *static_cast<const F*>(fp);
+  for (int i = 0; i < m; ++i) {
+    float* cr = c + i * ldc;
+    for (int j = 0; j < nvk && j * W < n; ++j) {
+      const int nn = std::min(n - j * W, W);
+      vf v = simd::v_load(tile + (i * nvk + j) * W);
+      if (load_c) v = simd::v_add(v, gemm::load_lanes(cr + j * W, nn));
+      f(v, row0 + i, col0 + static_cast<long>(j) * W, nn);
+      if constexpr (!S) gemm::store_lanes(cr + j * W, v, nn);
+    }
+  }
+}
+}  // namespace detail
 template <bool S, class F>
-inline EpFn<S, F> make_ep(const F& f, long r0 = 0) { return {&f, r0}; }
+inline gemm::EpDyn<S> make_ep(const F& f, long r0 = 0) {
+  return {&detail::ep_vec<F>, &detail::ep_tile<S, F>, &f, r0};
+}
 
 // Batched MatMul: run the batches in parallel (each GEMM on one thread) when there are
 // enough of them, else one after the other with the threads inside each GEMM.

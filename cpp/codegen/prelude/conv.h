@@ -140,6 +140,8 @@ template <class Ep, class F>
 void with_offset(const Ep& ep, int off, F&& f) {
   if constexpr (std::is_same_v<Ep, EpNone>) {
     f(ep);  // keeps the micro-kernel's plain store path
+  } else if constexpr (gemm::IsEpDyn<Ep>::value) {
+    f(ep.shifted(off));  // keeps the micro-kernel's one call per tile
   } else {
     f(EpRowOffset<Ep>{ep, off});
   }

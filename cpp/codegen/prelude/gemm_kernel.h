@@ -89,6 +89,29 @@ struct EpStores<Ep, std::void_t<decltype(Ep::kStores)>> : std::bool_constant<Ep:
 template <class Ep>
 inline constexpr bool ep_stores = EpStores<Ep>::value;
 
+// A type-erased epilogue: generated kernels pass every fused epilogue as EpDyn<kStores>, so
+// each anchor kernel (GEMM, convolution, ...) is compiled once per module, not once per
+// block, which is what dominated cold compile time. The per-vector call (`vec`) serves the
+// row kernels; the GEMM micro-kernel calls `tile` once per finished tile, so the indirect
+// call is paid once per MR x NR outputs. r0 offsets rows (batched MatMul, conv groups).
+template <bool S>
+struct EpDyn {
+  static constexpr bool kStores = S;
+  void (*vec)(const void* f, vf& v, long row, long col, int n);
+  // Rows [0, m) x columns [0, n) of a tile held in `tile` (nvk vectors per row, aligned):
+  // adds C when load_c, applies the epilogue, stores into c (ldc) unless S.
+  void (*tile)(const void* f, const float* tile, int nvk, float* c, long ldc, int m, int n,
+               bool load_c, long row0, long col0);
+  const void* f;
+  long r0;
+  void apply(vf& v, long row, long col, int n) const { vec(f, v, row + r0, col, n); }
+  EpDyn shifted(long rows) const { return {vec, tile, f, r0 + rows}; }
+};
+template <class Ep>
+struct IsEpDyn : std::false_type {};
+template <bool S>
+struct IsEpDyn<EpDyn<S>> : std::true_type {};
+
 // C[0..m, 0..n) (+)= A-panel * B-panel over kc_pad steps; on the last k-block the epilogue
 // runs on each vector of the tile before it is stored. MRK <= MR rows are computed (smaller
 // variants serve the edges of M); the A panel's layout always has MR rows.
@@ -154,6 +177,10 @@ inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __r
     for (int i = 0; i < MRK; ++i) {
 #pragma GCC unroll 8
       for (int j = 0; j < NVK; ++j) v_store(tile + (i * NVK + j) * W, acc[i][j]);
+    }
+    if constexpr (IsEpDyn<Ep>::value) {
+      ep.tile(ep.f, tile, NVK, c, ldc, m, n, load_c, row0 + ep.r0, col0);
+      return;
     }
     for (int i = 0; i < m; ++i) {
       float* cr = c + i * ldc;
