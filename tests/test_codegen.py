@@ -178,6 +178,26 @@ def case_conv_transpose_3d():
                  [("w", f32(3, 4, 3, 3)), ("b", f32(4)), ("w3", f32(5, 2, 3, 3, 3))])
 
 
+def case_scan_select_resize():
+    # CumSum (inner == 1 with an epilogue; reverse exclusive along a middle axis), TopK,
+    # ArgMax, InstanceNormalization with an epilogue, linear and nearest Resize.
+    x, img = f32(2, 7, 19), f32(2, 3, 5, 6)
+    return model([h.make_node("CumSum", ["x", "ax2"], ["c"]), h.make_node("Relu", ["c"], ["y1"]),
+                  h.make_node("CumSum", ["x", "ax1"], ["y2"], exclusive=1, reverse=1),
+                  h.make_node("TopK", ["x", "k"], ["tv", "ti"], axis=1),
+                  h.make_node("ArgMax", ["x"], ["am"], axis=2, keepdims=0),
+                  h.make_node("InstanceNormalization", ["img", "sc", "bi"], ["n"], epsilon=1e-3),
+                  h.make_node("Sigmoid", ["n"], ["y3"]),
+                  h.make_node("Resize", ["img", "", "scales"], ["r"], mode="linear"),
+                  h.make_node("Add", ["r", "r"], ["y4"]),
+                  h.make_node("Resize", ["img", "", "", "sizes"], ["y5"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric")],
+                 {"x": x, "img": img}, ["y1", "y2", "tv", "ti", "am", "y3", "y4", "y5"],
+                 [("ax2", np.array(-1, np.int64)), ("ax1", np.array(1, np.int64)), ("k", i64(3)),
+                  ("sc", f32(3)), ("bi", f32(3)),
+                  ("scales", np.array([1, 1, 2, 1.5], np.float32)), ("sizes", i64(2, 3, 9, 13))])
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 

@@ -202,7 +202,7 @@ void BlockLowerer::emit_library(const Node& n) {
     }
     case OpKind::MaxPool:
     case OpKind::AveragePool: {
-      if (n.outputs.size() > 1 && !g_.consumers(n.outputs[1]).empty())
+      if (n.outputs.size() > 1 && (!g_.consumers(n.outputs[1]).empty() || block_outputs_.count(n.outputs[1])))
         throw UnsupportedOperatorError("MaxPool's Indices output is not generated yet (node '" + n.name + "')");
       const std::vector<int64_t> od = dims_of(g_, n.outputs[0]);
       Window w = window_of(c, id, od, c.attr_ints("kernel_shape"));

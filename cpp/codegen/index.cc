@@ -149,6 +149,7 @@ IExpr scale(const IExpr& a, int64_t k, const VarTable& vt) {
 }
 
 IExpr floordiv(const IExpr& a, int64_t k, const VarTable& vt) {
+  if (k <= 0) throw InternalError("codegen: index division by " + std::to_string(k));
   if (k == 1) return a;
   IExpr high, low;
   if (split_at(a, k, vt, high, low)) return high;
@@ -156,6 +157,7 @@ IExpr floordiv(const IExpr& a, int64_t k, const VarTable& vt) {
 }
 
 IExpr mod(const IExpr& a, int64_t k, const VarTable& vt) {
+  if (k <= 0) throw InternalError("codegen: index modulo " + std::to_string(k));
   if (k == 1) return IExpr::constant(0);
   if (a.affine() && a.c >= 0 && max_value(a, vt) < k) {
     bool nonneg = true;

@@ -138,8 +138,8 @@ void BlockLowerer::emit_pointwise(ValueId v) {
         for (size_t k = 0; k + 1 < d.size(); ++k) {
           int var = vt.add("i" + std::to_string(k), d[k]);
           idx.push_back(IExpr::var(var));
-          if (d[k] > 1)
-            body.line("const long i" + std::to_string(k) + " = (o / " +
+          // Declared even for a dim of 1: conditions (Trilu) may name it.
+          body.line("const long i" + std::to_string(k) + " = (o / " +
                       std::to_string(strides[k] / (d.empty() ? 1 : d.back())) + "L) % " +
                       std::to_string(d[k]) + "L;");
         }
@@ -183,6 +183,7 @@ void BlockLowerer::choose_epilogue(const Node& L) {
   const ValueId o = L.outputs[0];
   if (g_.value(o).type.dtype != DType::F32) return;
   const std::vector<int64_t> od = dims_of(g_, o);
+  if (numel(od) == 0) return;  // nothing to compute, nothing to fuse
   const auto [R, C] = anchor_view(L);
   VarTable vt;
   int row = vt.add("row", R);
@@ -307,7 +308,10 @@ std::string BlockLowerer::lower(const std::string& name, KernelInfo& info) {
   for (NodeId id : b_.nodes) {
     const Node& n = g_.node(id);
     if (is_anchor(n)) {
-      emit_anchor(n);
+      bool empty = true;
+      for (ValueId y : n.outputs)
+        empty = empty && g_.value(y).type.is_static() && g_.value(y).type.numel() == 0;
+      if (!empty) emit_anchor(n);  // an empty result needs no code (nor its inputs)
       for (ValueId y : n.outputs) if (materialised_.count(y)) materialise(y);
       auto it = epilogues_.find(id);
       if (it != epilogues_.end())

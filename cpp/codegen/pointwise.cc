@@ -361,8 +361,11 @@ std::string PointwiseEmitter::eval_node(const Node& n, int out, const std::vecto
         in[3] = floordiv(idx[3], b, vt_);
       } else {
         int64_t C = d[1];
-        IExpr bh = floordiv(idx[1], b * C, vt_), bw = mod(floordiv(idx[1], C, vt_), b, vt_);
-        in[1] = mod(idx[1], C, vt_);
+        // DCR: channel (bh * b + bw) * C + c; CRD (opset 25): c * b * b + bh * b + bw.
+        const bool crd = c.attr_string("mode", "DCR") == "CRD";
+        IExpr bh = crd ? mod(floordiv(idx[1], b, vt_), b, vt_) : floordiv(idx[1], b * C, vt_);
+        IExpr bw = crd ? mod(idx[1], b, vt_) : mod(floordiv(idx[1], C, vt_), b, vt_);
+        in[1] = crd ? floordiv(idx[1], b * b, vt_) : mod(idx[1], C, vt_);
         in[2] = add(scale(idx[2], b, vt_), bh, vt_);
         in[3] = add(scale(idx[3], b, vt_), bw, vt_);
       }
