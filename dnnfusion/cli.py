@@ -213,6 +213,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if all_ok else 1
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from . import profiling, rewrite, zoo
+    from .plan import profile_target
+
+    names = args.models or zoo.list()
+    db = args.db or str(profiling.DEFAULT_DB)
+    print(f"profiling the yellow pairs of {len(names)} model(s) on {profile_target('cpu')}, "
+          f"{args.threads} threads; database {db}")
+
+    def models():
+        for name in names:
+            path = zoo.export_onnx(name, reduced=args.reduced) if name in zoo.list() else name
+            ecg, _ = rewrite.rewrite(load(str(path)))
+            yield name, ecg
+
+    entries = profiling.profile(models(), db, threads=args.threads, min_seconds=args.min_seconds)
+    fuse = sum(e["fused_ms"] < e["unfused_ms"] for e in entries)
+    print(f"{len(entries)} entries written ({fuse} fuse, {len(entries) - fuse} keep apart)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dnnfusion", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -236,6 +257,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                      help="specialize a symbolic ONNX input shape")
     run.set_defaults(func=cmd_run)
+    prof = sub.add_parser("profile", help="time fused vs. unfused kernels for the yellow pairs "
+                          "of the fusion table and record them in the profiling database")
+    prof.add_argument("models", nargs="*", help="zoo model names or .onnx files (default: every "
+                      "zoo model)")
+    prof.add_argument("--reduced", action="store_true", help="the zoo models' reduced variants")
+    prof.add_argument("--db", default=None, help="the database to merge into (default: the one "
+                      "shipped with the package, dnnfusion/data/profile_db.jsonl)")
+    prof.add_argument("--threads", type=int, default=2)
+    prof.add_argument("--min-seconds", type=float, default=0.3,
+                      help="time each pair at least this long (interleaved runs, median)")
+    prof.set_defaults(func=cmd_profile)
     args = p.parse_args(argv)
     try:
         return args.func(args)

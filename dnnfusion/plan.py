@@ -50,6 +50,9 @@ class Reason:
     consumer: Any
     fused: bool
     why: str
+    # For a yellow pair: the profiling-database key it looked up (producer_type,
+    # consumer_type, bucket; the ops are the producer's and consumer's), else None.
+    profile_key: dict | None = None
 
     def __str__(self) -> str:
         return f"{self.producer.name} -> {self.consumer.name}: {self.why}"
@@ -72,7 +75,8 @@ class FusionPlan:
             for b in core_plan.blocks
         ]
         self.reasons: list[Reason] = [
-            Reason(nodes[r["producer"]], nodes[r["consumer"]], r["fused"], r["why"])
+            Reason(nodes[r["producer"]], nodes[r["consumer"]], r["fused"], r["why"],
+                   r.get("profile_key"))
             for r in core_plan.reasons
         ]
         self._block_of: list[int] = core_plan.block_of
@@ -191,14 +195,16 @@ def plan(ecg: Any, planner: str = "dnnfusion", target: str = "cpu", horizontal: 
     ``dp``). ``target``: ``cpu`` or ``opencl`` (at most 128 kernel arguments unless
     ``max_kernel_args`` says otherwise; 0 means the target's limit). ``horizontal`` groups
     Many-to-Many siblings reading one input (Q/K/V projections). ``profile_db`` is a
-    profiling database (JSON lines, see :func:`write_profile_db`); without one, yellow
-    cells of the fusion table are settled by the analytic estimate.
+    profiling database (JSON lines, see :func:`write_profile_db`); by default the one
+    shipped with the package, measured by ``python -m dnnfusion profile`` (entries only
+    apply on the machine they were measured on; ``$DNNF_PROFILE_DB`` names another, ``""``
+    means none). Yellow cells without an entry are settled by the analytic estimate.
     """
     graph = ecg.graph if isinstance(ecg, ECG) else ecg
     if not isinstance(graph, _core.Graph):
         raise TypeError(f"plan() needs an ECG, got {type(ecg).__name__}")
     core = _core.plan_fusion(graph, planner=planner, target=target, horizontal=bool(horizontal),
-                             profile_db="" if profile_db is None else os.fspath(profile_db),
+                             profile_db=_default_db() if profile_db is None else os.fspath(profile_db),
                              max_kernel_args=int(max_kernel_args))
     return FusionPlan(graph, core)
 
@@ -210,10 +216,19 @@ def fusion_table() -> list[dict[str, str]]:
 
 
 # Profiling database ---------------------------------------------------------------------
-def profile(*args: Any, **kwargs: Any) -> None:
-    """Measures fused vs. unfused kernels for the yellow cells of the table and records
-    them in a profiling database. Needs generated kernels."""
-    raise NotImplementedError("profiling needs the code generator (not built yet)")
+def _default_db() -> str:
+    from .profiling import default_db
+
+    return default_db() or ""
+
+
+def profile(models: Any, db: str | os.PathLike, **kwargs: Any) -> list[dict[str, Any]]:
+    """Measures fused vs. unfused kernels for the yellow pairs of ``models`` (an iterable
+    of (name, ECG)) and merges them into the profiling database ``db``; see
+    :mod:`dnnfusion.profiling`."""
+    from .profiling import profile as _profile
+
+    return _profile(models, db, **kwargs)
 
 
 def profile_target(target: str = "cpu") -> str:

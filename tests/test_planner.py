@@ -329,11 +329,10 @@ def test_corrupt_profile_db_is_a_model_format_error(tmp_path, content, fragment)
         P.plan(tiny_convnet(), profile_db=db)
 
 
-def test_missing_profile_db_is_an_error_and_profiling_needs_codegen(tmp_path):
+def test_missing_profile_db_is_an_error(tmp_path):
+    # (Profiling itself is tested in test_profiling.py.)
     with pytest.raises(df.ModelFormatError, match="cannot be read"):
         P.plan(tiny_convnet(), profile_db=tmp_path / "absent.jsonl")
-    with pytest.raises(NotImplementedError, match="code generator"):
-        P.profile(tiny_convnet())
     assert P.profile_target("cpu").startswith("cpu:")
     assert P.shape_bucket(1) == "2^0" and P.shape_bucket(1000) == "2^9" and P.shape_bucket(1024) == "2^10"
 

@@ -109,6 +109,15 @@ void bind_plan(py::module_& m) {
           d["consumer"] = x.consumer;
           d["fused"] = x.fused;
           d["why"] = x.why;
+          if (x.yellow) {
+            py::dict k;
+            k["producer_type"] = mapping_type_name(x.yellow_producer_type);
+            k["consumer_type"] = mapping_type_name(x.yellow_consumer_type);
+            k["bucket"] = x.yellow_bucket;
+            d["profile_key"] = k;
+          } else {
+            d["profile_key"] = py::none();
+          }
           out.append(d);
         }
         return out;

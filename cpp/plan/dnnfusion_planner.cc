@@ -18,6 +18,7 @@
 //  * Growth repeats (successors, predecessors) until the block stops changing, so a
 //    candidate rejected for a cycle is retried once the path through it has joined.
 #include <algorithm>
+#include <optional>
 #include <limits>
 #include <map>
 #include <set>
@@ -319,19 +320,27 @@ class Planner {
     }
     Crossing x = crossing(grp, cand);
     std::string why = cell;
+    std::optional<ProfileKey> yellow;  // the key a yellow pair looked up
     if (rule.decision == Decision::Profile) {
       if (x.removed.empty())
         return refuse(grp, cand, p, c, cell + "; " + value_list(x.kept) + " would still be written (also read "
                                 "outside the block): fusing would remove no tensor and only add "
                                 "index arithmetic -> keep apart");
-      Settlement s = settle_yellow(db_, profile_key(p, c, tp, tc, x.elements), pair_cost(grp, cand, x, tc));
+      const ProfileKey key = profile_key(p, c, tp, tc, x.elements);
+      Settlement s = settle_yellow(db_, key, pair_cost(grp, cand, x, tc));
       why += "; " + s.why;
-      if (!s.fuse) return refuse(grp, cand, p, c, why);
+      yellow = key;
+      if (!s.fuse) {
+        refuse(grp, cand, p, c, why);
+        mark_yellow(p, c, key);
+        return false;
+      }
     } else if (x.removed.empty() && !x.kept.empty()) {
       why += "; " + value_list(x.kept) + " is still written (also read outside the block)";
     }
     join(grp, cand, rule.fused);
     record(p, c, true, why);
+    if (yellow) mark_yellow(p, c, *yellow);
     // Other edges between the newcomer and the block are now inside it too.
     for (auto [a, b] : edges_between(grp, cand)) {
       if (a == p && b == c) continue;
@@ -423,6 +432,14 @@ class Planner {
   bool reject(NodeId p, NodeId c, std::string why) {
     record(p, c, false, std::move(why));
     return false;
+  }
+  // Tags the reason of a yellow pair with the profiling key it looked up.
+  void mark_yellow(NodeId p, NodeId c, const ProfileKey& key) {
+    Reason& r = reasons_[{p, c}];
+    r.yellow = true;
+    r.yellow_producer_type = key.producer_type;
+    r.yellow_consumer_type = key.consumer_type;
+    r.yellow_bucket = key.bucket;
   }
   void record(NodeId p, NodeId c, bool fused, std::string why) {
     reasons_[{p, c}] = Reason{p, c, fused, std::move(why)};

@@ -39,6 +39,11 @@ struct Reason {
   NodeId producer = -1, consumer = -1;
   bool fused = false;
   std::string why;  // e.g. "table: Many-to-Many + One-to-One -> fuse (green)"
+  // A yellow pair settled by the profiling database or its estimate: the key it looked up
+  // (what `dnnfusion profile` measures). The ops are the producer's and consumer's.
+  bool yellow = false;
+  MappingType yellow_producer_type = MappingType::OneToOne, yellow_consumer_type = MappingType::OneToOne;
+  std::string yellow_bucket;
 };
 
 struct PlanStats {
