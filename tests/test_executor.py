@@ -36,13 +36,13 @@ SOURCE = r"""
 
 struct State { const float* c; const float* two; };
 
-extern "C" int dnnf_abi_version(void) { return ABI; }
-extern "C" void* dnnf_create(const void* const* c, char* err, int errlen) {
+extern "C" __attribute__((visibility("default"))) int dnnf_abi_version(void) { return ABI; }
+extern "C" __attribute__((visibility("default"))) void* dnnf_create(const void* const* c, char* err, int errlen) {
   if (CREATE_FAILS) { std::snprintf(err, errlen, "cannot pack the weights"); return nullptr; }
   return new State{static_cast<const float*>(c[0]), static_cast<const float*>(c[1])};
 }
-extern "C" void dnnf_destroy(void* st) { delete static_cast<State*>(st); }
-extern "C" int dnnf_run(void* st, const void* const* in, void* const* out, void* arena,
+extern "C" __attribute__((visibility("default"))) void dnnf_destroy(void* st) { delete static_cast<State*>(st); }
+extern "C" __attribute__((visibility("default"))) int dnnf_run(void* st, const void* const* in, void* const* out, void* arena,
                         int nt, char* err, int errlen) {
   const State* s = static_cast<const State*>(st);
   const float* x = static_cast<const float*>(in[0]);
@@ -266,3 +266,22 @@ def test_opt_level_override(graph, monkeypatch):
     monkeypatch.setenv("DNNF_OPT_LEVEL", "1")
     x = x23(3)
     np.testing.assert_array_equal(build(graph).run([x])[0], expected(x))
+
+
+def test_modules_keep_their_prelude_statics_private(exe):
+    # The prelude's function-local statics (GEMM blocking, thread pool, scratch) differ per
+    # ISA; with g++'s default STB_GNU_UNIQUE binding, every module loaded into a process
+    # shared the first one's (an AVX2 module's GEMM blocking overran an AVX-512 module's
+    # packing buffers). Modules export the four ABI functions and bind nothing uniquely.
+    import subprocess
+
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) not found")
+    out = subprocess.run([nm, "-D", "--defined-only", exe.library_path], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    kinds = {line.split()[-1]: line.split()[-2] for line in out if len(line.split()) >= 3}
+    for fn in ("dnnf_abi_version", "dnnf_create", "dnnf_destroy", "dnnf_run"):
+        assert kinds.get(fn) == "T", (fn, kinds.get(fn))
+    unique = [line for line in out if line.split()[-2:-1] == ["u"]]
+    assert not unique, unique

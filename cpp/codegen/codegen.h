@@ -2,7 +2,9 @@
 // function over the prelude's SIMD vocabulary; the whole model becomes one translation unit
 // with a small C ABI that the runtime (cpp/runtime/executor.h) compiles, caches and calls.
 //
-// The generated module's ABI (the GENERATED-ABI note; executor.cc relies on it):
+// The generated module's ABI (the GENERATED-ABI note; executor.cc relies on it). Modules are
+// compiled with hidden visibility and -fno-gnu-unique, so these four functions must be
+// declared with default visibility (the generator's DNNF_EXPORT):
 //   extern "C" int   dnnf_abi_version(void);                      // == kGeneratedAbiVersion
 //   extern "C" void* dnnf_create(const void* const* constants, char* err, int errlen);
 //       constants[i] is the data of GeneratedModule::constants[i] (row-major, the value's

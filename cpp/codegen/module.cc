@@ -67,6 +67,7 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
   s += "#include \"cg_support.h\"\n#include \"gemm.h\"\n#include \"conv.h\"\n#include \"pool.h\"\n#include \"rowops.h\"\n#include \"reduce.h\"\n";
   for (const std::string& h : ms.headers) s += "#include \"" + h + "\"\n";
   s += "\n";
+  s += "#define DNNF_EXPORT __attribute__((visibility(\"default\")))\n\n";
   s += "namespace {\nnamespace V = dnnf::simd;\nnamespace S = dnnf::simd_scalar;\nnamespace cg = dnnf::cg;\n\n";
   s += "struct State {\n  const void* c[" + std::to_string(std::max<size_t>(1, ms.constants.size())) + "] = {};\n";
   for (const std::string& m : ms.members) s += "  " + m + "\n";
@@ -74,15 +75,15 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
   s += "struct Ctx {\n  const void* const* in;\n  void* const* out;\n  char* arena;\n  char* scratch;\n  State* st;\n};\n\n";
   s += kernels;
   s += "}  // namespace\n\n";
-  s += "extern \"C\" int dnnf_abi_version(void) { return " + std::to_string(kGeneratedAbiVersion) + "; }\n\n";
-  s += "extern \"C\" void* dnnf_create(const void* const* constants, char* err, int errlen) {\n";
+  s += "extern \"C\" DNNF_EXPORT int dnnf_abi_version(void) { return " + std::to_string(kGeneratedAbiVersion) + "; }\n\n";
+  s += "extern \"C\" DNNF_EXPORT void* dnnf_create(const void* const* constants, char* err, int errlen) {\n";
   s += "  State* st = nullptr;\n  try {\n    st = new State();\n";
   s += "    for (int k = 0; k < " + std::to_string(ms.constants.size()) + "; ++k) st->c[k] = constants[k];\n";
   s += ms.create.text;
   s += "    return st;\n  } catch (const std::exception& e) {\n    delete st;\n";
   s += "    std::snprintf(err, static_cast<size_t>(errlen), \"%s\", e.what());\n    return nullptr;\n  }\n}\n\n";
-  s += "extern \"C\" void dnnf_destroy(void* st) { delete static_cast<State*>(st); }\n\n";
-  s += "extern \"C\" int dnnf_run(void* state, const void* const* in, void* const* out, void* arena,\n";
+  s += "extern \"C\" DNNF_EXPORT void dnnf_destroy(void* st) { delete static_cast<State*>(st); }\n\n";
+  s += "extern \"C\" DNNF_EXPORT int dnnf_run(void* state, const void* const* in, void* const* out, void* arena,\n";
   s += "                        int num_threads, char* err, int errlen) {\n";
   s += "  try {\n";
   s += "    if (num_threads > 0 && num_threads != dnnf::get_num_threads()) dnnf::set_num_threads(num_threads);\n";

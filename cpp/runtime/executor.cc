@@ -102,7 +102,13 @@ CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule
       throw Error(std::string("DNNF_OPT_LEVEL must be 0, 1, 2 or 3, not '") + lv + "'");
     opt = std::string("-O") + lv;
   }
+  // Hidden visibility and no STB_GNU_UNIQUE: the prelude's function-local statics (GEMM
+  // blocking, thread pool, scratch) must stay private to each module. With the default
+  // unique binding every module in the process shared the first one's, whatever its ISA
+  // (an AVX2 module's blocking used by an AVX-512 one overran its packing buffers).
   std::vector<std::string> flags = {"-std=c++17", opt, "-ffp-contract=off", "-pthread",
+                                    "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+                                    "-fno-gnu-unique",
                                     "-I" + prelude_dir,
                                     "-DDNNF_PRELUDE_HASH=" + prelude_hash(prelude_dir)};
   for (std::string& f : isa_flags(isa)) flags.push_back(std::move(f));
