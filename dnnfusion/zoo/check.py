@@ -30,6 +30,24 @@ def _flat(out) -> list[torch.Tensor]:
     return [out] if isinstance(out, torch.Tensor) else [t for t in out]
 
 
+def compare_outputs(got: list, want: list) -> tuple[float, float, bool]:
+    """(max abs diff, relative error = max abs diff / max |want|, over all outputs; and
+    whether the outputs agree in count, shapes, integer values and finiteness)."""
+    max_abs, max_ref, ok = 0.0, 0.0, len(got) == len(want)
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape:
+            ok = False
+            continue
+        if not np.issubdtype(w.dtype, np.floating):
+            ok &= bool(np.array_equal(g, w))
+        ok &= bool(np.isfinite(g.astype(np.float64)).all())
+        if w.size:
+            max_abs = max(max_abs, float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))))
+            max_ref = max(max_ref, float(np.max(np.abs(w.astype(np.float64)))))
+    return max_abs, max_abs / max(max_ref, 1e-12), ok
+
+
 def check_one(name: str, *, reduced: bool = False, opset: int = 17, cache_dir=None,
               exporter: str = "torchscript") -> dict:
     """Run the PyTorch / ONNX Runtime comparison for one model; returns a row dict."""
@@ -57,20 +75,8 @@ def check_one(name: str, *, reduced: bool = False, opset: int = 17, cache_dir=No
     t = time.perf_counter()
     outs = sess.run(None, feeds)
     row["ort_s"] = time.perf_counter() - t
-    max_abs, max_ref, ok = 0.0, 0.0, len(outs) == len(ref)
-    for r, o in zip(ref, outs):
-        r = r.numpy()
-        if r.shape != o.shape:
-            ok = False
-            continue
-        if not np.issubdtype(r.dtype, np.floating):
-            ok &= bool(np.array_equal(r, o))
-        d = float(np.max(np.abs(r.astype(np.float64) - o.astype(np.float64)))) if r.size else 0.0
-        max_abs = max(max_abs, d)
-        max_ref = max(max_ref, float(np.max(np.abs(r))) if r.size else 0.0)
-    row["max_abs"] = max_abs
-    row["rel"] = max_abs / max(max_ref, 1e-12)
-    row["ok"] = ok and row["rel"] <= REL_TOL and all(np.isfinite(o).all() for o in outs)
+    row["max_abs"], row["rel"], same = compare_outputs(outs, [r.numpy() for r in ref])
+    row["ok"] = same and row["rel"] <= REL_TOL
     return row
 
 

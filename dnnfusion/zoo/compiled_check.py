@@ -20,25 +20,16 @@ import traceback
 import numpy as np
 
 from . import registry
+from .check import compare_outputs
 
 REL_TOL = 1e-3
 
 
-def _rel_err(got: list[np.ndarray], want: list[np.ndarray]) -> float:
-    """max |got - want| / max |want| over all outputs; inf on a shape or integer mismatch."""
-    if len(got) != len(want):
-        return float("inf")
-    max_abs, max_ref = 0.0, 0.0
-    for g, w in zip(got, want):
-        g, w = np.asarray(g), np.asarray(w)
-        if g.shape != w.shape or not np.isfinite(g.astype(np.float64)).all():
-            return float("inf")
-        if not np.issubdtype(w.dtype, np.floating) and not np.array_equal(g, w):
-            return float("inf")
-        if w.size:
-            max_abs = max(max_abs, float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))))
-            max_ref = max(max_ref, float(np.max(np.abs(w.astype(np.float64)))))
-    return max_abs / max(max_ref, 1e-12)
+def _rel_err(got: list, want: list) -> float:
+    """Relative error over all outputs; inf when they disagree in count, shape, integer
+    values or finiteness (see check.compare_outputs)."""
+    _, rel, same = compare_outputs(got, want)
+    return rel if same else float("inf")
 
 
 def references(name: str, reduced: bool) -> tuple[str, list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
