@@ -227,6 +227,17 @@ void bind_ir(py::module_& m) {
       .def("verify", [](const Graph& g) { verify(g); })
       .def("__len__", [](const Graph& g) { return g.nodes().size(); });
 
-  m.def("parse_text", [](const std::string& text) { return std::make_shared<Graph>(parse_graph(text)); },
-        "Parses the canonical text form back into a graph.");
+  m.def("parse_text", [](const std::string& text, const py::object& constants) {
+        if (constants.is_none()) return std::make_shared<Graph>(parse_graph(text));
+        ElidedConstants elided;
+        for (auto item : py::cast<py::dict>(constants)) {
+          auto name = py::cast<std::string>(item.first);
+          py::array arr = py::array::ensure(item.second);
+          if (!arr) throw ModelFormatError("constant '" + name + "' is not array-like");
+          elided[name] = tensor_from_array(arr);
+        }
+        return std::make_shared<Graph>(parse_graph(text, &elided));
+      }, py::arg("text"), py::arg("constants") = py::none(),
+        "Parses the canonical text form back into a graph; `constants` (name -> array) "
+        "stand for the constants printed as `<elided>`.");
 }

@@ -153,7 +153,7 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : s_(text) {}
+  Parser(std::string_view text, const ElidedConstants* elided) : s_(text), elided_(elided) {}
 
   Graph parse() {
     expect_word("graph");
@@ -201,6 +201,18 @@ class Parser {
     if (word_ahead("const")) {
       expect_word("const");
       if (names.size() != 1) fail("a constant defines exactly one value");
+      skip_ws();
+      if (elided_ && s_.compare(pos_, 8, "<elided>") == 0) {
+        auto it = elided_->find(names[0]);
+        if (it == elided_->end() || !it->second)
+          fail("elided constant '" + names[0] + "' was not given");
+        if (!(it->second->type == types[0]))
+          fail("elided constant '" + names[0] + "' is declared " + types[0].str() +
+               " but was given as " + it->second->type.str());
+        pos_ += 8;
+        g.add_constant(names[0], it->second);
+        return;
+      }
       g.add_constant(names[0], data(types[0]));
       return;
     }
@@ -440,13 +452,14 @@ class Parser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  const ElidedConstants* elided_ = nullptr;
 };
 
 }  // namespace
 
-Graph parse_graph(std::string_view text) {
+Graph parse_graph(std::string_view text, const ElidedConstants* elided) {
   try {
-    return Parser(text).parse();
+    return Parser(text, elided).parse();
   } catch (const ModelFormatError&) {
     throw;
   } catch (const Error& e) {

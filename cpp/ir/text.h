@@ -9,6 +9,7 @@
 //
 // Names that are not plain identifiers are quoted: %"onnx::Add_3". `_` is an absent input.
 #pragma once
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -16,9 +17,15 @@
 
 namespace dnnf {
 
-// elide_constants: print large constants as `const <elided>` (for humans; not parseable).
+// elide_constants: print large constants as `const <elided>` (for humans, and for the
+// import cache, which keeps the data apart).
 std::string print_graph(const Graph& g, bool elide_constants = false);
-// Throws ModelFormatError with the line and column of the first problem.
-Graph parse_graph(std::string_view text);
+
+// Constants given apart from the text, by value name: what `const <elided>` stands for.
+using ElidedConstants = std::map<std::string, TensorPtr>;
+
+// Throws ModelFormatError with the line and column of the first problem. An elided
+// constant is an error unless `elided` holds a tensor of exactly its type under its name.
+Graph parse_graph(std::string_view text, const ElidedConstants* elided = nullptr);
 
 }  // namespace dnnf

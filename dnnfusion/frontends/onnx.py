@@ -69,6 +69,7 @@ import numpy as np
 
 from dnnfusion import _core
 from dnnfusion.errors import DTypeError, ModelFormatError, ShapeError, UnsupportedOperatorError
+from dnnfusion.frontends import onnx_cache
 from dnnfusion.frontends.builder import GraphBuilder
 
 MIN_OPSET = 13
@@ -167,8 +168,18 @@ def import_onnx(model: Any, input_shapes: Mapping[str, Sequence[int | str | None
     """Imports an ONNX model (a ``ModelProto``, a path or serialized bytes) into a
     ``_core.Graph``. See the module docstring for what is supported."""
     onnx = _require_onnx()
+    key = None
+    if isinstance(model, (str, os.PathLike)) and onnx_cache.enabled():
+        key = onnx_cache.key_for(os.fspath(model), input_shapes)
+        if key is not None:
+            graph = onnx_cache.load(key, os.fspath(model))
+            if graph is not None:
+                return graph
     proto = _read_and_check(onnx, model)
-    return _Importer(onnx, proto, dict(input_shapes or {})).run()
+    graph = _Importer(onnx, proto, dict(input_shapes or {})).run()
+    if key is not None:  # external data is refused by the store (its files are not keyed)
+        onnx_cache.store(key, os.fspath(model), graph)
+    return graph
 
 
 # ------------------------------------------------------------------------------------------
