@@ -208,6 +208,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         rows.append(("ONNX Runtime", ort_run))
     for name, fn in rows:
         print(f"  {name:<15}{_median_seconds(fn, args.repeat) * 1e3:>10.3f} ms")
+    if args.kernels:
+        print("kernels    " + m.profile(*inputs, repeat=args.repeat).table(args.kernels)
+              .replace("\n", "\n           "))
     for n in notes:
         print(f"note       {n}")
     return 0 if all_ok else 1
@@ -254,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--threads", type=int, default=None,
                      help="threads for every framework (default: $DNNF_NUM_THREADS or all cores)")
     run.add_argument("--repeat", type=int, default=20, help="timed runs per framework")
+    run.add_argument("--kernels", type=int, default=0, metavar="N",
+                     help="also time every kernel and print the N slowest")
     run.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                      help="specialize a symbolic ONNX input shape")
     run.set_defaults(func=cmd_run)

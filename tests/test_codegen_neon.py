@@ -26,7 +26,7 @@ from native_toolchain import ARM_CXX, ARM_SYSROOT, PRELUDE, QEMU, neon_missing
 from test_codegen import CASES, case_gather_where_int
 
 DRIVER = Path(__file__).resolve().parent / "neon_module_driver.cc"
-ABI_VERSION = 1  # kGeneratedAbiVersion in cpp/codegen/codegen.h
+ABI_VERSION = 2  # kGeneratedAbiVersion in cpp/codegen/codegen.h
 THREADS = 2
 # The executor's flags (cpp/runtime/executor.cc) for -DDNNF_ISA_NEON, at -O2: the aarch64
 # g++ 12 can crash at -O3 on some reductions, and the level changes no semantics.

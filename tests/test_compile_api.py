@@ -131,6 +131,25 @@ def test_stats_explain_source_and_cache_hit():
     assert_close(m(*inputs), reference(model, inputs))
 
 
+def test_profile_times_every_kernel():
+    model, inputs = two_outputs()
+    m = df.compile(model, threads=1, planner="none")  # one kernel per operator
+    prof = m.profile(*inputs, repeat=3, warmup=1)
+    assert [r["function"] for r in prof.rows] == [k["function"] for k in m.kernels] + ["(output copies)"]
+    assert len(prof.rows) == m.stats["kernels_after"] + 1 == 4
+    assert all(r["ms"] >= 0 for r in prof.rows) and prof.total_ms > 0
+    assert prof.top(2) == sorted(prof.rows, key=lambda r: -r["ms"])[:2]
+    text = str(prof)
+    assert "3 kernels" in text and "median of 3 runs, 1 threads" in text
+    for k in m.kernels:
+        assert k["function"] in text
+    with pytest.raises(ValueError, match="repeat"):
+        m.profile(*inputs, repeat=0)
+    with pytest.raises(df.ShapeError):
+        m.profile(f32(2, 17), inputs[1])
+    assert_close(m(*inputs), reference(model, inputs))  # the timed runs left the model usable
+
+
 def test_several_outputs_are_a_tuple_and_inputs_bind_by_name():
     model, (x, z) = two_outputs()
     m = df.compile(model)
@@ -278,10 +297,12 @@ def test_cli_run_onnx_file(tmp_path):
     model, _ = matmul_add_gelu()
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
-    out = _cli(str(path), "--repeat", "3", "--threads", "1")
+    out = _cli(str(path), "--repeat", "3", "--threads", "1", "--kernels", "5")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "operators  3 before" in out.stdout and "OK" in out.stdout
     assert "1 thread" in out.stdout and "dnnfusion" in out.stdout
+    kernels = out.stdout.split("kernels    ")[1]
+    assert "median of 3 runs, 1 threads" in kernels and "k0" in kernels
 
 
 @pytest.mark.slow

@@ -120,7 +120,7 @@ py::array aligned_array(const TensorType& t) {
   return py::array(py::dtype(numpy_name(t.dtype)), shape, {}, p, owner);
 }
 
-py::list run(CpuExecutable& ex, const py::sequence& args) {
+py::list run(CpuExecutable& ex, const py::sequence& args, std::vector<double>* seconds = nullptr) {
   std::vector<py::array> ins = contiguous_inputs(ex, args);
   std::vector<TensorRef> in_refs, out_refs;
   for (py::array& a : ins) {
@@ -139,7 +139,11 @@ py::list run(CpuExecutable& ex, const py::sequence& args) {
   }
   {
     py::gil_scoped_release unlocked;
-    ex.run(in_refs, out_refs);
+    if (seconds) {
+      *seconds = ex.run_timed(in_refs, out_refs);
+    } else {
+      ex.run(in_refs, out_refs);
+    }
   }
   return outs;
 }
@@ -207,10 +211,18 @@ void bind_codegen(py::module_& m) {
       }, py::arg("graph"), py::arg("source"), py::arg("constants") = std::vector<ValueId>{},
          py::arg("arena_bytes") = 0, py::arg("isa") = "scalar", py::arg("threads") = 0,
          py::arg("prelude_dir") = "")
-      .def("run", &run, py::arg("inputs"),
+      .def("run", [](CpuExecutable& ex, const py::sequence& args) { return run(ex, args); },
+           py::arg("inputs"),
            "Runs the model on a sequence of NumPy arrays (graph input order) and returns its "
            "outputs. TypeError for a wrong count or a non-array, DTypeError/ShapeError for a "
            "mismatch; nothing is cast.")
+      .def("run_timed", [](CpuExecutable& ex, const py::sequence& args) {
+        std::vector<double> seconds;
+        py::list outs = run(ex, args, &seconds);
+        return py::make_tuple(outs, seconds);
+      }, py::arg("inputs"),
+           "run() that also returns the wall time of each kernel (kernels order) and, last, "
+           "of the output copies: (outputs, seconds).")
       .def("set_num_threads", &CpuExecutable::set_num_threads, py::arg("n"),
            "The thread count of the next run (<= 0: keep the current pool).")
       .def_property_readonly("num_threads", &CpuExecutable::num_threads)

@@ -3,7 +3,7 @@
 // with a small C ABI that the runtime (cpp/runtime/executor.h) compiles, caches and calls.
 //
 // The generated module's ABI (the GENERATED-ABI note; executor.cc relies on it). Modules are
-// compiled with hidden visibility and -fno-gnu-unique, so these four functions must be
+// compiled with hidden visibility and -fno-gnu-unique, so these five functions must be
 // declared with default visibility (the generator's DNNF_EXPORT):
 //   extern "C" int   dnnf_abi_version(void);                      // == kGeneratedAbiVersion
 //   extern "C" void* dnnf_create(const void* const* constants, char* err, int errlen);
@@ -18,6 +18,10 @@
 //       num_threads <= 0 keeps the current pool. Returns 0, or nonzero with err filled
 //       (a kernel that throws, e.g. a Gather index out of range). One call at a time per
 //       state (the arena is the caller's; the runtime serialises calls).
+//   extern "C" int   dnnf_run_timed(void* state, const void* const* inputs, void* const* outputs,
+//                                   void* arena, int num_threads, double* seconds, char* err, int errlen);
+//       dnnf_run that also writes the wall time of kernel i to seconds[i] (kernels order)
+//       and of the final output copies to seconds[kernels.size()].
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,7 +33,7 @@
 
 namespace dnnf {
 
-inline constexpr int kGeneratedAbiVersion = 1;
+inline constexpr int kGeneratedAbiVersion = 2;
 
 struct CodegenOptions {
   // The dialect: "avx512" | "avx2" | "neon" | "scalar". The emitted text is the same for the

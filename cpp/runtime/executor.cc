@@ -122,6 +122,7 @@ CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule
                         "; this runtime speaks version " + std::to_string(kGeneratedAbiVersion));
   auto create = library_.function<void* (*)(const void* const*, char*, int)>("dnnf_create");
   run_ = library_.function<RunFn>("dnnf_run");
+  run_timed_ = library_.function<RunTimedFn>("dnnf_run_timed");
   destroy_ = library_.function<DestroyFn>("dnnf_destroy");
   arena_ = aligned_bytes(static_cast<size_t>(module_.arena_bytes));
 
@@ -166,6 +167,22 @@ void CpuExecutable::run(const std::vector<TensorRef>& inputs, const std::vector<
   std::lock_guard<std::mutex> lock(mu_);
   int rc = run_(state_, in.data(), out.data(), arena_.get(), num_threads_, err, kErrLen);
   if (rc != 0) throw Error(std::string("the compiled model failed: ") + (err[0] ? err : "no message"));
+}
+
+std::vector<double> CpuExecutable::run_timed(const std::vector<TensorRef>& inputs,
+                                             const std::vector<TensorRef>& outputs) {
+  check(inputs, module_.inputs, "input");
+  check(outputs, module_.outputs, "output");
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (const TensorRef& t : inputs) in.push_back(t.data);
+  for (const TensorRef& t : outputs) out.push_back(t.data);
+  std::vector<double> seconds(module_.kernels.size() + 1, 0.0);
+  char err[kErrLen] = {0};
+  std::lock_guard<std::mutex> lock(mu_);
+  int rc = run_timed_(state_, in.data(), out.data(), arena_.get(), num_threads_, seconds.data(), err, kErrLen);
+  if (rc != 0) throw Error(std::string("the compiled model failed: ") + (err[0] ? err : "no message"));
+  return seconds;
 }
 
 std::vector<std::shared_ptr<TensorData>> CpuExecutable::run(const std::vector<TensorRef>& inputs) {

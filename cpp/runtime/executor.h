@@ -50,6 +50,9 @@ class CpuExecutable {
   void run(const std::vector<TensorRef>& inputs, const std::vector<TensorRef>& outputs);
   // The same with outputs allocated here, 64-byte aligned.
   std::vector<std::shared_ptr<TensorData>> run(const std::vector<TensorRef>& inputs);
+  // run() that also returns the wall time of each kernel (module().kernels order), then of
+  // the final output copies, in seconds.
+  std::vector<double> run_timed(const std::vector<TensorRef>& inputs, const std::vector<TensorRef>& outputs);
 
   void set_num_threads(int n) { num_threads_ = n; }  // read by the next run
   int num_threads() const { return num_threads_; }
@@ -63,6 +66,7 @@ class CpuExecutable {
 
  private:
   using RunFn = int (*)(void*, const void* const*, void* const*, void*, int, char*, int);
+  using RunTimedFn = int (*)(void*, const void* const*, void* const*, void*, int, double*, char*, int);
   using DestroyFn = void (*)(void*);
 
   void check(const std::vector<TensorRef>& given, const std::vector<ValueId>& want,
@@ -76,6 +80,7 @@ class CpuExecutable {
   double compile_seconds_ = 0;
   void* state_ = nullptr;
   RunFn run_ = nullptr;
+  RunTimedFn run_timed_ = nullptr;
   DestroyFn destroy_ = nullptr;
   std::shared_ptr<char> arena_;
   std::mutex mu_;

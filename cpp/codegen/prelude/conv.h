@@ -12,6 +12,9 @@
 //                                 K = C/g * prod(k); the im2col rows are produced while B is
 //                                 packed (Im2col below), so the matrix never exists whole;
 //                                 a width stride first splits x by phase (split_phases)
+//   small output planes           pixel-major: Y^T[OHW, M/g] = im2col^T[OHW, K] x W_g^T, the
+//                                 layout of an NHWC convolution, then one transposing pass
+//                                 applies the epilogue and stores NCHW (pixel_major below)
 // Batches and groups with at least 2 GEMMs per thread run one single-threaded GEMM per task;
 // otherwise each GEMM uses the whole pool. PackedConvWeights packs W once per group.
 #pragma once
@@ -147,9 +150,123 @@ void with_offset(const Ep& ep, int off, F&& f) {
   }
 }
 
-// The GEMM path; a_of(g) gives group g's A source (strided weights or pre-packed).
-template <class AOf, class Ep>
-void conv_gemm(const ConvShape& s, const float* x, const AOf& a_of, float* y, const Ep& ep) {
+// Pixel-major (NHWC-style) GEMM for small output planes. The channel-major GEMM puts the
+// output plane on the vector (NR) side: a 7x7 plane is 49 of 64 columns (77% of the FMAs
+// useful). Swapping the roles puts the pixels on the MR side (49 of 56 rows) and the output
+// channels on the vector side. The price is a transpose of im2col (K x OHW moves), packing
+// it as A, and a transpose of the result (M x OHW). Measured on AVX-512, 1 thread
+// (benchmarks/conv_bench.py shapes): it wins on ResNet-50's 7x7 stage (3x3 512->512
+// 1.93 -> 1.61 ms; 1x1 stride 2 1024->2048 1.74 -> 1.47 ms) and loses elsewhere (14x14
+// 3x3 256->256 1.58 -> 1.88 ms; 8x8 and larger planes; K or M below a few hundred). So it
+// is taken only for planes of at most 64 pixels, K >= 512, M/g >= 256, and a tile fill
+// at least 10% better.
+inline double tile_fill(long rows, long cols, long mr, long nr) {
+  return static_cast<double>(rows) / gemm::round_up(static_cast<int>(rows), static_cast<int>(mr)) *
+         static_cast<double>(cols) / gemm::round_up(static_cast<int>(cols), static_cast<int>(nr));
+}
+inline bool pixel_major(const ConvShape& s) {
+#ifdef DNNF_CONV_PIXEL_MAJOR  // 0 or 1 forces the choice (benchmarks only)
+  if (!is_depthwise(s)) return DNNF_CONV_PIXEL_MAJOR;
+#endif
+  if (is_depthwise(s)) return false;
+  const window::Geom g = geom(s);
+  const long OHW = g.out_plane(), Mg = s.M / s.group, K = s.C / s.group * g.taps();
+  if (Mg < 256 || K < 512 || OHW > 64) return false;
+  return tile_fill(OHW, Mg, gemm::kMR, gemm::kNR) > 1.10 * tile_fill(Mg, OHW, gemm::kMR, gemm::kNR);
+}
+
+// Per-thread buffers of the pixel-major path that only grow (0: im2col^T, 1: Y^T).
+inline float* pm_scratch(int slot, size_t n) {
+  thread_local std::vector<float> buf[2];
+  if (buf[slot].size() < n) buf[slot].resize(n);
+  return buf[slot].data();
+}
+
+// colT[i, k] = im2col[k, i] for one (image, group): rows of im2col (or of x, for a 1x1
+// stride-1 conv) are produced 16 at a time and written transposed.
+template <class RowOf>
+void transpose_rows(int K, long OHW, const RowOf& row_of, float* colT, bool parallel) {
+  constexpr int KB = 16;
+  const int chunks = (K + KB - 1) / KB;
+  auto chunk = [&](int c) {
+    alignas(64) float tmp[KB][64];
+    const int k0 = c * KB, kn = std::min(KB, K - k0);
+    for (long i0 = 0; i0 < OHW; i0 += 64) {
+      const int n = static_cast<int>(std::min<long>(64, OHW - i0));
+      for (int r = 0; r < kn; ++r) row_of(k0 + r, i0, n, tmp[r]);
+      for (int i = 0; i < n; ++i) {
+        float* d = colT + (i0 + i) * K + k0;
+        for (int r = 0; r < kn; ++r) d[r] = tmp[r][i];
+      }
+    }
+  };
+  if (parallel && chunks > 1) {
+    parallel_for(chunks, chunk);
+  } else {
+    for (int c = 0; c < chunks; ++c) chunk(c);
+  }
+}
+
+// y[m, i] = ep(yT[i, m]) over rows [0, Mg) (ep sees the rows of this group's block).
+template <class Ep>
+void untranspose_store(const float* yT, long OHW, int Mg, float* y, const Ep& ep, bool parallel) {
+  constexpr int W = kVecWidth, RB = 16;
+  const int blocks = (Mg + RB - 1) / RB;
+  auto block = [&](int b) {
+    alignas(64) float tile[RB][W];
+    const int m0 = b * RB, mn = std::min(RB, Mg - m0);
+    for (long i0 = 0; i0 < OHW; i0 += W) {
+      const int n = static_cast<int>(std::min<long>(W, OHW - i0));
+      for (int i = 0; i < n; ++i) {
+        const float* src = yT + (i0 + i) * Mg + m0;
+        for (int r = 0; r < mn; ++r) tile[r][i] = src[r];
+      }
+      for (int r = 0; r < mn; ++r) {
+        vf v = gemm::load_lanes(tile[r], n);
+        ep.apply(v, m0 + r, static_cast<int>(i0), n);
+        if constexpr (!gemm::ep_stores<Ep>) gemm::store_lanes(y + (m0 + r) * OHW + i0, v, n);
+      }
+    }
+  };
+  if (parallel && blocks > 1) {
+    parallel_for(blocks, block);
+  } else {
+    for (int b = 0; b < blocks; ++b) block(b);
+  }
+}
+
+// The pixel-major path of one (image, group): xg is the group's input, phase-split when the
+// width stride is above 1 (as Im2col expects), wT the group's weights packed as
+// B = W_g^T [K, Mg].
+template <class Ep>
+void conv_pixel_major(const window::Geom& g, int Cg, int Mg, const float* xg,
+                      const gemm::PackedBView& wT, float* yg, const Ep& ep, bool single) {
+  const int K = Cg * g.taps();
+  const long OHW = g.out_plane();
+  float* colT = pm_scratch(0, static_cast<size_t>(OHW) * K);
+  float* yT = pm_scratch(1, static_cast<size_t>(OHW) * Mg);
+  if (is_pointwise(g)) {
+    transpose_rows(K, OHW, [&](int k, long i0, int n, float* d) {
+      std::memcpy(d, xg + k * OHW + i0, sizeof(float) * n);
+    }, colT, !single);
+  } else {
+    const Im2col im{xg, g};
+    transpose_rows(K, OHW, [&](int k, long i0, int n, float* d) {
+      im.row(k, static_cast<int>(i0), n, d);
+    }, colT, !single);
+  }
+  gemm::Options opt;
+  opt.n_threads = single ? 1 : 0;
+  gemm::gemm_f32_src(static_cast<int>(OHW), Mg, K, gemm::AView<>{colT, K, 1}, wT, yT, Mg,
+                     EpNone{}, opt);
+  untranspose_store(yT, OHW, Mg, yg, ep, !single);
+}
+
+// The GEMM path; a_of(g) gives group g's A source (strided weights or pre-packed); wT_of(g)
+// group g's weights packed for the pixel-major path, or nullptr to stay channel-major.
+template <class AOf, class WTOf, class Ep>
+void conv_gemm(const ConvShape& s, const float* x, const AOf& a_of, const WTOf& wT_of, float* y,
+               const Ep& ep) {
   const window::Geom g = geom(s);
   const int G = s.group, Cg = s.C / G, Mg = s.M / G;
   const int K = Cg * g.taps(), OHW = static_cast<int>(g.out_plane());
@@ -165,7 +282,16 @@ void conv_gemm(const ConvShape& s, const float* x, const AOf& a_of, float* y, co
     const float* xg = x + (static_cast<long>(n) * s.C + static_cast<long>(gi) * Cg) * g.in_plane();
     float* yg = y + row0 * OHW;
     with_offset(ep, static_cast<int>(row0), [&](const auto& e) {
-      if (pointwise) {
+      if (const gemm::PackedBView* wT = wT_of(gi)) {
+        if (!pointwise && g.stride[2] > 1) {
+          const long rows = static_cast<long>(Cg) * g.in[0] * g.in[1];
+          const int sx = g.stride[2], wq = (g.in[2] + sx - 1) / sx;
+          float* xs = phase_scratch(static_cast<size_t>(rows) * sx * wq);
+          split_phases(g, xg, rows, xs);
+          xg = xs;
+        }
+        conv_pixel_major(g, Cg, Mg, xg, *wT, yg, e, outer);
+      } else if (pointwise) {
         gemm::gemm_f32_src(Mg, OHW, K, a_of(gi), gemm::BView{xg, OHW, 1}, yg, OHW, e, opt);
       } else {
         if (g.stride[2] > 1) {
@@ -227,7 +353,7 @@ void conv_f32(const ConvShape& s, const float* x, const float* w, float* y, cons
   auto a_of = [&](int gi) {
     return gemm::AView<>{w + static_cast<long>(gi) * Mg * K, K, 1};
   };
-  detail::conv_gemm(s, x, a_of, y, ep);
+  detail::conv_gemm(s, x, a_of, [](int) -> const gemm::PackedBView* { return nullptr; }, y, ep);
 }
 
 // Conv weights prepared once for one shape: the GEMM path's A packed per group (the packing
@@ -241,14 +367,25 @@ class PackedConvWeights {
       plain_.assign(w, w + static_cast<long>(s.M) * K);
       return;
     }
+    if (detail::pixel_major(s)) {  // B = W_g^T: element (k, m) at w_g[m * K + k]
+      for (int gi = 0; gi < s.group; ++gi)
+        transposed_.emplace_back(w + static_cast<long>(gi) * Mg * K, 1, K, K, Mg);
+      return;
+    }
     for (int gi = 0; gi < s.group; ++gi)
       groups_.emplace_back(w + static_cast<long>(gi) * Mg * K, K, 1, Mg, K);
   }
-  // Whether s is the shape these weights were packed for (spatial sizes may differ).
+  // Whether s is the shape these weights were packed for (spatial sizes may differ, as long
+  // as they keep the same GEMM orientation).
   bool fits(const ConvShape& s) const {
-    bool same = s.nd == s_.nd && s.C == s_.C && s.M == s_.M && s.group == s_.group;
+    bool same = s.nd == s_.nd && s.C == s_.C && s.M == s_.M && s.group == s_.group &&
+                detail::pixel_major(s) == !transposed_.empty();
     for (int i = 0; i < s.nd && same; ++i) same = s.k[i] == s_.k[i];
     return same;
+  }
+  // Group g's W_g^T packed as a GEMM B, when the shape runs pixel-major; else nullptr.
+  const gemm::PackedBView* transposed(int g) const {
+    return transposed_.empty() ? nullptr : &transposed_[static_cast<size_t>(g)].view();
   }
   const float* plain() const { return plain_.data(); }
   const gemm::PackedAView& group(int g) const { return groups_[static_cast<size_t>(g)].view(); }
@@ -257,6 +394,7 @@ class PackedConvWeights {
   ConvShape s_;
   std::vector<float> plain_;
   std::vector<gemm::PackedA> groups_;
+  std::vector<gemm::PackedB> transposed_;
 };
 
 template <class Ep = EpNone>
@@ -264,7 +402,9 @@ void conv_f32(const ConvShape& s, const float* x, const PackedConvWeights& w, fl
               const Ep& ep = {}) {
   if (!w.fits(s)) throw std::invalid_argument("conv: weights were packed for another shape");
   if (detail::is_depthwise(s)) return conv_f32(s, x, w.plain(), y, ep);
-  detail::conv_gemm(s, x, [&](int gi) { return w.group(gi); }, y, ep);
+  // group(gi) is only asked for when transposed(gi) is nullptr (channel-major weights).
+  detail::conv_gemm(s, x, [&](int gi) { return w.group(gi); },
+                    [&](int gi) { return w.transposed(gi); }, y, ep);
 }
 
 // ConvTranspose (no bias): in = input spatial, out = output spatial, C = input channels,
