@@ -143,6 +143,31 @@ def test_compare():
     assert not cell.compare(ref + ref, ref, 1e-3, 0)["correct"]
 
 
+def test_compare_accepts_near_tied_detections_in_another_order():
+    import numpy as np
+
+    boxes = np.array([[0, 0, 10, 10], [5, 5, 20, 20], [1, 2, 3, 4], [7, 7, 9, 9]], np.float32)
+    scores = np.array([0.9, 0.8000004, 0.8, 0.5], np.float32)
+    labels = np.array([1, 2, 3, 4], np.int64)
+    names = ["det_boxes", "det_scores", "det_labels"]
+    swap = [0, 2, 1, 3]
+    got = [boxes[swap], scores[swap], labels[swap]]
+    plain = cell.compare(got, [boxes, scores, labels], 1e-3, 0)
+    assert not plain["correct"]  # without names, no reconciliation
+    res = cell.compare(got, [boxes, scores, labels], 1e-3, 0, names)
+    assert res["correct"] and "rows [1, 2]" in res["reordered"] and res["max_rel_err"] == 0
+    # rows whose scores are far apart must not be swapped
+    far = scores.copy()
+    far[1] = 0.85
+    got = [boxes[swap], far[swap], labels[swap]]
+    assert not cell.compare(got, [boxes, far, labels], 1e-3, 0, names)["correct"]
+    # a reorder that also changes a value is still wrong
+    bad = boxes[swap].copy()
+    bad[1, 0] += 1
+    assert not cell.compare([bad, scores[swap], labels[swap]], [boxes, scores, labels], 1e-3, 0,
+                            names)["correct"]
+
+
 def test_onnx_count_excludes_shape_plumbing():
     import onnx
     from onnx import TensorProto, helper

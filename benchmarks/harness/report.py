@@ -110,7 +110,8 @@ def render(result: dict) -> str:
             if c is None or c.get("max_rel_err") is None:
                 row.append("WRONG" if c is not None and c["status"] == "wrong" else _status_text(c))
             else:
-                row.append(f"{c['max_rel_err']:.1e}" + ("" if c.get("correct") else " WRONG"))
+                row.append(f"{c['max_rel_err']:.1e}" + ("" if c.get("correct") else " WRONG")
+                           + (" (ties reordered)" if c.get("reordered") else ""))
         rows.append(row)
     w(table(["model"] + fws, rows))
     w("\n")

@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict:
                   + f" ({ref.get('cell_s', 0):.1f} s)", flush=True)
         else:
             print(f"{ref['status']}: {ref.get('reason', '')[:200]}", flush=True)
-        ref_small = {k: ref.get(k) for k in ("onnx_path", "onnx_input_names", "n_outputs")}
+        ref_small = {k: ref.get(k) for k in ("onnx_path", "onnx_input_names", "n_outputs", "output_names")}
         for fw in fws:
             first_fail: dict | None = None
             for t in threads:
