@@ -167,6 +167,21 @@ def case_conv_pools():
                   ("m", f32(6)), ("v", np.abs(f32(6)) + 0.5), ("dw", f32(6, 1, 3, 3))])
 
 
+def case_window_epilogues():
+    """Window-engine anchors whose epilogue runs once per output row: a strided depthwise
+    conv + Relu6 stored through a transpose (a storing epilogue), a max pool + Relu."""
+    x = f32(1, 8, 15, 13)
+    return model([h.make_node("Conv", ["x", "dw", "b"], ["c"], group=8, kernel_shape=[3, 3],
+                              strides=[2, 2], pads=[1, 1, 1, 1]),
+                  h.make_node("Clip", ["c", "lo", "hi"], ["r"]),
+                  h.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 3, 1]),
+                  h.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  h.make_node("Relu", ["p"], ["y2"])],
+                 {"x": x}, ["y", "y2"],
+                 [("dw", f32(8, 1, 3, 3)), ("b", f32(8)), ("lo", np.float32(0)),
+                  ("hi", np.float32(0.5))])
+
+
 def case_conv_transpose_3d():
     x, v = f32(1, 3, 5, 6), f32(1, 2, 4, 5, 6)
     return model([h.make_node("ConvTranspose", ["x", "w", "b"], ["t"], strides=[2, 2],

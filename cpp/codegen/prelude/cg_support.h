@@ -142,10 +142,20 @@ void ep_tile(const void* fp, const float* tile, int nvk, float* c, long ldc, int
     }
   }
 }
+template <bool S, class F>
+void ep_run(const void* fp, const float* src, float* dst, int n, long row, long col0) {
+  const F& f = *static_cast<const F*>(fp);
+  for (int j = 0; j < n; j += W) {
+    const int nn = std::min(n - j, W);
+    vf v = gemm::load_lanes(src + j, nn);
+    f(v, row, col0 + j, nn);
+    if constexpr (!S) gemm::store_lanes(dst + j, v, nn);
+  }
+}
 }  // namespace detail
 template <bool S, class F>
 inline gemm::EpDyn<S> make_ep(const F& f, long r0 = 0) {
-  return {&detail::ep_vec<F>, &detail::ep_tile<S, F>, &f, r0};
+  return {&detail::ep_vec<F>, &detail::ep_tile<S, F>, &detail::ep_run<S, F>, &f, r0};
 }
 
 // Batched MatMul: run the batches in parallel (each GEMM on one thread) when there are

@@ -102,10 +102,17 @@ struct EpDyn {
   // adds C when load_c, applies the epilogue, stores into c (ldc) unless S.
   void (*tile)(const void* f, const float* tile, int nvk, float* c, long ldc, int m, int n,
                bool load_c, long row0, long col0);
+  // One row segment: the values src[0, n) (any alignment) are y[row, col0 .. col0 + n);
+  // applies the epilogue and stores them to dst unless S. Row kernels (the window engine)
+  // make one call per output row instead of one per vector.
+  void (*run)(const void* f, const float* src, float* dst, int n, long row, long col0);
   const void* f;
   long r0;
   void apply(vf& v, long row, long col, int n) const { vec(f, v, row + r0, col, n); }
-  EpDyn shifted(long rows) const { return {vec, tile, f, r0 + rows}; }
+  void apply_run(const float* src, float* dst, int n, long row, long col0) const {
+    run(f, src, dst, n, row + r0, col0);
+  }
+  EpDyn shifted(long rows) const { return {vec, tile, run, f, r0 + rows}; }
 };
 template <class Ep>
 struct IsEpDyn : std::false_type {};

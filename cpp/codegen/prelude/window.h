@@ -293,6 +293,10 @@ void run(const Geom& g, long n_planes, const float* x, const float* wt, long w_p
             const int oy = oy0 + r;
             const float* row = t + static_cast<long>(r) * pitch;
             const long col0 = (static_cast<long>(oz) * OY + oy) * OX;
+            if constexpr (gemm::IsEpDyn<Ep>::value && std::is_same_v<Post, PostNone>) {
+              ep.apply_run(row, yp + col0, OX, p, col0);  // one call per row, not per vector
+              continue;
+            }
             for (int ox = 0; ox < OX; ox += W) {
               const int n = std::min(W, OX - ox);
               vf v = post.apply(load_lanes(row + ox, n), oz, oy, ox, n);
