@@ -154,12 +154,15 @@ void with_offset(const Ep& ep, int off, F&& f) {
 // output plane on the vector (NR) side: a 7x7 plane is 49 of 64 columns (77% of the FMAs
 // useful). Swapping the roles puts the pixels on the MR side (49 of 56 rows) and the output
 // channels on the vector side. The price is a transpose of im2col (K x OHW moves), packing
-// it as A, and a transpose of the result (M x OHW). Measured on AVX-512, 1 thread
-// (benchmarks/conv_bench.py shapes): it wins on ResNet-50's 7x7 stage (3x3 512->512
-// 1.93 -> 1.61 ms; 1x1 stride 2 1024->2048 1.74 -> 1.47 ms) and loses elsewhere (14x14
-// 3x3 256->256 1.58 -> 1.88 ms; 8x8 and larger planes; K or M below a few hundred). So it
-// is taken only for planes of at most 64 pixels, K >= 512, M/g >= 256, and a tile fill
-// at least 10% better.
+// it as A, and a transpose of the result (M x OHW), and it scales worse on two threads
+// (fewer row panels). Measured on AVX-512 (ms, 1 / 2 threads, channel-major -> pixel-major):
+//   1x1 512->2048, 7x7            0.754 -> 0.620 / 0.431 -> 0.395
+//   1x1 stride 2 1024->2048, 14x14 1.739 -> 1.424 / 1.005 -> 0.921
+//   3x3 512->512, 7x7             2.004 -> 1.640 / 1.063 -> 1.199   (loses on 2 threads)
+//   1x1 2048->512, 7x7            0.785 -> 0.676 / 0.416 -> 0.467   (loses on 2 threads)
+//   3x3 256->256, 14x14           1.517 -> 1.845 / 1.053 -> 1.139   (loses)
+// so it is taken only where it won on both: planes of at most 64 pixels, K >= 512,
+// M/g >= 1024, and a tile fill at least 10% better.
 inline double tile_fill(long rows, long cols, long mr, long nr) {
   return static_cast<double>(rows) / gemm::round_up(static_cast<int>(rows), static_cast<int>(mr)) *
          static_cast<double>(cols) / gemm::round_up(static_cast<int>(cols), static_cast<int>(nr));
@@ -171,7 +174,7 @@ inline bool pixel_major(const ConvShape& s) {
   if (is_depthwise(s)) return false;
   const window::Geom g = geom(s);
   const long OHW = g.out_plane(), Mg = s.M / s.group, K = s.C / s.group * g.taps();
-  if (Mg < 256 || K < 512 || OHW > 64) return false;
+  if (Mg < 1024 || K < 512 || OHW > 64) return false;
   return tile_fill(OHW, Mg, gemm::kMR, gemm::kNR) > 1.10 * tile_fill(Mg, OHW, gemm::kMR, gemm::kNR);
 }
 

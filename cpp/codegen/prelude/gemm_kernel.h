@@ -143,6 +143,11 @@ inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __r
         for (int j = 0; j < NVK * W; j += 16) {
           __builtin_prefetch(b + (kk + 16) * kNR + j, 0, 3);
         }
+#ifndef DNNF_GEMM_NO_APREFETCH
+        // A two KU-chunks ahead, a line per k-step: constant weights (convolutions at small
+        // batch) come from memory, and their panels are used for only a few column tiles.
+        if (kk * 16 < kMR * kKU) __builtin_prefetch(a + 2 * kMR * kKU + kk * 16, 0, 3);
+#endif
       }
 #pragma GCC unroll 8
       for (int j = 0; j < NVK; ++j) bv[j] = v_load(b + kk * kNR + j * W);
