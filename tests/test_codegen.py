@@ -182,6 +182,18 @@ def case_window_epilogues():
                   ("hi", np.float32(0.5))])
 
 
+def case_maxpool_indices():
+    """MaxPool's Indices output (column-major, with padding) beside its values, whose Relu
+    is fused as the epilogue; a second pool with row-major indices and dilation."""
+    x = f32(2, 3, 9, 8)
+    return model([h.make_node("MaxPool", ["x"], ["v", "i"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1], storage_order=1),
+                  h.make_node("Relu", ["v"], ["y"]),
+                  h.make_node("MaxPool", ["x"], ["v2", "i2"], kernel_shape=[2, 3], dilations=[2, 1],
+                              pads=[0, 1, 0, 1])],
+                 {"x": x}, ["y", "i", "v2", "i2"])
+
+
 def case_conv_transpose_3d():
     x, v = f32(1, 3, 5, 6), f32(1, 2, 4, 5, 6)
     return model([h.make_node("ConvTranspose", ["x", "w", "b"], ["t"], strides=[2, 2],

@@ -202,8 +202,15 @@ void BlockLowerer::emit_library(const Node& n) {
     }
     case OpKind::MaxPool:
     case OpKind::AveragePool: {
-      if (n.outputs.size() > 1 && (!g_.consumers(n.outputs[1]).empty() || block_outputs_.count(n.outputs[1])))
-        throw UnsupportedOperatorError("MaxPool's Indices output is not generated yet (node '" + n.name + "')");
+      const bool indices = n.outputs.size() > 1 && n.outputs[1] != kNoValue &&
+                           (!g_.consumers(n.outputs[1]).empty() || block_outputs_.count(n.outputs[1]));
+      if (indices && !block_outputs_.count(n.outputs[1]))
+        throw UnsupportedOperatorError("MaxPool's Indices used inside its own fused block is not generated "
+                                       "(node '" + n.name + "')");
+      const int64_t storage_order = c.attr_int("storage_order", 0);
+      if (indices && storage_order != 0 && storage_order != 1)
+        throw UnsupportedOperatorError("MaxPool storage_order " + std::to_string(storage_order) +
+                                       " (node '" + n.name + "')");
       const std::vector<int64_t> od = dims_of(g_, n.outputs[0]);
       Window w = window_of(c, id, od, c.attr_ints("kernel_shape"));
       const std::string shape = "dnnf::pool::PoolShape{" + std::to_string(w.in.size()) + ", " +
@@ -215,8 +222,12 @@ void BlockLowerer::emit_library(const Node& n) {
       EpCode ep = epilogue(n, "0L");
       code_.line(std::string(n.op == OpKind::MaxPool ? "dnnf::pool::max_pool_f32(" : "dnnf::pool::avg_pool_f32(") +
                  shape + ", " + ptr(n.inputs[0]) + ", " + ep.y + ", " + ep.expr + ");");
+      if (indices)
+        code_.line("dnnf::pool::max_pool_indices(" + shape + ", " + ptr(n.inputs[0]) + ", " +
+                   ptr(n.outputs[1]) + ", " + (storage_order ? "true" : "false") + ");");
       code_.close();
-      stages_.push_back(std::string(op_info(n.op).name) + (epilogues_.count(n.id) ? " +epilogue" : ""));
+      stages_.push_back(std::string(op_info(n.op).name) + (indices ? " +indices" : "") +
+                        (epilogues_.count(n.id) ? " +epilogue" : ""));
       return;
     }
     case OpKind::GlobalAveragePool:

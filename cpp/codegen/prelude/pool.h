@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -150,6 +151,62 @@ void global_avg_pool_f32(int N, int C, long spatial, const float* x, float* y, c
 template <class Ep = EpNone>
 void global_max_pool_f32(int N, int C, long spatial, const float* x, float* y, const Ep& ep = {}) {
   detail::global_pool<true>(N, C, spatial, x, y, ep);
+}
+
+// MaxPool's Indices output, idx [N, C, out...]: the flat input index (n * C + c) * prod(in)
+// + position of the window's first maximum (a later tap wins only if strictly greater, so a
+// NaN found first stays), the position row-major over the spatial dims, or column-major
+// with column_major (ONNX storage_order = 1); padding taps never count. Scalar: the values
+// themselves come from max_pool_f32, with its epilogue, and this pass only adds indices.
+inline void max_pool_indices(const PoolShape& s, const float* x, int64_t* idx, bool column_major) {
+  const window::Geom g = detail::geom(s);
+  const long in_plane = g.in_plane(), out_plane = g.out_plane();
+  // Strides of the flat spatial index along (depth, height, width) of the geometry.
+  long st[3] = {static_cast<long>(g.in[1]) * g.in[2], g.in[2], 1};
+  if (column_major) {  // only the caller's nd dims exist; the geometry's leading dims are 1
+    const int lead = 3 - s.nd;
+    long acc = 1;
+    for (int i = lead; i < 3; ++i) {
+      st[i] = acc;
+      acc *= g.in[i];
+    }
+  }
+  const long planes = static_cast<long>(s.N) * s.C;
+  auto run = [&](long p0, long p1) {
+    for (long p = p0; p < p1; ++p) {
+      const float* xp = x + p * in_plane;
+      int64_t* ip = idx + p * out_plane;
+      for (int oz = 0; oz < g.out[0]; ++oz)
+        for (int oy = 0; oy < g.out[1]; ++oy)
+          for (int ox = 0; ox < g.out[2]; ++ox) {
+            bool seen = false;
+            float best = 0.0f;
+            long at = 0;
+            for (int kz = 0; kz < g.k[0]; ++kz) {
+              const int iz = oz * g.stride[0] + kz * g.dil[0] - g.pad[0];
+              if (iz < 0 || iz >= g.in[0]) continue;
+              for (int ky = 0; ky < g.k[1]; ++ky) {
+                const int iy = oy * g.stride[1] + ky * g.dil[1] - g.pad[1];
+                if (iy < 0 || iy >= g.in[1]) continue;
+                for (int kx = 0; kx < g.k[2]; ++kx) {
+                  const int ix = ox * g.stride[2] + kx * g.dil[2] - g.pad[2];
+                  if (ix < 0 || ix >= g.in[2]) continue;
+                  const float v = xp[(static_cast<long>(iz) * g.in[1] + iy) * g.in[2] + ix];
+                  if (!seen || v > best) {
+                    best = v;
+                    at = iz * st[0] + iy * st[1] + ix * st[2];
+                    seen = true;
+                  }
+                }
+              }
+            }
+            ip[(static_cast<long>(oz) * g.out[1] + oy) * g.out[2] + ox] = p * in_plane + at;
+          }
+    }
+  };
+  const long tasks = std::min<long>(planes, 4L * get_num_threads());
+  if (tasks <= 1 || planes * out_plane * g.taps() < 32768) return run(0, planes);
+  parallel_for(static_cast<int>(tasks), [&](int t) { run(planes * t / tasks, planes * (t + 1) / tasks); });
 }
 
 }  // namespace dnnf::pool
