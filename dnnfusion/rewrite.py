@@ -44,6 +44,14 @@ def fold_batch_norm(ecg: ECG) -> ECG:
     return ECG(_core.fold_batch_norm(ecg.graph))
 
 
+def fold_input_scale(ecg: ECG) -> ECG:
+    """Conv(x * s, W) -> Conv(x, W * s) for a computed per-input-channel scale s (the
+    squeeze-and-excitation gate of MobileNetV3/EfficientNet blocks): the Conv is linear in
+    each input channel. Taken where W is under half the size of x, so the scaling moves from
+    the activation to the (smaller) weights; group 1 only; x * s must have no other reader."""
+    return ECG(_core.fold_input_scale(ecg.graph))
+
+
 def apply_algebraic_rules(ecg: ECG) -> ECG:
     """Rewrites with the algebraic rule table (``algebra_rules()``) where FLOPs drop."""
     return ECG(_core.apply_algebraic_rules(ecg.graph))
@@ -89,6 +97,7 @@ DEFAULT_PASSES: list[Pass] = [
     remove_identities,                # no-ops (Identity, Dropout, same-shape Reshape) hide patterns
     fold_constants,                   # shape arithmetic and weight preprocessing become constants
     fold_batch_norm,                  # Conv/Gemm + BN (+ per-channel scale/shift) -> one Conv/Gemm
+    fold_input_scale,                 # Conv(x * s) -> Conv(x, W * s): SE gates scale the weights
     eliminate_common_subexpressions,  # exports duplicate nodes; the rules need one x in x*a + x*b
     apply_algebraic_rules,            # Table 3 identities, where they lower FLOPs, to a fixpoint
     merge_layout_chains,              # the rules can leave Reshape/Transpose chains adjacent
@@ -171,6 +180,7 @@ def rewrite(ecg: ECG, passes: Sequence[Pass] | None = None,
 
 __all__ = [
     "rewrite", "RewriteReport", "PassStats", "DEFAULT_PASSES", "AlgebraRule", "algebra_rules",
-    "flops", "remove_identities", "fold_constants", "fold_batch_norm", "apply_algebraic_rules",
+    "flops", "remove_identities", "fold_constants", "fold_batch_norm", "fold_input_scale",
+    "apply_algebraic_rules",
     "merge_layout_chains", "eliminate_common_subexpressions", "eliminate_dead_code",
 ]

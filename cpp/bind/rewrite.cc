@@ -74,4 +74,6 @@ void bind_rewrite_folding(py::module_& m) {
      "Folds nodes whose inputs are constants; evaluator(op, inputs, attrs, num_outputs) computes them.");
   m.def("fold_batch_norm", [](const Graph& g) { return std::make_shared<Graph>(fold_batch_norm(g)); },
         "Folds BatchNormalization and per-channel Mul/Add/Sub/Div into the preceding Conv/Gemm.");
+  m.def("fold_input_scale", [](const Graph& g) { return std::make_shared<Graph>(fold_input_scale(g)); },
+        "Folds a computed per-input-channel scale (x * s) into the following Conv's weights.");
 }

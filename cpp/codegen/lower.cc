@@ -126,7 +126,11 @@ void BlockLowerer::emit_pointwise(ValueId v) {
     VarTable vt;
     std::vector<IExpr> idx;
     int inner;
-    const int64_t L = flat ? std::min<int64_t>(total, 4096) : (d.empty() ? 1 : d.back());
+    // The row form puts the vector on the last dim longer than 1: trailing dims of 1 (an
+    // SE gate times weights [M, C, 1, 1]) would otherwise make rows of one element.
+    size_t last = d.empty() ? 0 : d.size() - 1;
+    while (!flat && last > 0 && d[last] == 1) --last;
+    const int64_t L = flat ? std::min<int64_t>(total, 4096) : (d.empty() ? 1 : d[last]);
     const int64_t rows = (total + L - 1) / L;
     try {
       if (flat) {
@@ -135,16 +139,21 @@ void BlockLowerer::emit_pointwise(ValueId v) {
       } else {
         std::vector<int64_t> strides(d.size(), 1);
         for (int k = static_cast<int>(d.size()) - 2; k >= 0; --k) strides[k] = strides[k + 1] * d[k + 1];
-        for (size_t k = 0; k + 1 < d.size(); ++k) {
+        for (size_t k = 0; k < last; ++k) {
           int var = vt.add("i" + std::to_string(k), d[k]);
           idx.push_back(IExpr::var(var));
           // Declared even for a dim of 1: conditions (Trilu) may name it.
           body.line("const long i" + std::to_string(k) + " = (o / " +
-                      std::to_string(strides[k] / (d.empty() ? 1 : d.back())) + "L) % " +
+                      std::to_string(strides[k] / strides[last] / (d.empty() ? 1 : d[last])) + "L) % " +
                       std::to_string(d[k]) + "L;");
         }
-        inner = vt.add("j", d.empty() ? 1 : d.back());
+        inner = vt.add("j", d.empty() ? 1 : d[last]);
         if (!d.empty()) idx.push_back(IExpr::var(inner));
+        for (size_t k = last + 1; k < d.size(); ++k) {  // trailing dims of 1
+          int var = vt.add("i" + std::to_string(k), 1);
+          idx.push_back(IExpr::var(var));
+          body.line("const long i" + std::to_string(k) + " = 0;");
+        }
       }
       if (flat) {
         body.open("for (long j = o * " + std::to_string(L) + "L, je = std::min<long>(j + " +

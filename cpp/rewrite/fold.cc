@@ -244,4 +244,63 @@ Graph fold_batch_norm(const Graph& g) {
   return eliminate_dead_code(rb.finish());
 }
 
+// ---- Input-channel scales folded into Conv weights -------------------------------------
+
+namespace {
+
+int64_t static_numel(const TensorType& t) { return t.is_static() ? t.numel() : -1; }
+
+// Whether s (computed, f32) broadcasts against y = [N, C, spatial...] along axis 1 only and
+// not along the batch (the same scale for every image), so that it broadcasts the same way
+// against Conv weights [M, C, k...].
+bool channel_scale(const Graph& g, ValueId s, const TensorType& y) {
+  const TensorType& t = g.value(s).type;
+  if (g.value(s).constant || t.dtype != DType::F32 || !t.is_static() || t.shape.size() > y.shape.size())
+    return false;
+  const size_t lead = y.shape.size() - t.shape.size();
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    const int64_t d = t.shape[i].value;
+    if (d != 1 && !(lead + i == 1 && y.shape[1].is_static() && d == y.shape[1].value)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Graph fold_input_scale(const Graph& g) {
+  std::vector<int> readers(g.values().size(), 0);
+  for (const Node& n : g.nodes())
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] != kNoValue && std::count(n.inputs.begin(), n.inputs.begin() + i, n.inputs[i]) == 0)
+        ++readers[n.inputs[i]];
+  Rebuilder rb(g);
+  for (const Node& n : g.nodes()) {
+    ValueId out = kNoValue;
+    const ValueId v = n.op == OpKind::Conv && !n.inputs.empty() ? n.inputs[0] : kNoValue;
+    const bool group1 = !n.has_attr("group") || n.attrs.at("group").i == 1;
+    if (v != kNoValue && group1 && n.inputs.size() > 1 && g.value(v).producer >= 0 && readers[v] == 1 &&
+        !g.is_graph_output(v)) {
+      const Node& m = g.node(g.value(v).producer);
+      const TensorType& vt = g.value(v).type;
+      const ValueId w = n.inputs[1];
+      const int64_t wn = static_numel(g.value(w).type), xn = static_numel(vt);
+      if (m.op == OpKind::Mul && m.inputs.size() == 2 && vt.dtype == DType::F32 && wn > 0 && xn > 0 &&
+          2 * wn < xn && g.value(w).type.shape.size() == vt.shape.size()) {
+        for (size_t i : {size_t{0}, size_t{1}}) {
+          const ValueId x = m.inputs[i], s = m.inputs[1 - i];
+          if (!(g.value(x).type == vt) || !channel_scale(g, s, vt)) continue;
+          const ValueId ws = rb.emit(OpKind::Mul, {rb.map(w), rb.map(s)}, {}, n.name + ".scaled_weight");
+          std::vector<ValueId> ins = {rb.map(x), ws};
+          if (n.inputs.size() > 2) ins.push_back(n.inputs[2] == kNoValue ? kNoValue : rb.map(n.inputs[2]));
+          out = rb.dst().add_node(OpKind::Conv, ins, n.attrs, 1, n.name, {g.value(n.outputs[0]).name})[0];
+          break;
+        }
+      }
+    }
+    if (out == kNoValue) rb.copy(n);
+    else rb.replace(n, {out});
+  }
+  return eliminate_dead_code(rb.finish());
+}
+
 }  // namespace dnnf

@@ -60,4 +60,12 @@ Graph fold_constants(const Graph& g, const Evaluator& eval);
 // Weights are recomputed in double and stored in their dtype (f32/f64).
 Graph fold_batch_norm(const Graph& g);
 
+// A Conv (group 1) whose input is x * s, with s a computed per-channel scale that broadcasts
+// along the input channels only (the squeeze-and-excitation gate), becomes Conv(x, W * s):
+// conv is linear in each input channel, so scaling the channel's input scales its weights.
+// Taken where the weights are smaller than half the activation (the weights are then
+// scaled and packed on every call instead of the activation being scaled), and only when
+// nothing else reads x * s.
+Graph fold_input_scale(const Graph& g);
+
 }  // namespace dnnf
