@@ -37,6 +37,27 @@ inline vf v_exp(vf x) {
   return v_select(v_cmp_lt(x, lo), v_zero(), e);
 }
 
+// exp for x <= 0 (or NaN), bit for bit v_exp there: no upper clamp, and 2^n applied as one
+// factor, since n >= -126 after the flush (y * 2^n1 * 2^n2 and y * 2^n are the same exact
+// scaling). Sigmoid, softplus and the erfc tail only ever need it, and save a quarter of
+// the work.
+inline vf v_exp_nonpos_(vf x) {
+  const vf lo = v_set1(-87.33f);
+  vf xc = v_max(lo, x);  // constant first: NaN passes through
+  vf n = v_round(v_mul(xc, v_set1(1.44269504088896341f)));
+  vf r = v_fma(n, v_set1(-0.693359375f), xc);
+  r = v_fma(n, v_set1(2.12194440e-4f), r);
+  vf y = v_set1(1.9875691500e-4f);
+  y = v_fma(y, r, v_set1(1.3981999507e-3f));
+  y = v_fma(y, r, v_set1(8.3334519073e-3f));
+  y = v_fma(y, r, v_set1(4.1665795894e-2f));
+  y = v_fma(y, r, v_set1(1.6666665459e-1f));
+  y = v_fma(y, r, v_set1(5.0000001201e-1f));
+  y = v_fma(y, v_mul(r, r), r);
+  y = v_add(y, v_set1(1.0f));
+  return v_select(v_cmp_lt(x, lo), v_zero(), v_mul(y, v_pow2n(n)));
+}
+
 // log: Cephes logf (mantissa folded to [sqrt(1/2), sqrt(2)), degree-8 polynomial); about
 // 1 ulp. Subnormals are scaled up first; log(0) = -inf, log(x < 0) = NaN, log(+inf) = +inf.
 inline vf v_log(vf x) {
@@ -112,7 +133,7 @@ inline vf v_tanh(vf x) {
 // overflows, so results stay accurate down to 2^-126 (below, 0: see v_exp).
 inline vf v_sigmoid(vf x) {
   const vf one = v_set1(1.0f);
-  vf e = v_exp(v_neg(v_abs(x)));
+  vf e = v_exp_nonpos_(v_neg(v_abs(x)));
   return v_div(v_select(v_cmp_lt(x, v_zero()), e, one), v_add(one, e));
 }
 
@@ -126,7 +147,7 @@ inline vf v_erfc_tail_(vf a) {
   a = v_min(v_set1(9.1f), a);
   vf hi = v_mul(a, a);
   vf lo = v_fma(a, a, v_neg(hi));
-  vf g = v_exp(v_neg(hi));
+  vf g = v_exp_nonpos_(v_neg(hi));
   g = v_fnma(lo, g, g);  // exp(-hi - lo) ~= exp(-hi) (1 - lo)
   vf u = v_div(v_set1(1.0f), v_fma(a, v_set1(0.5f), v_set1(1.0f)));
   vf r = v_set1(-7.096736878e-02f);
@@ -200,7 +221,7 @@ inline vf v_hard_sigmoid(vf x, float alpha, float beta) {
 inline vf v_hard_swish(vf x) { return v_mul(x, v_hard_sigmoid(x, 1.0f / 6.0f, 0.5f)); }
 // softplus = log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow, no cancellation.
 inline vf v_softplus(vf x) {
-  return v_add(v_max(v_zero(), x), v_log1p(v_exp(v_neg(v_abs(x)))));
+  return v_add(v_max(v_zero(), x), v_log1p(v_exp_nonpos_(v_neg(v_abs(x)))));
 }
 inline vf v_mish(vf x) { return v_mul(x, v_tanh(v_softplus(x))); }
 // Gelu (erf form) as x/2 erfc(-x/sqrt 2): no cancellation of 1 + erf for x << 0.
