@@ -223,7 +223,17 @@ inline vf v_hard_swish(vf x) { return v_mul(x, v_hard_sigmoid(x, 1.0f / 6.0f, 0.
 inline vf v_softplus(vf x) {
   return v_add(v_max(v_zero(), x), v_log1p(v_exp_nonpos_(v_neg(v_abs(x)))));
 }
-inline vf v_mish(vf x) { return v_mul(x, v_tanh(v_softplus(x))); }
+// mish = x tanh(log(1 + e^x)) = x n / (n + 2) with n = e^x (e^x + 2): one exp and one
+// division instead of exp, log1p (a log and a division) and tanh (an exp and a division).
+// No cancellation anywhere: for x << 0, n / (n + 2) ~ e^x. Above x = 20 tanh(softplus(x))
+// rounds to 1 (and e^2x would overflow near 44), so the result is x itself.
+inline vf v_mish(vf x) {
+  const vf big = v_set1(20.0f), two = v_set1(2.0f);
+  vf u = v_exp(v_min(big, x));  // data second: NaN passes
+  vf n = v_mul(u, v_add(u, two));
+  vf r = v_mul(x, v_div(n, v_add(n, two)));
+  return v_select(v_cmp_gt(x, big), x, r);
+}
 // Gelu (erf form) as x/2 erfc(-x/sqrt 2): no cancellation of 1 + erf for x << 0.
 inline vf v_gelu_erf(vf x) {
   return v_mul(v_mul(x, v_set1(0.5f)), v_erfc(v_mul(x, v_set1(-0.707106781186547524f))));
