@@ -185,11 +185,11 @@ def locate_raw_data(path: str) -> dict[str, tuple[int, int]]:
 # ------------------------------------------------------------------------------------------
 # Reading and writing entries
 # ------------------------------------------------------------------------------------------
-def _read_into(f: Any, offset: int, arr: np.ndarray) -> None:
+def _read_into(f: Any, offset: int, target: np.ndarray | memoryview) -> None:
     f.seek(offset)
-    view = memoryview(arr.reshape(-1).view(np.uint8))
+    view = target if isinstance(target, memoryview) else memoryview(target.reshape(-1).view(np.uint8))
     done = 0
-    while done < arr.nbytes:  # an unbuffered read may return less than asked
+    while done < len(view):  # an unbuffered read may return less than asked
         n = f.readinto(view[done:])
         if not n:
             raise OSError("short read")
@@ -197,34 +197,35 @@ def _read_into(f: Any, offset: int, arr: np.ndarray) -> None:
 
 
 def _read_all(todo: list[tuple[str, Path, int, np.ndarray]]) -> None:
-    """Fills the arrays from their files, on two threads: the time goes into first-touch
-    page faults and copying, which the kernel does in parallel for parallel readers."""
+    """Fills the arrays from their files, on two threads, in pieces of at most 32 MiB (one
+    huge weight, e.g. VGG-16's 411 MB classifier, is then split too): the time goes into
+    first-touch page faults and copying, which the kernel does in parallel for parallel
+    readers."""
+    piece = 32 << 20
+    jobs: list[tuple[Path, int, memoryview]] = []
+    for _, file, offset, arr in todo:
+        view = memoryview(arr.reshape(-1).view(np.uint8))
+        for lo in range(0, arr.nbytes, piece):
+            jobs.append((file, offset + lo, view[lo:lo + piece]))
+
     def work(part: list) -> None:
         files: dict[Path, Any] = {}
         try:
-            for _, file, offset, arr in part:
+            for file, offset, view in part:
                 if file not in files:
                     files[file] = open(file, "rb", buffering=0)
-                _read_into(files[file], offset, arr)
+                _read_into(files[file], offset, view)
         finally:
             for f in files.values():
                 f.close()
 
-    total = sum(t[3].nbytes for t in todo)
-    if total < (64 << 20) or len(todo) < 2:
-        work(todo)
+    if sum(len(j[2]) for j in jobs) < (64 << 20) or len(jobs) < 2:
+        work(jobs)
         return
-    # Split into two halves of about equal bytes.
-    half, acc, cut = total / 2, 0, len(todo)
-    for i, t in enumerate(todo):
-        acc += t[3].nbytes
-        if acc >= half:
-            cut = i + 1
-            break
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(2) as ex:
-        for fut in [ex.submit(work, todo[:cut]), ex.submit(work, todo[cut:])]:
+        for fut in [ex.submit(work, jobs[0::2]), ex.submit(work, jobs[1::2])]:
             fut.result()
 
 
