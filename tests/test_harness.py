@@ -246,3 +246,28 @@ def test_zoo_loads_when_dnnfusion_core_is_broken():
                        cwd=str(REPO / "benchmarks"))
     assert r.returncode == 0, r.stderr[-2000:]
     assert int(r.stdout.strip().splitlines()[-1]) == 18
+
+
+def test_merge_runs(run, tmp_path):
+    """Runs made separately (e.g. untuned TVM alone) merge into one set of tables: a later
+    file's cell replaces an earlier one with the same (model, framework, threads)."""
+    import copy
+
+    import merge_results
+
+    res, _ = run
+    other = copy.deepcopy(res)
+    for c in other["cells"]:
+        c["kernels"] = 12345  # recognisable
+    other["frameworks"] = ["ort"]
+    other["cells"] = [c for c in other["cells"] if c["framework"] == "ort"]
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(res))
+    b.write_text(json.dumps(other))
+    merged = merge_results.main([str(a), str(b), "--out", str(tmp_path / "out"), "--quiet"])
+    assert merged["frameworks"] == res["frameworks"]
+    ort = [c for c in merged["cells"] if c["framework"] == "ort"]
+    assert ort and all(c["kernels"] == 12345 for c in ort)
+    assert len(merged["cells"]) == len(res["cells"])
+    tables = next((tmp_path / "out").glob("*-merged-tables.txt")).read_text()
+    assert "Merged from:" in tables and "12345" in tables and "tiny_cnn" in tables
