@@ -90,6 +90,16 @@ Graph fold_constants(const Graph& g, const Evaluator& eval) {
 
 namespace {
 
+// How many distinct nodes read each value.
+std::vector<int> reader_counts(const Graph& g) {
+  std::vector<int> readers(g.values().size(), 0);
+  for (const Node& n : g.nodes())
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] != kNoValue && std::count(n.inputs.begin(), n.inputs.begin() + i, n.inputs[i]) == 0)
+        ++readers[n.inputs[i]];
+  return readers;
+}
+
 // y -> y * scale[o] + shift[o] along the output channels o of a Conv or Gemm.
 struct ChannelAffine {
   std::vector<double> scale, shift;
@@ -213,11 +223,7 @@ ValueId fold_into(Rebuilder& rb, const Node& p, const ChannelAffine& a, const st
 }  // namespace
 
 Graph fold_batch_norm(const Graph& g) {
-  std::vector<int> readers(g.values().size(), 0);  // consumer nodes per value
-  for (const Node& n : g.nodes())
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (n.inputs[i] != kNoValue && std::count(n.inputs.begin(), n.inputs.begin() + i, n.inputs[i]) == 0)
-        ++readers[n.inputs[i]];
+  const std::vector<int> readers = reader_counts(g);
   Rebuilder rb(g);
   for (const Node& n : g.nodes()) {
     ValueId out = kNoValue;
@@ -268,11 +274,7 @@ bool channel_scale(const Graph& g, ValueId s, const TensorType& y) {
 }  // namespace
 
 Graph fold_input_scale(const Graph& g) {
-  std::vector<int> readers(g.values().size(), 0);
-  for (const Node& n : g.nodes())
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (n.inputs[i] != kNoValue && std::count(n.inputs.begin(), n.inputs.begin() + i, n.inputs[i]) == 0)
-        ++readers[n.inputs[i]];
+  const std::vector<int> readers = reader_counts(g);
   Rebuilder rb(g);
   for (const Node& n : g.nodes()) {
     ValueId out = kNoValue;

@@ -156,7 +156,8 @@ void CpuExecutable::check(const std::vector<TensorRef>& given, const std::vector
   }
 }
 
-void CpuExecutable::run(const std::vector<TensorRef>& inputs, const std::vector<TensorRef>& outputs) {
+void CpuExecutable::run_with(const std::vector<TensorRef>& inputs, const std::vector<TensorRef>& outputs,
+                             double* seconds) {
   check(inputs, module_.inputs, "input");
   check(outputs, module_.outputs, "output");
   std::vector<const void*> in;
@@ -165,23 +166,19 @@ void CpuExecutable::run(const std::vector<TensorRef>& inputs, const std::vector<
   for (const TensorRef& t : outputs) out.push_back(t.data);
   char err[kErrLen] = {0};
   std::lock_guard<std::mutex> lock(mu_);
-  int rc = run_(state_, in.data(), out.data(), arena_.get(), num_threads_, err, kErrLen);
+  int rc = seconds ? run_timed_(state_, in.data(), out.data(), arena_.get(), num_threads_, seconds, err, kErrLen)
+                   : run_(state_, in.data(), out.data(), arena_.get(), num_threads_, err, kErrLen);
   if (rc != 0) throw Error(std::string("the compiled model failed: ") + (err[0] ? err : "no message"));
+}
+
+void CpuExecutable::run(const std::vector<TensorRef>& inputs, const std::vector<TensorRef>& outputs) {
+  run_with(inputs, outputs, nullptr);
 }
 
 std::vector<double> CpuExecutable::run_timed(const std::vector<TensorRef>& inputs,
                                              const std::vector<TensorRef>& outputs) {
-  check(inputs, module_.inputs, "input");
-  check(outputs, module_.outputs, "output");
-  std::vector<const void*> in;
-  std::vector<void*> out;
-  for (const TensorRef& t : inputs) in.push_back(t.data);
-  for (const TensorRef& t : outputs) out.push_back(t.data);
   std::vector<double> seconds(module_.kernels.size() + 1, 0.0);
-  char err[kErrLen] = {0};
-  std::lock_guard<std::mutex> lock(mu_);
-  int rc = run_timed_(state_, in.data(), out.data(), arena_.get(), num_threads_, seconds.data(), err, kErrLen);
-  if (rc != 0) throw Error(std::string("the compiled model failed: ") + (err[0] ? err : "no message"));
+  run_with(inputs, outputs, seconds.data());
   return seconds;
 }
 

@@ -71,6 +71,8 @@ class CpuExecutable {
 
   void check(const std::vector<TensorRef>& given, const std::vector<ValueId>& want,
              const char* what) const;
+  // run() and run_timed(): seconds (kernels + 1 entries) or nullptr.
+  void run_with(const std::vector<TensorRef>& inputs, const std::vector<TensorRef>& outputs, double* seconds);
 
   std::shared_ptr<const Graph> graph_;
   GeneratedModule module_;

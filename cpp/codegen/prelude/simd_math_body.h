@@ -11,15 +11,9 @@
 inline vf v_rcp(vf a) { return v_div(v_set1(1.0f), a); }  // exact 1/x, not an estimate
 inline vf v_rsqrt(vf a) { return v_div(v_set1(1.0f), v_sqrt(a)); }
 
-// exp: Cephes expf range reduction (n = round(x log2 e), r = x - n ln2 in two FMA steps) and
-// its degree-5 polynomial; about 1 ulp. Results below 2^-126 are flushed to 0 (x < -87.33):
-// computing a subnormal costs a ~100-cycle microcode assist per vector on x86, and masked
-// softmax rows (-1e9, -inf) would hit it on every element. x > 88.72 gives +inf, NaN stays
-// NaN. 2^n is applied as two factors so n = 128 (results near FLT_MAX) needs no special case.
-inline vf v_exp(vf x) {
-  const vf lo = v_set1(-87.33f);
-  // Constant first: v_min/v_max return their second operand on NaN, so NaN passes through.
-  vf xc = v_max(lo, v_min(v_set1(88.8f), x));
+// The core of exp: n = round(x log2 e), r = x - n ln2 (two FMA steps), and e^r from the
+// Cephes degree-5 polynomial; e^x = e^r 2^n.
+inline vf v_exp_core_(vf xc, vf* n_out) {
   vf n = v_round(v_mul(xc, v_set1(1.44269504088896341f)));
   vf r = v_fma(n, v_set1(-0.693359375f), xc);
   r = v_fma(n, v_set1(2.12194440e-4f), r);
@@ -30,7 +24,21 @@ inline vf v_exp(vf x) {
   y = v_fma(y, r, v_set1(1.6666665459e-1f));
   y = v_fma(y, r, v_set1(5.0000001201e-1f));
   y = v_fma(y, v_mul(r, r), r);
-  y = v_add(y, v_set1(1.0f));
+  *n_out = n;
+  return v_add(y, v_set1(1.0f));
+}
+
+// exp: Cephes expf range reduction (n = round(x log2 e), r = x - n ln2 in two FMA steps) and
+// its degree-5 polynomial; about 1 ulp. Results below 2^-126 are flushed to 0 (x < -87.33):
+// computing a subnormal costs a ~100-cycle microcode assist per vector on x86, and masked
+// softmax rows (-1e9, -inf) would hit it on every element. x > 88.72 gives +inf, NaN stays
+// NaN. 2^n is applied as two factors so n = 128 (results near FLT_MAX) needs no special case.
+inline vf v_exp(vf x) {
+  const vf lo = v_set1(-87.33f);
+  // Constant first: v_min/v_max return their second operand on NaN, so NaN passes through.
+  vf xc = v_max(lo, v_min(v_set1(88.8f), x));
+  vf n;
+  vf y = v_exp_core_(xc, &n);
   vf n1 = v_floor(v_mul(n, v_set1(0.5f)));
   vf n2 = v_sub(n, n1);
   vf e = v_mul(v_mul(y, v_pow2n(n1)), v_pow2n(n2));
@@ -43,18 +51,8 @@ inline vf v_exp(vf x) {
 // the work.
 inline vf v_exp_nonpos_(vf x) {
   const vf lo = v_set1(-87.33f);
-  vf xc = v_max(lo, x);  // constant first: NaN passes through
-  vf n = v_round(v_mul(xc, v_set1(1.44269504088896341f)));
-  vf r = v_fma(n, v_set1(-0.693359375f), xc);
-  r = v_fma(n, v_set1(2.12194440e-4f), r);
-  vf y = v_set1(1.9875691500e-4f);
-  y = v_fma(y, r, v_set1(1.3981999507e-3f));
-  y = v_fma(y, r, v_set1(8.3334519073e-3f));
-  y = v_fma(y, r, v_set1(4.1665795894e-2f));
-  y = v_fma(y, r, v_set1(1.6666665459e-1f));
-  y = v_fma(y, r, v_set1(5.0000001201e-1f));
-  y = v_fma(y, v_mul(r, r), r);
-  y = v_add(y, v_set1(1.0f));
+  vf n;
+  vf y = v_exp_core_(v_max(lo, x), &n);  // constant first: NaN passes through
   return v_select(v_cmp_lt(x, lo), v_zero(), v_mul(y, v_pow2n(n)));
 }
 
