@@ -143,6 +143,16 @@ def conv(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
 
 
 
+def nhwc_conv(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    """The internal NhwcConv: Conv with the channels last (X [N, spatial..., C],
+    Y [N, spatial..., M]; W, B and the attributes as Conv's)."""
+    x = inputs[0]
+    if x.ndim < 3:
+        raise ValueError(f"NhwcConv: X must have rank >= 3, got shape {x.shape}")
+    to_first = (0, x.ndim - 1, *range(1, x.ndim - 1))
+    (y,) = conv([np.transpose(x, to_first), *inputs[1:]], attrs)
+    return [np.ascontiguousarray(np.transpose(y, (0, *range(2, y.ndim), 1)))]
+
 def conv_transpose(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     x, w, b = inputs[0], inputs[1], _input(inputs, 2)
     _check_kernel_shape("ConvTranspose", attrs, w)

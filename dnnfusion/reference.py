@@ -683,6 +683,7 @@ KERNELS: dict[str, Kernel] = {
     "BatchNormalization": _batch_norm,
     "Conv": nn.conv,
     "ConvTranspose": nn.conv_transpose,
+    "NhwcConv": nn.nhwc_conv,
     "Gemm": _gemm,
     "MatMul": _matmul,
     "InstanceNormalization": _instance_norm,

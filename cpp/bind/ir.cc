@@ -105,6 +105,7 @@ void bind_ir(py::module_& m) {
       r["commutative"] = o.commutative();
       r["associative"] = o.associative();
       r["distributive"] = o.distributive();
+      r["internal"] = o.internal();
       r["has_shape_rule"] = has_shape_rule(o.kind);
       rows.append(r);
     }

@@ -41,7 +41,7 @@ Evaluator python_evaluator(py::object fn) {
     for (const auto& [k, a] : n.attrs) attrs[py::str(k)] = attr_to_py(a);
     py::object res;
     try {
-      res = fn(n.info().onnx_name, args, attrs, n.outputs.size());
+      res = fn(n.info().name, args, attrs, n.outputs.size());
     } catch (py::error_already_set& e) {
       if (e.matches(PyExc_NotImplementedError)) return {};
       throw;
@@ -76,4 +76,37 @@ void bind_rewrite_folding(py::module_& m) {
         "Folds BatchNormalization and per-channel Mul/Add/Sub/Div into the preceding Conv/Gemm.");
   m.def("fold_input_scale", [](const Graph& g) { return std::make_shared<Graph>(fold_input_scale(g)); },
         "Folds a computed per-input-channel scale (x * s) into the following Conv's weights.");
+  m.def("select_layout", [](const Graph& g, const std::string& mode) {
+    LayoutMode lm;
+    if (mode == "auto") lm = LayoutMode::Auto;
+    else if (mode == "nchw") lm = LayoutMode::Nchw;
+    else if (mode == "nhwc") lm = LayoutMode::Nhwc;
+    else throw py::value_error("layout must be 'auto', 'nchw' or 'nhwc', got '" + mode + "'");
+    LayoutReport rep;
+    auto out = std::make_shared<Graph>(select_layout(g, lm, &rep));
+    py::list regions;
+    for (const LayoutRegion& r : rep.regions) {
+      py::dict d;
+      d["convs"] = r.convs;
+      d["gain_us"] = r.gain_us;
+      d["cost_us"] = r.cost_us;
+      d["nhwc"] = r.nhwc;
+      regions.append(d);
+    }
+    py::dict report;
+    report["regions"] = regions;
+    report["convs_nhwc"] = rep.convs_nhwc;
+    report["transposes_in"] = rep.transposes_in;
+    report["transposes_out"] = rep.transposes_out;
+    return py::make_tuple(out, report);
+  }, py::arg("graph"), py::arg("mode") = "auto",
+     "Inter-block layout: runs regions of convolutions channels last where the cost model says "
+     "it pays; returns (graph, report).");
+  m.def("layout_conv_us", [](int64_t C, int64_t M, int64_t group, int64_t taps, int64_t stride,
+                             int64_t in_pixels, int64_t out_pixels, bool nhwc) {
+    ConvGeometry c{C, M, group, taps, stride, in_pixels, out_pixels, 1};
+    return layout_conv_us(c, nhwc);
+  }, py::arg("C"), py::arg("M"), py::arg("group"), py::arg("taps"), py::arg("stride"),
+     py::arg("in_pixels"), py::arg("out_pixels"), py::arg("nhwc"),
+     "The layout cost model's estimated microseconds for one convolution.");
 }

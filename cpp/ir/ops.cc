@@ -48,7 +48,7 @@ std::optional<OpKind> op_from_name(std::string_view name) {
 
 std::optional<OpKind> op_from_onnx_name(std::string_view name) {
   for (const OpInfo& o : kOps)
-    if (name == o.onnx_name) return o.kind;
+    if (!o.internal() && name == o.onnx_name) return o.kind;
   return std::nullopt;
 }
 

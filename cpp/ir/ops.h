@@ -14,7 +14,7 @@ const char* mapping_type_name(MappingType t);  // "One-to-One", ...
 std::optional<MappingType> parse_mapping_type(std::string_view s);
 
 // Algebraic properties (bit flags).
-enum : uint32_t { kNone = 0, kComm = 1u << 0, kAssoc = 1u << 1, kDist = 1u << 2 };
+enum : uint32_t { kNone = 0, kComm = 1u << 0, kAssoc = 1u << 1, kDist = 1u << 2, kInternal = 1u << 3 };
 
 enum class OpKind : uint16_t {
 #define DNNF_OP(name, onnx, mapping, min_in, max_in, min_out, max_out, props) name,
@@ -24,8 +24,8 @@ enum class OpKind : uint16_t {
 
 struct OpInfo {
   OpKind kind;
-  const char* name;       // ECG name (equal to the ONNX name for every op today)
-  const char* onnx_name;  // ONNX op_type in the default domain
+  const char* name;       // ECG name (equal to the ONNX name for every ONNX op)
+  const char* onnx_name;  // ONNX op_type in the default domain; "" for internal ops
   MappingType mapping;
   int min_inputs, max_inputs;    // max -1: variadic
   int min_outputs, max_outputs;  // max -1: variadic
@@ -34,6 +34,7 @@ struct OpInfo {
   bool commutative() const { return properties & kComm; }
   bool associative() const { return properties & kAssoc; }
   bool distributive() const { return properties & kDist; }
+  bool internal() const { return properties & kInternal; }
 };
 
 constexpr int kNumOps = 0
@@ -44,6 +45,6 @@ constexpr int kNumOps = 0
 
 const OpInfo& op_info(OpKind k);
 std::optional<OpKind> op_from_name(std::string_view name);       // ECG name
-std::optional<OpKind> op_from_onnx_name(std::string_view name);  // ONNX op_type
+std::optional<OpKind> op_from_onnx_name(std::string_view name);  // ONNX op_type; never internal
 
 }  // namespace dnnf

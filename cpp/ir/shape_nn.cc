@@ -146,6 +146,27 @@ void conv_rule(InferCtx& c) {
   c.out[0] = {c.dtype(0), out};
 }
 
+// NhwcConv: Conv with the channels last, X [N, spatial..., C] -> Y [N, spatial..., M].
+void nhwc_conv_rule(InferCtx& c) {
+  int64_t group = conv_common(c, "(M, C/group, kernel...)");
+  const Shape& x = c.shape(0);
+  const Shape& w = c.shape(1);
+  size_t n = x.size() - 2;
+  if (w[0].is_static() && w[0].value % group != 0)
+    c.fail("weight output channels " + w[0].str() + " are not divisible by group " +
+           std::to_string(group));
+  if (x.back().is_static() && w[1].is_static() && x.back().value != checked_mul(c, w[1].value, group))
+    c.fail("input channels (last dim) " + x.back().str() + " must equal weight dim 1 (" + w[1].str() +
+           ") x group (" + std::to_string(group) + "); input " + c.in(0).str() + ", weight " +
+           c.in(1).str());
+  check_bias(c, w[0]);
+  Window win = read_window(c, n, 1);
+  Shape out = {x[0]};
+  for (size_t i = 0; i < n; ++i) out.push_back(window_out(c, x[1 + i], i, win, n, false));
+  out.push_back(w[0]);
+  c.out[0] = {c.dtype(0), out};
+}
+
 void conv_transpose_rule(InferCtx& c) {
   int64_t group = conv_common(c, "(C, M/group, kernel...)");
   const Shape& x = c.shape(0);
@@ -388,6 +409,7 @@ void softmax_rule(InferCtx& c) {
 
 void add_nn_shape_rules(ShapeRuleTable& t) {
   t.set(OpKind::Conv, conv_rule);
+  t.set(OpKind::NhwcConv, nhwc_conv_rule);
   t.set(OpKind::ConvTranspose, conv_transpose_rule);
   t.set(OpKind::Gemm, gemm_rule);
   t.set(OpKind::MatMul, matmul_rule);

@@ -153,7 +153,7 @@ const std::vector<Pattern>& pattern_list() {
       {"FastGelu", "ORT FastGeluFusion", {one({K::Pow}, O::Weights), one({K::Mul}, O::Bias), one({K::Add}, O::Closed), one({K::Mul}, O::Bias), one({K::Tanh}, O::Any), one({K::Add}, O::Bias), with_side({K::Mul}, {K::Mul}), opt({K::Mul}, O::Bias)}},
       {"QuickGelu", "ORT QuickGeluFusion", {one({K::Mul}, O::Bias), one({K::Sigmoid}, O::Any), one({K::Mul}, O::Closed)}},
       {"SiLU", "ORT QuickGeluFusion (alpha 1)", {one({K::Sigmoid}, O::Any), one({K::Mul}, O::Closed)}},
-      {"Conv+BN+scale+bias+sum+activation", "ORT ConvBN/ConvMul/ConvAdd/ConvAddActivation/ConvActivationFusion, TFLite CONV_2D", {one({K::Conv, K::ConvTranspose}, O::Any), opt({K::BatchNormalization}, O::Weights), opt({K::Mul}, O::Bias), opt({K::Add}, O::Bias), opt({K::Add}, O::SameShape), opt(act, O::Weights)}},
+      {"Conv+BN+scale+bias+sum+activation", "ORT ConvBN/ConvMul/ConvAdd/ConvAddActivation/ConvActivationFusion, TFLite CONV_2D", {one({K::Conv, K::ConvTranspose, K::NhwcConv}, O::Any), opt({K::BatchNormalization}, O::Weights), opt({K::Mul}, O::Bias), opt({K::Add}, O::Bias), opt({K::Add}, O::SameShape), opt(act, O::Weights)}},
       {"Gemm+BN+scale+bias+activation", "ORT MatMulScale/MatMulAdd/GemmActivationFusion, TFLite FULLY_CONNECTED", {one({K::Gemm, K::MatMul}, O::Any), opt({K::BatchNormalization}, O::Weights), opt({K::Mul, K::Div}, O::Bias), opt({K::Add}, O::Bias), opt(act, O::Weights)}},
       {"SkipLayerNorm", "ORT SkipLayerNormFusion", {one({K::Add}, O::SameShape), one({K::LayerNormalization}, O::Weights)}},
       {"BiasGelu", "ORT BiasGeluFusion", {one({K::Add}, O::Bias), one({K::Gelu}, O::Any)}},

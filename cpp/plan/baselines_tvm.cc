@@ -64,6 +64,7 @@ struct KindRow {
 };
 constexpr KindRow kKinds[] = {
     {OpKind::Conv, kOutEWiseFusable},           // nn.conv2d
+    {OpKind::NhwcConv, kOutEWiseFusable},       // nn.conv2d, layout NHWC
     {OpKind::ConvTranspose, kOutEWiseFusable},  // nn.conv2d_transpose
     {OpKind::Gemm, kOutEWiseFusable},           // nn.dense (+ bias_add)
     {OpKind::MatMul, kOutEWiseFusable},         // nn.dense / nn.batch_matmul

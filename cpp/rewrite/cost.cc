@@ -50,7 +50,8 @@ int64_t node_flops(const Graph& g, const Node& n) {
       break;
   }
   switch (n.op) {
-    case OpKind::Conv: {
+    case OpKind::Conv:
+    case OpKind::NhwcConv: {
       // 2 * out elements * (C_in / groups) * kernel volume
       const Shape& w = g.value(n.inputs[1]).type.shape;
       int64_t k = 1;

@@ -149,7 +149,7 @@ CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
     "Constant": (13, 19, 21, 23, 24, 25),
 }
 
-_ECG_OPS: dict[str, dict] = {row["onnx_name"]: row for row in _core.op_table()}
+_ECG_OPS: dict[str, dict] = {row["onnx_name"]: row for row in _core.op_table() if not row["internal"]}
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _CHECKER_LIMIT = 2**31 - 1  # protobuf cannot serialize more; check such models by path
 

@@ -141,7 +141,7 @@ class Outcome:
 def _ecg_onnx_ops() -> frozenset[str]:
     from dnnfusion import op_table
 
-    return frozenset(row["onnx_name"] for row in op_table())
+    return frozenset(row["onnx_name"] for row in op_table() if not row["internal"])
 
 
 @functools.lru_cache(maxsize=1)
