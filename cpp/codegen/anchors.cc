@@ -90,6 +90,7 @@ bool BlockLowerer::has_epilogue(const Node& n) const {
     case OpKind::Gemm:
     case OpKind::Conv:
     case OpKind::ConvTranspose:
+    case OpKind::NhwcConv:
     case OpKind::MaxPool:
     case OpKind::AveragePool:
     case OpKind::GlobalAveragePool:

@@ -200,6 +200,44 @@ void BlockLowerer::emit_library(const Node& n) {
                         (epilogues_.count(n.id) ? " +epilogue(" + std::to_string(epilogues_[n.id].nodes.size()) + " ops)" : ""));
       return;
     }
+    case OpKind::NhwcConv: {  // channels last (conv_nhwc.h); the epilogue view is [pixels, M]
+      const ValueId W = n.inputs[1], O = n.outputs[0];
+      const ValueId B = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
+      const std::vector<int64_t> wd = dims_of(g_, W), od = dims_of(g_, O);
+      const int64_t group = c.attr_int("group", 1), M = od.back();
+      auto channels_first = [](std::vector<int64_t> d) {  // [N, sp..., C] -> [N, C, sp...]
+        std::rotate(d.begin() + 1, d.end() - 1, d.end());
+        return d;
+      };
+      const std::vector<int64_t> idf = channels_first(id);
+      Window w = window_of(c, idf, channels_first(od), std::vector<int64_t>(wd.begin() + 2, wd.end()));
+      const std::string shape = "dnnf::conv::ConvShape{" + std::to_string(w.in.size()) + ", " +
+          std::to_string(idf[0]) + ", " + std::to_string(idf[1]) + ", " + std::to_string(M) + ", " +
+          std::to_string(group) + ", " + ints3(w.in, 1) + ", " + ints3(w.out, 1) + ", " +
+          ints3(w.k, 1) + ", " + ints3(w.stride, 1) + ", " + ints3(w.dil, 1) + ", " +
+          ints3(w.begin, 0) + "}";
+      ms_.headers.insert("conv_nhwc.h");
+      std::string weights = ptr(W);
+      if (g_.value(W).constant) {  // packed once in dnnf_create
+        std::string m = "w" + std::to_string(ms_.counter++);
+        ms_.members.push_back("std::unique_ptr<dnnf::conv::PackedNhwcWeights> " + m + ";");
+        ms_.create.line("st->" + m + " = std::make_unique<dnnf::conv::PackedNhwcWeights>(" + shape +
+                        ", static_cast<const float*>(st->c[" + std::to_string(ms_.constant(W)) + "]));");
+        weights = "*x.st->" + m;
+      }
+      auto bias = [&](PointwiseEmitter& em, Code& body) {  // per column: var 1 is the channel
+        body.line("v = V::v_add(v, " + em.eval(B, {IExpr::var(1)}) + ");");
+      };
+      code_.open("");
+      EpCode ep = B != kNoValue ? epilogue(n, "0L", bias) : epilogue(n, "0L");
+      code_.line("dnnf::conv::conv_nhwc_f32(" + shape + ", " + ptr(n.inputs[0]) + ", " + weights + ", " +
+                 ep.y + ", " + ep.expr + ");");
+      code_.close();
+      stages_.push_back("NhwcConv k" + std::to_string(w.k[0]) + " s" + std::to_string(w.stride[0]) + " g" +
+                        std::to_string(group) +
+                        (epilogues_.count(n.id) ? " +epilogue(" + std::to_string(epilogues_[n.id].nodes.size()) + " ops)" : ""));
+      return;
+    }
     case OpKind::MaxPool:
     case OpKind::AveragePool: {
       const bool indices = n.outputs.size() > 1 && n.outputs[1] != kNoValue &&

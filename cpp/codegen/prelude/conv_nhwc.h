@@ -1,0 +1,300 @@
+// Convolution with the channels last (the internal NhwcConv that the inter-block layout pass,
+// rewrite/layout.cc, puts where it pays): x [N, spatial..., C], w in ONNX's layout
+// [M, C/group, k...], y [N, spatial out..., M]. ConvShape as in conv.h. The epilogue view is
+// y as [N * prod(out), M]: row = output pixel, col = output channel (the GEMM's own view), so
+// a per-channel bias is a column broadcast. Paths:
+//   depthwise (group == C == M)   vectors along the channels, four output pixels at a time
+//                                 with each tap's weight vector loaded once; stride 2 costs
+//                                 nothing extra (no deinterleave, unlike NCHW)
+//   1x1, stride 1, no padding     one GEMM: A = x as [pixels, C], B = W^T packed once
+//   otherwise (any group)         per tile of output pixels, the im2col rows (taps x C/group,
+//                                 contiguous runs of channels) go to a per-thread buffer that
+//                                 the GEMM packs as A; B = the group's W^T packed once
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "conv.h"
+
+namespace dnnf::conv {
+
+namespace nhwc_detail {
+
+// Grouped convs write the columns [m_off, m_off + Mg) of the [pixels, M] view.
+template <class Ep>
+struct EpColOffset {
+  static constexpr bool kStores = gemm::ep_stores<Ep>;
+  const Ep& ep;
+  long off;
+  void apply(vf& v, long row, long col, int n) const { ep.apply(v, row, col + off, n); }
+};
+template <class Ep, class F>
+void with_col_offset(const Ep& ep, long off, F&& f) {
+  if (off == 0) {
+    f(ep);
+  } else {
+    f(EpColOffset<Ep>{ep, off});
+  }
+}
+
+inline float* tile_scratch(size_t n) {  // per thread, only grows
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// Output pixel p (flat over N and the output volume) -> its image and the first input
+// coordinate of its window along each axis.
+struct PixelOrigin {
+  long n;
+  int z, y, x;
+};
+inline PixelOrigin origin(const window::Geom& g, long p) {
+  const long plane = g.out_plane();
+  const long n = p / plane, r = p % plane;
+  const int ox = static_cast<int>(r % g.out[2]), oy = static_cast<int>((r / g.out[2]) % g.out[1]);
+  const int oz = static_cast<int>(r / (static_cast<long>(g.out[2]) * g.out[1]));
+  return {n, oz * g.stride[0] - g.pad[0], oy * g.stride[1] - g.pad[1], ox * g.stride[2] - g.pad[2]};
+}
+
+// The im2col row of pixel p: taps (kz, ky, kx) in order, each a run of Cg channels from
+// channel c_off of the tap's input pixel (zeros in the padding).
+inline void im2col_row(const window::Geom& g, const float* x, int C, int c_off, int Cg, long p,
+                       float* dst) {
+  const PixelOrigin o = origin(g, p);
+  const float* img = x + o.n * g.in_plane() * C + c_off;
+  for (int kz = 0; kz < g.k[0]; ++kz) {
+    const int iz = o.z + kz * g.dil[0];
+    for (int ky = 0; ky < g.k[1]; ++ky) {
+      const int iy = o.y + ky * g.dil[1];
+      const bool zy = iz >= 0 && iz < g.in[0] && iy >= 0 && iy < g.in[1];
+      const float* row = img + (static_cast<long>(iz) * g.in[1] + iy) * g.in[2] * C;
+      for (int kx = 0; kx < g.k[2]; ++kx, dst += Cg) {
+        const int ix = o.x + kx * g.dil[2];
+        if (zy && ix >= 0 && ix < g.in[2]) {
+          std::memcpy(dst, row + static_cast<long>(ix) * C, sizeof(float) * Cg);
+        } else {
+          std::fill(dst, dst + Cg, 0.0f);
+        }
+      }
+    }
+  }
+}
+
+// y[:, m_off .. m_off + Mg) = ep(im2col(x[..., c_off .. c_off + Cg)) * B): tiles of pixels,
+// each one single-threaded GEMM when there are enough tiles for the pool, else one GEMM on
+// the whole pool per tile.
+template <class Ep>
+void dense_tiles(const window::Geom& g, long pixels, const float* x, int C, int c_off, int Cg,
+                 const gemm::PackedBView& b, float* y, int M, int m_off, const Ep& ep) {
+  const int K = Cg * g.taps(), Mg = b.n;
+  // A tile of about 128 KiB of im2col rows (a multiple of the micro-kernel's rows).
+  long tp = std::clamp<long>((32768 / std::max(K, 1)) / gemm::kMR * gemm::kMR, gemm::kMR, 16L * gemm::kMR);
+  tp = std::min(tp, pixels);
+  const long tiles = (pixels + tp - 1) / tp;
+  const int T = get_num_threads();
+  const bool outer = T > 1 && tiles >= 2L * T;
+  gemm::Options opt;
+  opt.n_threads = outer || T == 1 ? 1 : 0;
+  auto tile = [&](long t) {
+    const long p0 = t * tp, np = std::min(tp, pixels - p0);
+    float* a = tile_scratch(static_cast<size_t>(np) * K);
+    for (long i = 0; i < np; ++i) im2col_row(g, x, C, c_off, Cg, p0 + i, a + i * K);
+    with_col_offset(ep, m_off, [&](const auto& ec) {
+      detail::with_offset(ec, static_cast<int>(p0), [&](const auto& e) {
+        gemm::gemm_f32_src(static_cast<int>(np), Mg, K, gemm::AView<>{a, K, 1}, b,
+                           y + p0 * M + m_off, M, e, opt);
+      });
+    });
+  };
+  if (outer) {
+    parallel_for(static_cast<int>(tiles), [&](int t) { tile(t); });
+  } else {
+    for (long t = 0; t < tiles; ++t) tile(t);
+  }
+}
+
+// Applies the epilogue to a block of finished values, buf [m rows of nvk vectors], and
+// stores it to c (ldc) unless the epilogue stores itself: one call of a generated (EpDyn)
+// epilogue per block instead of one per vector.
+template <class Ep>
+void finish_block(const Ep& ep, const float* buf, int nvk, float* c, long ldc, int m, int n, long row0, long col0) {
+  constexpr int W = kVecWidth;
+  if constexpr (gemm::IsEpDyn<Ep>::value) {
+    ep.tile(ep.f, buf, nvk, c, ldc, m, n, false, row0 + ep.r0, col0);
+  } else {
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j * W < n; ++j) {
+        const int nn = std::min(W, n - j * W);
+        vf v = simd::v_loadu(buf + (static_cast<long>(i) * nvk + j) * W);
+        ep.apply(v, row0 + i, col0 + j * W, nn);
+        if constexpr (!gemm::ep_stores<Ep>) gemm::store_lanes(c + i * ldc + j * W, v, nn);
+      }
+  }
+}
+
+// Depthwise: one output row (image n, oz, oy) over channels [0, C), computed into a
+// per-thread block of OX x nvk vectors, then finished in one call. wt is [taps, C].
+template <class Ep>
+void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C, long n, int oz,
+                   int oy, float* y, const Ep& ep) {
+  constexpr int W = kVecWidth, U = 4;  // U output pixels share each weight load
+  const int OX = g.out[2], KX = g.k[2], sx = g.stride[2], dx = g.dil[2], px = g.pad[2];
+  const int nvk = (C + W - 1) / W;
+  // The (kz, ky) taps inside the input for this row: input row pointers, first tap index.
+  thread_local std::vector<const float*> rows;
+  thread_local std::vector<int> tap0;
+  rows.clear();
+  tap0.clear();
+  for (int kz = 0; kz < g.k[0]; ++kz) {
+    const int iz = oz * g.stride[0] - g.pad[0] + kz * g.dil[0];
+    if (iz < 0 || iz >= g.in[0]) continue;
+    for (int ky = 0; ky < g.k[1]; ++ky) {
+      const int iy = oy * g.stride[1] - g.pad[1] + ky * g.dil[1];
+      if (iy < 0 || iy >= g.in[1]) continue;
+      rows.push_back(x + ((n * g.in[0] + iz) * static_cast<long>(g.in[1]) + iy) * g.in[2] * C);
+      tap0.push_back((kz * g.k[1] + ky) * KX);
+    }
+  }
+  const int nr = static_cast<int>(rows.size());
+  // Output columns whose whole window is inside the input row: [lo, hi).
+  int lo = 0, hi = OX;
+  while (lo < OX && lo * sx - px < 0) ++lo;
+  while (hi > lo && (hi - 1) * sx - px + (KX - 1) * dx >= g.in[2]) --hi;
+  float* buf = tile_scratch(static_cast<size_t>(OX) * nvk * W);
+  auto out = [&](int ox, int cv) { return buf + (static_cast<long>(ox) * nvk + cv) * W; };
+  auto edge = [&](int ox, int cv0) {  // one pixel, bounds-checked, channel vectors from cv0
+    const int ix0 = ox * sx - px;
+    for (int c0 = cv0 * W, cv = cv0; c0 < C; c0 += W, ++cv) {
+      const int nc = std::min(W, C - c0);
+      vf acc = simd::v_zero();
+      for (int r = 0; r < nr; ++r) {
+        for (int kx = 0; kx < KX; ++kx) {
+          const int ix = ix0 + kx * dx;
+          if (ix < 0 || ix >= g.in[2]) continue;
+          const vf w = gemm::load_lanes(wt + static_cast<long>(tap0[r] + kx) * C + c0, nc);
+          acc = simd::v_fma(gemm::load_lanes(rows[r] + static_cast<long>(ix) * C + c0, nc), w, acc);
+        }
+      }
+      simd::v_storeu(out(ox, cv), acc);
+    }
+  };
+  for (int ox = 0; ox < lo; ++ox) edge(ox, 0);
+  int ox = lo;
+  // Interior: U pixels at a time, all channel vectors of them before moving on, so the
+  // windows they read stay in L1; the channel tail (C % W) goes through edge().
+  const int full = C / W;
+  const long step = static_cast<long>(sx) * C;
+  for (; ox + U <= hi && full > 0; ox += U) {
+    for (int cv = 0; cv < full; ++cv) {
+      const int c0 = cv * W;
+      vf a0 = simd::v_zero(), a1 = a0, a2 = a0, a3 = a0;
+      for (int r = 0; r < nr; ++r) {
+        const float* xp = rows[r] + static_cast<long>(ox * sx - px) * C + c0;
+        const float* wp = wt + static_cast<long>(tap0[r]) * C + c0;
+        for (int kx = 0; kx < KX; ++kx, xp += static_cast<long>(dx) * C, wp += C) {
+          const vf w = simd::v_loadu(wp);
+          a0 = simd::v_fma(simd::v_loadu(xp), w, a0);
+          a1 = simd::v_fma(simd::v_loadu(xp + step), w, a1);
+          a2 = simd::v_fma(simd::v_loadu(xp + 2 * step), w, a2);
+          a3 = simd::v_fma(simd::v_loadu(xp + 3 * step), w, a3);
+        }
+      }
+      simd::v_storeu(out(ox, cv), a0);
+      simd::v_storeu(out(ox + 1, cv), a1);
+      simd::v_storeu(out(ox + 2, cv), a2);
+      simd::v_storeu(out(ox + 3, cv), a3);
+    }
+    if (full * W < C) {
+      for (int u = 0; u < U; ++u) edge(ox + u, full);
+    }
+  }
+  for (; ox < OX; ++ox) edge(ox, 0);
+  const long row0 = ((n * g.out[0] + oz) * static_cast<long>(g.out[1]) + oy) * OX;
+  finish_block(ep, buf, nvk, y + row0 * C, C, OX, C, row0, 0);
+}
+
+}  // namespace nhwc_detail
+
+// Weights prepared once for one shape: the depthwise path's [taps, C] copy, or per group
+// W_g^T [taps * C/group, M/group] (rows (tap, c)) packed as a GEMM B.
+class PackedNhwcWeights {
+ public:
+  PackedNhwcWeights(const ConvShape& s, const float* w) : s_(s) {
+    detail::check(s);
+    const int taps = detail::geom(s).taps(), Cg = s.C / s.group, Mg = s.M / s.group;
+    if (detail::is_depthwise(s)) {
+      depthwise_.resize(static_cast<size_t>(taps) * s.C);
+      for (int c = 0; c < s.C; ++c)
+        for (int t = 0; t < taps; ++t) depthwise_[static_cast<size_t>(t) * s.C + c] = w[static_cast<long>(c) * taps + t];
+      return;
+    }
+    const int K = taps * Cg;
+    std::vector<float> wt(static_cast<size_t>(K) * Mg);
+    for (int gi = 0; gi < s.group; ++gi) {
+      for (int m = 0; m < Mg; ++m) {
+        const float* wm = w + (static_cast<long>(gi) * Mg + m) * Cg * taps;  // [Cg, taps]
+        for (int c = 0; c < Cg; ++c)
+          for (int t = 0; t < taps; ++t) wt[(static_cast<size_t>(t) * Cg + c) * Mg + m] = wm[c * taps + t];
+      }
+      groups_.emplace_back(wt.data(), Mg, 1, K, Mg);
+    }
+  }
+  bool fits(const ConvShape& s) const {
+    bool same = s.nd == s_.nd && s.C == s_.C && s.M == s_.M && s.group == s_.group;
+    for (int i = 0; i < s.nd && same; ++i) same = s.k[i] == s_.k[i];
+    return same;
+  }
+  const float* depthwise() const { return depthwise_.data(); }
+  const gemm::PackedBView& group(int g) const { return groups_[static_cast<size_t>(g)].view(); }
+
+ private:
+  ConvShape s_;
+  std::vector<float> depthwise_;
+  std::vector<gemm::PackedB> groups_;
+};
+
+template <class Ep = gemm::EpNone>
+void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& w, float* y,
+                   const Ep& ep = {}) {
+  if (!w.fits(s)) throw std::invalid_argument("conv_nhwc: weights were packed for another shape");
+  const window::Geom g = detail::geom(s);
+  const long pixels = static_cast<long>(s.N) * g.out_plane();
+  if (detail::is_depthwise(s)) {
+    const long rows = static_cast<long>(s.N) * g.out[0] * g.out[1];
+    auto run = [&](long r) {
+      const int oy = static_cast<int>(r % g.out[1]), oz = static_cast<int>((r / g.out[1]) % g.out[0]);
+      nhwc_detail::depthwise_row(g, x, w.depthwise(), s.C, r / (static_cast<long>(g.out[0]) * g.out[1]), oz, oy,
+                                 y, ep);
+    };
+    const int T = get_num_threads();
+    const long tasks = std::min<long>(rows, 4L * T);
+    if (tasks <= 1) {
+      for (long r = 0; r < rows; ++r) run(r);
+      return;
+    }
+    parallel_for(static_cast<int>(tasks), [&](int t) {
+      for (long r = rows * t / tasks; r < rows * (t + 1) / tasks; ++r) run(r);
+    });
+    return;
+  }
+  if (s.group == 1 && detail::is_pointwise(g)) {
+    gemm::gemm_f32_src(static_cast<int>(pixels), s.M, s.C, gemm::AView<>{x, s.C, 1}, w.group(0), y, s.M, ep);
+    return;
+  }
+  const int Cg = s.C / s.group, Mg = s.M / s.group;
+  for (int gi = 0; gi < s.group; ++gi)
+    nhwc_detail::dense_tiles(g, pixels, x, s.C, gi * Cg, Cg, w.group(gi), y, s.M, gi * Mg, ep);
+}
+
+// Weights computed in the same run (e.g. W * s from fold_input_scale): packed per call.
+template <class Ep = gemm::EpNone>
+void conv_nhwc_f32(const ConvShape& s, const float* x, const float* w, float* y, const Ep& ep = {}) {
+  conv_nhwc_f32(s, x, PackedNhwcWeights(s, w), y, ep);
+}
+
+}  // namespace dnnf::conv
