@@ -18,6 +18,7 @@ from dnnfusion import rewrite as _rewrite
 from dnnfusion.ecg import ECG, load
 from dnnfusion.errors import CompileError, DTypeError, Error
 
+LAYOUTS = ("auto", "nchw", "nhwc")
 TARGETS = ("cpu",)  # "opencl" is planned; the planner already knows its limits
 
 
@@ -253,7 +254,7 @@ def _shapes_from_examples(ecg: ECG, example_inputs: Any) -> dict[str, list[int]]
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str = "cpu",  # noqa: A001
             planner: str = "dnnfusion", threads: int | None = None,
             input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
-            isa: str | None = None) -> CompiledModel:
+            isa: str | None = None, layout: str | None = None) -> CompiledModel:
     """Compiles a model for the CPU.
 
     ``model``: anything :func:`dnnfusion.load` takes (an ONNX model, path or bytes; a
@@ -263,6 +264,11 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     ``threads``: default ``$DNNF_NUM_THREADS`` or every core this process may use.
     ``optimize``: run the graph rewrites (§4.2) before planning. ``isa``: ``avx512``,
     ``avx2``, ``neon`` or ``scalar``; default the best this CPU has (``$DNNF_ISA`` lowers it).
+    ``layout`` (inter-block layout, §4.4): ``auto`` runs regions of convolutions channels
+    last where the cost model expects a gain over the transposes at their border, ``nhwc``
+    wherever a region has a convolution, ``nchw`` never; default ``auto`` when ``optimize``
+    (``$DNNF_LAYOUT`` overrides the default), else ``nchw``. ``stats["layout"]`` says what
+    was chosen.
     Compiled objects are cached per user, so compiling the same model again skips the C++
     compiler (``stats["cache_hit"]``).
     """
@@ -272,6 +278,10 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     if planner not in _plan.PLANNERS:
         raise Error(f"unknown planner {planner!r}; choose one of {', '.join(_plan.PLANNERS)}")
     threads = _check_threads(threads)
+    if layout is None:
+        layout = os.environ.get("DNNF_LAYOUT", "auto") if optimize else "nchw"
+    if layout not in LAYOUTS:
+        raise Error(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     isa = isa or _core.cpu_features()["isa"]
     _core.isa_flags(isa)  # fail now, not after the rewrites, if this CPU lacks it
     prelude = prelude_dir()
@@ -287,6 +297,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     report = None
     if optimize:
         ecg, report = _rewrite.rewrite(ecg)
+    ecg, layout_report = _rewrite.select_layout(ecg, layout)
+    layout_report["mode"] = layout
     t_rewritten = time.perf_counter()
     fusion = _plan.plan(ecg, planner=planner, target=target)
     t_planned = time.perf_counter()
@@ -312,6 +324,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
         "isa": isa,
         "threads": threads,
         "planner": planner,
+        "layout": layout_report,
     }
     return CompiledModel(ecg, fusion, generated, exe, stats, report)
 

@@ -52,6 +52,18 @@ def fold_input_scale(ecg: ECG) -> ECG:
     return ECG(_core.fold_input_scale(ecg.graph))
 
 
+def select_layout(ecg: ECG, mode: str = "auto") -> tuple[ECG, dict]:
+    """Inter-block layout (paper §4.4): regions of convolutions joined by elementwise
+    operators run channels last (the internal ``NhwcConv``) where the cost model's estimated
+    gain exceeds the cost of the Transposes at the region's border. ``mode``: ``auto`` (the
+    cost model), ``nhwc`` (every region that has a convolution) or ``nchw`` (none). Returns
+    the graph and a report: ``regions`` (convs, gain_us, cost_us, nhwc per region),
+    ``convs_nhwc``, ``transposes_in``, ``transposes_out``."""
+    graph, report = _core.select_layout(ecg.graph, mode)
+    out = merge_layout_chains(ECG(graph))
+    return out, dict(report)
+
+
 def apply_algebraic_rules(ecg: ECG) -> ECG:
     """Rewrites with the algebraic rule table (``algebra_rules()``) where FLOPs drop."""
     return ECG(_core.apply_algebraic_rules(ecg.graph))
@@ -181,6 +193,6 @@ def rewrite(ecg: ECG, passes: Sequence[Pass] | None = None,
 __all__ = [
     "rewrite", "RewriteReport", "PassStats", "DEFAULT_PASSES", "AlgebraRule", "algebra_rules",
     "flops", "remove_identities", "fold_constants", "fold_batch_norm", "fold_input_scale",
-    "apply_algebraic_rules",
+    "apply_algebraic_rules", "select_layout",
     "merge_layout_chains", "eliminate_common_subexpressions", "eliminate_dead_code",
 ]

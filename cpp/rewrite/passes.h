@@ -69,3 +69,41 @@ Graph fold_batch_norm(const Graph& g);
 Graph fold_input_scale(const Graph& g);
 
 }  // namespace dnnf
+
+// ---- Inter-block layout (layout.cc, paper §4.4) ----------------------------------------
+namespace dnnf {
+
+enum class LayoutMode { Auto, Nchw, Nhwc };
+
+// What select_layout decided: one row per region of convolutions and the elementwise
+// operators joining them, with the cost model's estimates.
+struct LayoutRegion {
+  int convs = 0;
+  double gain_us = 0, cost_us = 0;  // estimated conv time saved; transposes at the border
+  bool nhwc = false;
+};
+struct LayoutReport {
+  std::vector<LayoutRegion> regions;
+  int convs_nhwc = 0, transposes_in = 0, transposes_out = 0;
+};
+
+// The geometry the layout cost model reads (pixels include the batch).
+struct ConvGeometry {
+  int64_t C = 1, M = 1, group = 1, taps = 1, stride = 1, in_pixels = 1, out_pixels = 1, batch = 1;
+};
+// Estimated microseconds of a convolution channels first (nhwc false) or last.
+double layout_conv_us(const ConvGeometry& c, bool nhwc);
+// Estimated microseconds of transposing a tensor of `numel` f32 elements.
+double layout_transpose_us(int64_t numel);
+
+// Chooses per region whether its convolutions run channels last. Regions are Convs (f32,
+// 1 to 3 spatial dims, group 1 or depthwise) joined through One-to-One operators along the
+// data path (and through Concats in Nhwc mode), and the global pools reading them (which become ReduceMean/ReduceMax over the
+// spatial axes, so a squeeze-and-excitation gate stays channels last). A region goes channels last when the estimated gain of its convolutions
+// exceeds the estimated cost of the Transposes at its border (Auto), always (Nhwc, which
+// also takes other grouped convs), or never (Nchw). Channels-last regions read NhwcConv
+// and transposed broadcast operands (constants are permuted here); one Transpose back to
+// channels first is left for each value the rest of the graph or the outputs read.
+Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report = nullptr);
+
+}  // namespace dnnf

@@ -1,0 +1,361 @@
+// Inter-block layout selection (paper §4.4): regions of convolutions and the elementwise
+// operators between them run channels last (NhwcConv), with a Transpose only where a region
+// meets the rest of the graph, and only where the estimated gain exceeds the transposes' cost.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+
+#include "ir/errors.h"
+#include "rewrite/passes.h"
+#include "rewrite/rebuild.h"
+
+namespace dnnf {
+
+namespace {
+
+bool static_rank(const Graph& g, ValueId v, size_t lo, size_t hi) {
+  const TensorType& t = g.value(v).type;
+  return t.is_static() && t.shape.size() >= lo && t.shape.size() <= hi;
+}
+
+int64_t attr_or(const Node& n, const char* k, int64_t d) { return n.has_attr(k) ? n.attrs.at(k).i : d; }
+
+// The convolutions the NHWC kernels take: 1 to 3 spatial dims, f32, static shapes, and
+// group 1 or depthwise (other grouped convs run, but slowly, so only kNhwc takes them).
+bool conv_candidate(const Graph& g, const Node& n, bool any_group) {
+  if (n.op != OpKind::Conv || n.inputs.size() < 2 || n.outputs.size() != 1) return false;
+  const ValueId x = n.inputs[0], w = n.inputs[1];
+  if (!static_rank(g, x, 3, 5) || !static_rank(g, w, 3, 5) || !static_rank(g, n.outputs[0], 3, 5)) return false;
+  if (g.value(x).type.dtype != DType::F32) return false;
+  const int64_t group = attr_or(n, "group", 1);
+  const std::vector<int64_t> xd = g.value(x).type.dims(), od = g.value(n.outputs[0]).type.dims();
+  const bool depthwise = group == xd[1] && group == od[1];
+  return group == 1 || depthwise || any_group;
+}
+
+// One-to-One operators whose result does not depend on where an element sits (not
+// BatchNormalization, which names axis 1, nor Trilu), with at least one input of the
+// output's shape: the data path the layout follows. Broadcast operands are transposed too.
+bool elementwise_candidate(const Graph& g, const Node& n) {
+  if (n.info().mapping != MappingType::OneToOne || n.outputs.size() != 1 || n.inputs.empty()) return false;
+  if (n.op == OpKind::BatchNormalization || n.op == OpKind::Trilu || n.op == OpKind::Constant) return false;
+  const ValueId o = n.outputs[0];
+  if (!static_rank(g, o, 3, 5)) return false;
+  const size_t r = g.value(o).type.shape.size();
+  bool full = false;
+  for (ValueId v : n.inputs) {
+    if (v == kNoValue) continue;
+    if (!g.value(v).type.is_static() || g.value(v).type.shape.size() > r) return false;
+    full |= g.value(v).type.shape == g.value(o).type.shape;
+  }
+  return full;
+}
+
+// Global pools of a channels-last value reduce its spatial axes (ReduceMean/ReduceMax with
+// keepdims): [N, 1.., C] is the channels-last image of their [N, C, 1..] result, so a
+// squeeze-and-excitation gate computed from a region stays in it.
+bool global_pool_candidate(const Graph& g, const Node& n) {
+  if ((n.op != OpKind::GlobalAveragePool && n.op != OpKind::GlobalMaxPool) || n.outputs.size() != 1) return false;
+  return static_rank(g, n.inputs[0], 3, 5) && g.value(n.inputs[0]).type.dtype == DType::F32;
+}
+
+// Concat of same-rank values (any axis): channels last it concatenates along the axis's
+// new position.
+bool concat_candidate(const Graph& g, const Node& n) {
+  if (n.op != OpKind::Concat || n.outputs.size() != 1 || !static_rank(g, n.outputs[0], 3, 5)) return false;
+  const size_t r = g.value(n.outputs[0]).type.shape.size();
+  for (ValueId v : n.inputs)
+    if (v == kNoValue || !static_rank(g, v, r, r)) return false;
+  return true;
+}
+
+// The permutations between channels first [N, C, s...] and channels last [N, s..., C].
+std::vector<int64_t> to_last(size_t r) {
+  std::vector<int64_t> p{0};
+  for (size_t i = 2; i < r; ++i) p.push_back(static_cast<int64_t>(i));
+  p.push_back(1);
+  return p;
+}
+std::vector<int64_t> to_first(size_t r) {
+  std::vector<int64_t> p{0, static_cast<int64_t>(r) - 1};
+  for (size_t i = 1; i + 1 < r; ++i) p.push_back(static_cast<int64_t>(i));
+  return p;
+}
+
+// A constant of rank <= r broadcast to rank r (leading 1s) and permuted by `perm` (any dtype).
+TensorPtr permuted_constant(const TensorData& t, size_t r, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> d = t.type.dims();
+  d.insert(d.begin(), r - d.size(), 1);
+  std::vector<int64_t> nd(r), stride(r, 1);
+  for (size_t i = r; i-- > 1;) stride[i - 1] = stride[i] * d[i];
+  for (size_t i = 0; i < r; ++i) nd[i] = d[static_cast<size_t>(perm[i])];
+  const size_t es = dtype_size(t.type.dtype);
+  const int64_t total = t.type.numel();
+  std::vector<unsigned char> out(static_cast<size_t>(total) * es);
+  const unsigned char* src = static_cast<const unsigned char*>(t.data);
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t k = 0; k < total; ++k) {  // k walks the output; idx is its multi-index
+    int64_t off = 0;
+    for (size_t i = 0; i < r; ++i) off += idx[i] * stride[static_cast<size_t>(perm[i])];
+    std::memcpy(out.data() + k * es, src + off * es, es);
+    for (size_t i = r; i-- > 0;) {
+      if (++idx[i] < nd[i]) break;
+      idx[i] = 0;
+    }
+  }
+  TensorType tt{t.type.dtype, {}};
+  for (int64_t x : nd) tt.shape.push_back(x);
+  return TensorData::copy_of(tt, out.data());
+}
+
+// How much more a border transpose costs when it lands in node n's kernel: Reorganize,
+// Shuffle and One-to-Many kernels (Slice, Split, Concat, Resize...) then gather scalars.
+double gather_factor(const Node& n) {
+  const MappingType t = n.info().mapping;
+  return t == MappingType::Reorganize || t == MappingType::Shuffle || t == MappingType::OneToMany ? 20.0 : 1.0;
+}
+
+struct UnionFind {
+  std::vector<int> p;
+  explicit UnionFind(size_t n) : p(n) { std::iota(p.begin(), p.end(), 0); }
+  int find(int x) { return p[x] == x ? x : p[x] = find(p[x]); }
+  void join(int a, int b) { p[find(a)] = find(b); }
+};
+
+ConvGeometry geometry_of(const Graph& g, const Node& n) {
+  const std::vector<int64_t> xd = g.value(n.inputs[0]).type.dims(), od = g.value(n.outputs[0]).type.dims();
+  const std::vector<int64_t> wd = g.value(n.inputs[1]).type.dims();
+  ConvGeometry c;
+  c.C = xd[1];
+  c.M = od[1];
+  c.group = attr_or(n, "group", 1);
+  c.batch = xd[0];
+  c.in_pixels = xd[0];
+  c.out_pixels = od[0];
+  for (size_t i = 2; i < xd.size(); ++i) c.in_pixels *= xd[i];
+  for (size_t i = 2; i < od.size(); ++i) c.out_pixels *= od[i];
+  for (size_t i = 2; i < wd.size(); ++i) c.taps *= wd[i];
+  if (n.has_attr("strides"))
+    for (int64_t s : n.attrs.at("strides").ints) c.stride = std::max(c.stride, s);
+  return c;
+}
+
+}  // namespace
+
+// ---- The cost model -------------------------------------------------------------------
+// Estimated microseconds of one convolution in each layout. Channels first: the FLOPs at
+// 230 GFLOP/s plus the bytes at 30 GB/s (20, or 12 strided, for depthwise, which is memory
+// bound). Channels last: the same with the compute part divided by a speed ratio measured
+// on kernels (benchmarks/layout_bench.py, and conv_nhwc.h against conv.h on an AVX-512
+// Xeon, 2 threads):
+//   depthwise 3x3 stride 2            1.6  (no deinterleave)       stride 1: 1.0
+//   dense 3x3 on a 56x56 plane        1.0; 28x28 1.2; 14x14 and 7x7 1.35-1.4
+//   1x1 stride 2                      1.3  (a strided gather of pixels, not of rows)
+//   1x1 stride 1                      tile fill: the GEMM is [pixels x M] instead of
+//                                     [M x pixels] (MR 8, NR 32): 320->1280 on 7x7 1.3,
+//                                     144->24 on 56x56 0.9, 64->256 on 56x56 1.1 (whole
+//                                     models: no gain on planes of 56x56 and above)
+//   a stem on 3 image channels        0.3  (runs of 3 floats per tap)
+double layout_conv_us(const ConvGeometry& c, bool nhwc) {
+  const double out_px = static_cast<double>(c.out_pixels), in_px = static_cast<double>(c.in_pixels);
+  const double flops = 2.0 * out_px * c.M * (static_cast<double>(c.C) / c.group) * c.taps;
+  const double bytes = 4.0 * (in_px * c.C + out_px * c.M);
+  const bool depthwise = c.group == c.C && c.group == c.M && c.group > 1;
+  if (depthwise) {
+    const double gbs = nhwc ? 20.0 : (c.stride > 1 ? 12.0 : 20.0);
+    return flops / 230e3 + bytes / (gbs * 1e3);
+  }
+  double ratio = 1.0;
+  const double plane = out_px / std::max<int64_t>(c.batch, 1);
+  auto fill = [](double rows, double cols) {
+    auto f = [](double n, double t) { return n / (std::ceil(n / t) * t); };
+    return f(rows, 8.0) * f(cols, 32.0);
+  };
+  if (c.C < 8) {
+    ratio = 0.3;
+  } else if (c.taps == 1) {
+    ratio = c.stride > 1 ? 1.3 : (plane >= 3136 ? 1.0 : 1.1) * fill(plane, static_cast<double>(c.M) / c.group) /
+                                     fill(static_cast<double>(c.M) / c.group, plane);
+  } else {
+    ratio = plane >= 3136 ? 1.0 : plane >= 784 ? 1.2 : 1.35;
+  }
+  return flops / 230e3 / (nhwc ? ratio : 1.0) + bytes / 30e3;
+}
+
+// A transpose at a region's border is folded into a neighbouring kernel's loads or stores.
+// Into a vectorized epilogue it costs about 0.4 ns per element (the MobileNetV2 stem's
+// output, 401k elements: +0.16 ms); into a Slice or Split of the channels it turns the
+// kernel into a scalar gather, about 9 ns per element (YOLOv4's CSP splits: 5.5M elements,
+// 10 -> 53 ms). select_layout charges 20x where the kernel across the border is a
+// Reorganize, Shuffle or One-to-Many one.
+double layout_transpose_us(int64_t numel) { return 2.0 + 0.4e-3 * static_cast<double>(numel); }
+
+Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
+  if (report) *report = LayoutReport{};
+  if (mode == LayoutMode::Nchw) return eliminate_dead_code(g);
+  const bool forced = mode == LayoutMode::Nhwc;
+  const size_t nn = g.nodes().size();
+  std::vector<char> cand(nn, 0), is_conv(nn, 0), is_pool(nn, 0), is_concat(nn, 0);
+  for (const Node& n : g.nodes()) {
+    // Auto leaves out convolutions the model expects to be much slower channels last (a stem
+    // on the image's 3 channels): their region then starts after them. Milder losses stay in
+    // (leaving would split the region, at the price of two transposes).
+    if (conv_candidate(g, n, forced) &&
+        (forced || layout_conv_us(geometry_of(g, n), true) <= 1.5 * layout_conv_us(geometry_of(g, n), false)))
+      cand[n.id] = is_conv[n.id] = 1;
+    else if (global_pool_candidate(g, n)) cand[n.id] = is_pool[n.id] = 1;
+    // Concat joins regions only when forced: channels last it interleaves its inputs per
+    // pixel, which code generation lowers to a scalar loop (YOLOv4's CSP concats: +20%).
+    else if (forced && concat_candidate(g, n)) cand[n.id] = is_concat[n.id] = 1;
+    else if (elementwise_candidate(g, n)) cand[n.id] = 1;
+  }
+  auto data_input = [&](const Node& n, size_t i) {  // along which the layout propagates
+    if (is_conv[n.id] || is_pool[n.id]) return i == 0;
+    if (is_concat[n.id]) return true;
+    return n.inputs[i] != kNoValue && g.value(n.inputs[i]).type.shape == g.value(n.outputs[0]).type.shape;
+  };
+  // Regions: candidates joined along the data path (a conv's X, an elementwise input of the
+  // output's shape) to candidate producers.
+  UnionFind uf(nn);
+  for (const Node& n : g.nodes()) {
+    if (!cand[n.id]) continue;
+    const TensorType& ot = g.value(n.outputs[0]).type;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ValueId v = n.inputs[i];
+      if (!data_input(n, i)) continue;
+      const NodeId p = g.value(v).producer;
+      if (p >= 0 && cand[p] && g.value(v).type.shape.size() == ot.shape.size()) uf.join(n.id, p);
+    }
+  }
+  // Per region: the gain of its convolutions and the cost of the transposes at its border.
+  struct Region {
+    double gain = 0, cost = 0;
+    int convs = 0, leaving = 0;
+    std::vector<ValueId> entering;
+  };
+  std::map<int, Region> regions;
+  for (const Node& n : g.nodes()) {
+    if (!cand[n.id]) continue;
+    const int id = uf.find(n.id);
+    Region& r = regions[id];
+    if (is_conv[n.id]) {
+      const ConvGeometry c = geometry_of(g, n);
+      r.gain += layout_conv_us(c, false) - layout_conv_us(c, true);
+      ++r.convs;
+    }
+    const std::vector<ValueId> ins = is_conv[n.id] || is_pool[n.id] ? std::vector<ValueId>{n.inputs[0]} : n.inputs;
+    for (ValueId v : ins) {  // values from outside the region (constants are permuted here)
+      if (v == kNoValue || g.value(v).constant) continue;
+      const NodeId p = g.value(v).producer;
+      if ((p >= 0 && cand[p] && uf.find(p) == id) ||
+          std::find(r.entering.begin(), r.entering.end(), v) != r.entering.end())
+        continue;
+      r.entering.push_back(v);
+      r.cost += layout_transpose_us(g.value(v).type.numel()) * (p >= 0 ? gather_factor(g.node(p)) : 1.0);
+    }
+    const ValueId o = n.outputs[0];  // read outside the region, or as a conv's weights
+    bool leaves = g.is_graph_output(o);
+    double factor = 1.0;
+    for (NodeId c : g.consumers(o)) {
+      const bool out = !cand[c] || uf.find(c) != id || (is_conv[c] && g.node(c).inputs[0] != o);
+      leaves |= out;
+      if (out) factor = std::max(factor, gather_factor(g.node(c)));
+    }
+    if (leaves) {
+      r.cost += layout_transpose_us(g.value(o).type.numel()) * factor;
+      ++r.leaving;
+    }
+  }
+  std::vector<char> nhwc(nn, 0);
+  for (auto& [id, r] : regions) {
+    if (r.convs == 0) continue;
+    const bool take = forced || r.gain > r.cost;
+    if (report) {
+      report->regions.push_back(LayoutRegion{r.convs, r.gain, r.cost, take});
+      if (take) report->transposes_out += r.leaving;
+    }
+    if (!take) r.convs = 0;
+  }
+  for (const Node& n : g.nodes()) nhwc[n.id] = cand[n.id] && regions[uf.find(n.id)].convs > 0;
+
+  // The rewrite: a region node reads its inputs channels last (transposing what comes from
+  // outside once per value) and leaves a channels-first copy behind for the rest of the
+  // graph; copies nothing reads are removed by dead-code elimination.
+  Rebuilder rb(g);
+  std::map<ValueId, ValueId> last;  // source value -> its channels-last image in the new graph
+  auto fresh_name = [&](const std::string& base) {
+    std::string nm = base;
+    while (rb.dst().find_value(nm) != kNoValue || g.find_value(nm) != kNoValue) nm += "_";
+    return nm;
+  };
+  auto channels_last = [&](ValueId v, size_t r) -> ValueId {
+    auto it = last.find(v);
+    if (it != last.end()) return it->second;
+    const Value& val = g.value(v);
+    ValueId img;
+    if (val.constant) {
+      img = rb.constant(permuted_constant(*val.constant, r, to_last(r)), val.name + ".nhwc");
+    } else {
+      ValueId src = rb.map(v);
+      const size_t q = val.type.shape.size();
+      if (q < r) {  // broadcast to rank r first: leading 1s
+        std::vector<int64_t> shape(r - q, 1);
+        for (int64_t d : val.type.dims()) shape.push_back(d);
+        TensorType st{DType::I64, {static_cast<int64_t>(r)}};
+        ValueId sc = rb.constant(TensorData::copy_of(st, shape.data()), val.name + ".shape");
+        src = rb.emit(OpKind::Reshape, {src, sc});
+      }
+      Attrs a;
+      a["perm"] = Attr::of_ints(to_last(r));
+      img = rb.emit(OpKind::Transpose, {src}, a);
+      if (report) ++report->transposes_in;
+    }
+    last[v] = img;
+    return img;
+  };
+  for (const Node& n : g.nodes()) {
+    if (!nhwc[n.id]) {
+      rb.copy(n);
+      continue;
+    }
+    const ValueId o = n.outputs[0];
+    const size_t r = g.value(o).type.shape.size();
+    std::vector<ValueId> ins;
+    OpKind op = n.op;
+    if (is_conv[n.id]) {
+      op = OpKind::NhwcConv;
+      ins = {channels_last(n.inputs[0], r), rb.map(n.inputs[1])};
+      if (n.inputs.size() > 2) ins.push_back(rb.map(n.inputs[2]));
+      if (report) ++report->convs_nhwc;
+    } else {
+      for (ValueId v : n.inputs) {
+        const bool scalar = v != kNoValue && g.value(v).type.numel() == 1 && g.value(v).type.shape.size() < r;
+        ins.push_back(v == kNoValue ? kNoValue : scalar ? rb.map(v) : channels_last(v, r));
+      }
+    }
+    Attrs attrs = n.attrs;
+    if (is_concat[n.id]) {  // NCHW axis a sits at position 0, r - 1 or a - 1 channels last
+      int64_t a = n.has_attr("axis") ? n.attrs.at("axis").i : 0;
+      if (a < 0) a += static_cast<int64_t>(r);
+      attrs["axis"] = Attr::of_int(a == 0 ? 0 : a == 1 ? static_cast<int64_t>(r) - 1 : a - 1);
+    }
+    if (is_pool[n.id]) {
+      op = n.op == OpKind::GlobalAveragePool ? OpKind::ReduceMean : OpKind::ReduceMax;
+      std::vector<int64_t> axes;
+      for (size_t i = 1; i + 1 < r; ++i) axes.push_back(static_cast<int64_t>(i));
+      attrs = {{"keepdims", Attr::of_int(1)}};
+      TensorType at{DType::I64, {static_cast<int64_t>(axes.size())}};
+      ins = {channels_last(n.inputs[0], r), rb.constant(TensorData::copy_of(at, axes.data()), n.name + ".axes")};
+    }
+    const ValueId y = rb.dst().add_node(op, ins, attrs, 1, n.name, {fresh_name(g.value(o).name + ".nhwc")})[0];
+    last[o] = y;
+    Attrs a;
+    a["perm"] = Attr::of_ints(to_first(r));
+    rb.replace(n, {rb.emit(OpKind::Transpose, {y}, a)});
+  }
+  return eliminate_dead_code(rb.finish());
+}
+
+}  // namespace dnnf

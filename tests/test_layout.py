@@ -1,0 +1,249 @@
+"""Inter-block layout (cpp/rewrite/layout.cc, paper §4.4): regions of convolutions run
+channels last (NhwcConv) with Transposes only at their border. Checked against the reference
+interpreter, through generated code under every planner, and on what it must not touch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dnnfusion as df
+from dnnfusion import rewrite
+
+
+def f32(rng, *shape, scale=0.3):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def mbconv_graph(n=1, c=24, hw=28, expand=4, stride=1, residual=True, se=True, clip=True):
+    """A MobileNetV2/EfficientNet block: 1x1 expand -> ReLU6 -> depthwise 3x3 -> (SE gate) ->
+    1x1 project (+ the input), with a per-channel constant Mul on the way."""
+    rng = np.random.default_rng(0)
+    g = df._core.Graph("mbconv")
+    x = g.add_input("x", "f32", [n, c, hw, hw])
+    e = c * expand
+    y = g.add_node("Conv", [x, g.add_constant("w1", f32(rng, e, c, 1, 1)), g.add_constant("b1", f32(rng, e))],
+                   {}, 1, "expand", ["y1"])[0]
+    if clip:
+        lo, hi = g.add_constant("lo", np.float32(0)), g.add_constant("hi", np.float32(6))
+        y = g.add_node("Clip", [y, lo, hi], {}, 1, "relu6", ["y1c"])[0]
+    else:
+        y = g.add_node("Relu", [y], {}, 1, "relu", ["y1c"])[0]
+    y = g.add_node("Conv", [y, g.add_constant("wd", f32(rng, e, 1, 3, 3)), g.add_constant("bd", f32(rng, e))],
+                   {"group": e, "pads": [1, 1, 1, 1], "strides": [stride, stride]}, 1, "dw", ["y2"])[0]
+    y = g.add_node("Mul", [y, g.add_constant("scale", f32(rng, e, 1, 1))], {}, 1, "chscale", ["y2s"])[0]
+    if se:
+        p = g.add_node("GlobalAveragePool", [y], {}, 1, "se.pool", ["sp"])[0]
+        s = g.add_node("Sigmoid", [p], {}, 1, "se.gate", ["sg"])[0]
+        y = g.add_node("Mul", [y, s], {}, 1, "se.scale", ["y2g"])[0]
+    y = g.add_node("Conv", [y, g.add_constant("w3", f32(rng, c, e, 1, 1))], {}, 1, "project", ["y3"])[0]
+    if residual and stride == 1:
+        y = g.add_node("Add", [y, x], {}, 1, "residual", ["y4"])[0]
+    g.set_outputs([y])
+    ecg = df.ECG(g)
+    ecg.verify()
+    return ecg
+
+
+def conv_graph(xshape, wshape, attrs, bias=True, act="Relu"):
+    rng = np.random.default_rng(1)
+    g = df._core.Graph("conv")
+    x = g.add_input("x", "f32", list(xshape))
+    ins = [x, g.add_constant("w", f32(rng, *wshape))]
+    if bias:
+        ins.append(g.add_constant("b", f32(rng, wshape[0])))
+    y = g.add_node("Conv", ins, attrs, 1, "conv", ["y"])[0]
+    if act:
+        y = g.add_node(act, [y], {}, 1, "act", ["z"])[0]
+    g.set_outputs([y])
+    return df.ECG(g)
+
+
+def inputs_of(g, seed=2):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal([int(d) for d in v.shape]).astype(np.float32) for v in g.inputs]
+
+
+def ops(g):
+    return [n.op for n in g.nodes]
+
+
+def test_a_region_goes_channels_last_with_one_transpose_each_way():
+    g = mbconv_graph(se=False)
+    out, rep = rewrite.select_layout(g, "nhwc")
+    assert ops(out).count("NhwcConv") == 3 and "Conv" not in ops(out)
+    # x is read by the expand conv and the residual Add: transposed in once; y4 out once.
+    assert ops(out).count("Transpose") == 2
+    assert rep["convs_nhwc"] == 3 and rep["transposes_in"] == 1 and rep["transposes_out"] == 1
+    # The per-channel constant is permuted in place ([e,1,1] -> [1,1,1,e]), not transposed per call.
+    mul = next(n for n in out.nodes if n.op == "Mul")
+    assert [int(d) for d in mul.inputs[1].shape] == [1, 1, 1, 96]
+    ins = inputs_of(g)
+    np.testing.assert_allclose(out.run_reference(*ins)[0], g.run_reference(*ins)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_squeeze_and_excitation_gate_stays_channels_last():
+    g = mbconv_graph(se=True)
+    out, rep = rewrite.select_layout(g, "nhwc")
+    # The gate's GlobalAveragePool becomes a ReduceMean over the spatial axes of the
+    # channels-last value; its [1,1,1,e] result is already the gate's channels-last image.
+    assert rep["convs_nhwc"] == 3 and "GlobalAveragePool" not in ops(out)
+    red = next(n for n in out.nodes if n.op == "ReduceMean")
+    assert [int(d) for d in red.outputs[0].shape] == [1, 1, 1, 96]
+    assert ops(out).count("Transpose") == 2  # x in, y4 out
+    ins = inputs_of(g)
+    np.testing.assert_allclose(out.run_reference(*ins)[0], g.run_reference(*ins)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_computed_broadcast_operand_from_outside_is_transposed():
+    rng = np.random.default_rng(4)
+    gg = df._core.Graph("bc")
+    x = gg.add_input("x", "f32", [1, 8, 6, 6])
+    s = gg.add_input("s", "f32", [8, 1, 1])  # rank 3 against rank 4: reshaped, then transposed
+    y = gg.add_node("Conv", [x, gg.add_constant("w", f32(rng, 8, 8, 3, 3))], {"pads": [1] * 4}, 1, "c", ["y"])[0]
+    gg.set_outputs([gg.add_node("Mul", [y, s], {}, 1, "m", ["z"])[0]])
+    e = df.ECG(gg)
+    out, rep = rewrite.select_layout(e, "nhwc")
+    assert rep["transposes_in"] == 2 and "Reshape" in ops(out)
+    ins = inputs_of(e)
+    np.testing.assert_allclose(out.run_reference(*ins)[0], e.run_reference(*ins)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [1, -1, 2])
+def test_concat_joins_regions_on_its_new_axis(axis):
+    rng = np.random.default_rng(5)
+    gg = df._core.Graph("cat")
+    x = gg.add_input("x", "f32", [2, 6, 8, 8])
+    a = gg.add_node("Conv", [x, gg.add_constant("wa", f32(rng, 4, 6, 1, 1))], {}, 1, "a", ["a"])[0]
+    b = gg.add_node("Conv", [x, gg.add_constant("wb", f32(rng, 4, 6, 3, 3))], {"pads": [1] * 4}, 1, "b", ["b"])[0]
+    c = gg.add_node("Concat", [a, b], {"axis": axis}, 1, "cat", ["c"])[0]
+    cin = 8 if axis == 1 else 4
+    wshape = (5, cin, 3, 3)
+    y = gg.add_node("Conv", [c, gg.add_constant("wc", f32(rng, *wshape))], {"pads": [1] * 4}, 1, "c2", ["y"])[0]
+    gg.set_outputs([gg.add_node("Relu", [y], {}, 1, "r", ["z"])[0]])
+    e = df.ECG(gg)
+    out, rep = rewrite.select_layout(e, "nhwc")
+    assert len(rep["regions"]) == 1 and ops(out).count("Transpose") == 2  # x in, z out
+    cat = next(n for n in out.nodes if n.op == "Concat")
+    assert cat.attrs["axis"] == {1: 3, -1: 2, 2: 1}[axis]
+    ins = inputs_of(e)
+    want = e.run_reference(*ins)[0]
+    np.testing.assert_allclose(out.run_reference(*ins)[0], want, rtol=1e-5, atol=1e-5)
+    m = df.compile(e, threads=2, layout="nhwc")
+    np.testing.assert_allclose(m(*ins), want, rtol=1e-4, atol=1e-5)
+
+
+def test_nchw_mode_and_regions_without_convs_change_nothing():
+    g = mbconv_graph()
+    out, rep = rewrite.select_layout(g, "nchw")
+    assert ops(out) == ops(g) and rep["regions"] == []
+    rng = np.random.default_rng(0)
+    gg = df._core.Graph("ew")
+    x = gg.add_input("x", "f32", [1, 8, 4, 4])
+    y = gg.add_node("Mul", [x, gg.add_constant("s", f32(rng, 8, 1, 1))], {}, 1, "mul", ["y"])[0]
+    gg.set_outputs([gg.add_node("Relu", [y], {}, 1, "relu", ["z"])[0]])
+    e = df.ECG(gg)
+    for mode in ("auto", "nhwc"):
+        assert ops(rewrite.select_layout(e, mode)[0]) == ["Mul", "Relu"]
+
+
+def test_auto_follows_the_cost_model():
+    # A block with a stride-2 depthwise conv on a large plane gains more than its two
+    # transposes cost ...
+    big, rep = rewrite.select_layout(mbconv_graph(c=24, hw=112, expand=6, stride=2, se=False), "auto")
+    assert rep["regions"][0]["gain_us"] > rep["regions"][0]["cost_us"]
+    assert "NhwcConv" in ops(big)
+    # ... a stem conv on the image (3 input channels) is expected slower channels last, so
+    # auto leaves it out of every region (nhwc mode takes it).
+    stem = conv_graph([1, 3, 64, 64], [16, 3, 3, 3], {"pads": [1] * 4, "strides": [2, 2]})
+    out, rep = rewrite.select_layout(stem, "auto")
+    assert rep["regions"] == [] and ops(out) == ops(stem)
+    assert rewrite.select_layout(stem, "nhwc")[1]["convs_nhwc"] == 1
+    # The model itself: depthwise convolutions are cheaper channels last.
+    dw = dict(C=144, M=144, group=144, taps=9, stride=2, in_pixels=56 * 56, out_pixels=28 * 28)
+    assert df._core.layout_conv_us(**dw, nhwc=True) < df._core.layout_conv_us(**dw, nhwc=False)
+
+
+def test_bad_mode_is_a_clear_error():
+    with pytest.raises(ValueError, match="layout must be"):
+        rewrite.select_layout(mbconv_graph(), "nchwc")
+    with pytest.raises(df.Error, match="unknown layout"):
+        df.compile(mbconv_graph(), layout="NHWC")
+
+
+# ---- Through generated code ---------------------------------------------------------------
+
+@pytest.mark.parametrize("planner", ["dnnfusion", "none", "patterns", "tvm", "dp"])
+def test_compiled_regions_match_the_reference(planner):
+    g = mbconv_graph(n=2, c=16, hw=13, expand=3)
+    ins = inputs_of(g)
+    want = g.run_reference(*ins)[0]
+    m = df.compile(g, planner=planner, threads=2, layout="nhwc")
+    assert m.stats["layout"]["convs_nhwc"] == 3
+    assert any(n.op == "NhwcConv" for n in m.graph.nodes)
+    np.testing.assert_allclose(m(*ins), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", [
+    # (x shape, w shape, attrs): strides, pads, dilations, 1-D and 3-D, odd channel counts,
+    # grouped (not depthwise: only the forced mode takes it), auto_pad.
+    ([2, 7, 9, 11], [5, 7, 3, 3], {"pads": [1, 0, 1, 2], "strides": [2, 1]}),
+    ([1, 19, 15, 15], [19, 1, 5, 5], {"group": 19, "pads": [2] * 4, "dilations": [1, 1]}),
+    ([1, 33, 12, 12], [33, 1, 3, 3], {"group": 33, "pads": [2] * 4, "dilations": [2, 2]}),
+    ([1, 16, 14, 14], [24, 16, 1, 1], {"strides": [2, 2]}),
+    ([1, 3, 30, 30], [8, 3, 7, 7], {"pads": [3] * 4, "strides": [2, 2]}),
+    ([1, 12, 10, 10], [8, 3, 3, 3], {"group": 4, "auto_pad": "SAME_UPPER"}),
+    ([2, 6, 40], [10, 6, 5], {"pads": [2, 2], "strides": [3]}),
+    ([1, 4, 6, 7, 8], [5, 4, 3, 3, 3], {"pads": [1] * 6}),
+])
+@pytest.mark.parametrize("bias", [True, False])
+def test_nhwc_conv_kernels_match_the_reference(case, bias):
+    xs, ws, attrs = case
+    g = conv_graph(xs, ws, attrs, bias=bias, act="Sigmoid")
+    ins = inputs_of(g)
+    m = df.compile(g, threads=2, layout="nhwc")
+    assert m.stats["layout"]["convs_nhwc"] == 1
+    np.testing.assert_allclose(m(*ins), g.run_reference(*ins)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_computed_weights_are_packed_per_call():
+    # Conv(x * s) with an SE gate becomes Conv(x, W * s) (fold_input_scale): channels last,
+    # the NhwcConv then reads weights computed in the same run.
+    rng = np.random.default_rng(3)
+    g = df._core.Graph("se")
+    x = g.add_input("x", "f32", [1, 32, 20, 20])
+    s = g.add_node("Sigmoid", [g.add_node("GlobalAveragePool", [x], {}, 1, "gap", ["p"])[0]], {}, 1, "gate", ["s"])[0]
+    xs = g.add_node("Mul", [x, s], {}, 1, "scale", ["xs"])[0]
+    y = g.add_node("Conv", [xs, g.add_constant("w", f32(rng, 8, 32, 1, 1))], {}, 1, "conv", ["y"])[0]
+    g.set_outputs([g.add_node("Relu", [y], {}, 1, "relu", ["z"])[0]])
+    e = df.ECG(g)
+    ins = inputs_of(e)
+    m = df.compile(e, threads=2, layout="nhwc")
+    conv = next(n for n in m.graph.nodes if n.op == "NhwcConv")
+    assert conv.inputs[1].producer is not None  # W * s, computed
+    np.testing.assert_allclose(m(*ins), e.run_reference(*ins)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_tiny_convnet_every_layout():
+    from dnnfusion import builtin
+
+    g = builtin.tiny_convnet(batch=2)
+    ins = inputs_of(g)
+    want = g.run_reference(*ins)[0]
+    for layout in ("auto", "nhwc", "nchw"):
+        m = df.compile(g, threads=2, layout=layout)
+        assert m.stats["layout"]["mode"] == layout
+        np.testing.assert_allclose(m(*ins), want, rtol=1e-4, atol=1e-5)
+
+
+def test_onnx_files_cannot_name_the_internal_op():
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3, 4, 1, 1], np.ones(12, np.float32))
+    model = helper.make_model(helper.make_graph([helper.make_node("NhwcConv", ["x", "w"], ["y"])],
+                                                "g", [x], [y], [w]))
+    with pytest.raises(df.UnsupportedOperatorError, match="'NhwcConv'.*does not support"):
+        df.load(model.SerializeToString())
