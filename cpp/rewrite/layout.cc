@@ -151,7 +151,8 @@ ConvGeometry geometry_of(const Graph& g, const Node& n) {
 // on kernels (benchmarks/layout_bench.py, and conv_nhwc.h against conv.h on an AVX-512
 // Xeon, 2 threads):
 //   depthwise 3x3 stride 2            1.6  (no deinterleave)       stride 1: 1.0
-//   dense 3x3 on a 56x56 plane        1.0; 28x28 1.2; 14x14 and 7x7 1.35-1.4
+//   dense 3x3 on a 56x56 plane        1.0; 28x28 1.2; 14x14 and 7x7 1.35-1.4; 0.85 with
+//                                     weights over 16 MiB on 256 pixels or more
 //   1x1 stride 2                      1.3  (a strided gather of pixels, not of rows)
 //   1x1 stride 1                      tile fill: the GEMM is [pixels x M] instead of
 //                                     [M x pixels] (MR 8, NR 32): 320->1280 on 7x7 1.3,
@@ -180,6 +181,9 @@ double layout_conv_us(const ConvGeometry& c, bool nhwc) {
                                      fill(static_cast<double>(c.M) / c.group, plane);
   } else {
     ratio = plane >= 3136 ? 1.0 : plane >= 784 ? 1.2 : 1.35;
+    // Weights over 16 MiB on planes of 256 pixels and more are read by every row block of
+    // the pixel-major GEMM: UNet's 3x3 512->1024 and 1024->1024 on 16x16 went 14.4 -> 17.1 ms.
+    if (4.0 * c.M * (static_cast<double>(c.C) / c.group) * c.taps > 16e6 && plane >= 256) ratio = 0.85;
   }
   return flops / 230e3 / (nhwc ? ratio : 1.0) + bytes / 30e3;
 }

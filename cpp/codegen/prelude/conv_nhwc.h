@@ -92,18 +92,35 @@ template <class Ep>
 void dense_tiles(const window::Geom& g, long pixels, const float* x, int C, int c_off, int Cg,
                  const gemm::PackedBView& b, float* y, int M, int m_off, const Ep& ep) {
   const int K = Cg * g.taps(), Mg = b.n;
-  // A tile of about 128 KiB of im2col rows (a multiple of the micro-kernel's rows).
-  long tp = std::clamp<long>((32768 / std::max(K, 1)) / gemm::kMR * gemm::kMR, gemm::kMR, 16L * gemm::kMR);
+  const int T = get_num_threads();
+  // The GEMM streams B once per tile. Small B (up to 1 MiB, cache resident): tiles of about
+  // 128 KiB of im2col rows, many per thread. Large B (3x3 512->1024 is 18 MiB, read from
+  // memory at batch 1): tiles of up to 4M floats, one on the whole pool when everything
+  // fits, else two per thread.
+  long tp;
+  if (static_cast<long>(K) * Mg <= (256L << 10)) {
+    tp = std::clamp<long>((32768 / std::max(K, 1)) / gemm::kMR * gemm::kMR, gemm::kMR, 16L * gemm::kMR);
+  } else {
+    const long cap = std::max<long>(gemm::kMR, (4L << 20) / std::max(K, 1));
+    tp = pixels <= cap ? pixels : std::max<long>(gemm::kMR, std::min(cap, (pixels + 2L * T - 1) / (2L * T)));
+  }
   tp = std::min(tp, pixels);
   const long tiles = (pixels + tp - 1) / tp;
-  const int T = get_num_threads();
   const bool outer = T > 1 && tiles >= 2L * T;
   gemm::Options opt;
   opt.n_threads = outer || T == 1 ? 1 : 0;
   auto tile = [&](long t) {
     const long p0 = t * tp, np = std::min(tp, pixels - p0);
     float* a = tile_scratch(static_cast<size_t>(np) * K);
-    for (long i = 0; i < np; ++i) im2col_row(g, x, C, c_off, Cg, p0 + i, a + i * K);
+    auto fill = [&](long i0, long i1) {
+      for (long i = i0; i < i1; ++i) im2col_row(g, x, C, c_off, Cg, p0 + i, a + i * K);
+    };
+    if (outer || T == 1) {
+      fill(0, np);
+    } else {  // the whole pool builds the one tile
+      const long parts = std::min<long>(np, 4L * T);
+      parallel_for(static_cast<int>(parts), [&](int q) { fill(np * q / parts, np * (q + 1) / parts); });
+    }
     with_col_offset(ep, m_off, [&](const auto& ec) {
       detail::with_offset(ec, static_cast<int>(p0), [&](const auto& e) {
         gemm::gemm_f32_src(static_cast<int>(np), Mg, K, gemm::AView<>{a, K, 1}, b,
