@@ -300,6 +300,11 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
   if (stream_b) {
     R = 1;
     Cc = std::min(pn, round_up(std::max((n_pad + nc_blk - 1) / nc_blk, 3 * T), T));
+  } else if (T > 1 && b_pre && static_cast<long>(K) * n_pad > (512L << 10)) {
+    // Pre-packed B over 2 MiB (weights at batch 1: BERT's 768x3072, a 3x3 512->1024 conv
+    // channels last) comes from memory: split the columns, not the rows, so that each task
+    // reads its own part of B once instead of every row block reading all of it.
+    if (R < 3 * T) Cc = std::min(pn, (3 * T + R - 1) / R);
   } else if (T > 1) {
     const int target = 3 * T;
     if (R < target) R = std::min(target, std::max(R, pm / 4));
