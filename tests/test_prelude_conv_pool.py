@@ -1,11 +1,13 @@
-"""Correctness of the convolution and pooling anchors (cpp/codegen/prelude/conv.h, pool.h,
-window.h) against the NumPy reference (dnnfusion/_ref_nn.py).
+"""Correctness of the convolution and pooling anchors (cpp/codegen/prelude/conv.h,
+conv_nhwc.h, conv_direct.h, pool.h, window.h) against the NumPy reference
+(dnnfusion/_ref_nn.py).
 
 One C++ driver reads a list of cases (kind, epilogue, threads, ONNX geometry) with their
 inputs from a file, runs the prelude kernel and writes the output back. It is compiled once
 per dialect (scalar, AVX2, AVX-512 when the CPU has them; NEON cross-compiled and run under
 qemu-aarch64 on a few small cases). Epilogues: none; bias per channel + relu (on rows for
-the [N*C, spatial] views, on columns for the global pools' [N, C] view); and a kStores
+the [N*C, spatial] views, on columns for the global pools' [N, C] view and the channels-last
+convolutions' [pixels, M] view); and a kStores
 epilogue writing v + 1 into a separate buffer (y is then only scratch). Odd widths exercise
 the vector tails; the output buffer starts as garbage so an unwritten element fails.
 """
@@ -27,11 +29,12 @@ from native_toolchain import PRELUDE, build_and_run, dialect_commands
 COMMON = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
 SCALAR_FLAGS = ("-mavx2", "-mfma")  # the scalar dialect; ISA flags only let std::fma inline
 KINDS = ["conv", "conv_packed", "conv_transpose", "max_pool", "avg_pool", "global_avg",
-         "global_max"]
+         "global_max", "conv_nhwc"]
 EPS = ["none", "bias_relu", "stores"]
 
 DRIVER = r"""
 #include "conv.h"
+#include "conv_nhwc.h"
 #include "pool.h"
 #include <cstdio>
 #include <cstdlib>
@@ -99,6 +102,11 @@ int main(int argc, char** argv) {
         case 2: conv::conv_transpose_f32(cs, x.data(), w.data(), y.data(), e); break;
         case 3: pool::max_pool_f32(ps, x.data(), y.data(), e); break;
         case 4: pool::avg_pool_f32(ps, x.data(), y.data(), e); break;
+        case 7: {  // x and y channels last
+          conv::PackedNhwcWeights pw(cs, w.data());
+          conv::conv_nhwc_f32(cs, x.data(), pw, y.data(), e);
+          break;
+        }
       }
     };
     auto run_global = [&](const auto& e) {
@@ -106,11 +114,12 @@ int main(int argc, char** argv) {
       if (kind == 5) pool::global_avg_pool_f32(cs.N, cs.C, sp, x.data(), y.data(), e);
       else pool::global_max_pool_f32(cs.N, cs.C, sp, x.data(), y.data(), e);
     };
-    const bool global = kind >= 5;
+    const bool global = kind == 5 || kind == 6;
     if (ep == 0) {
       global ? run_global(gemm::EpNone{}) : run(gemm::EpNone{});
     } else if (ep == 1) {
       if (global) run_global(EpBiasColRelu{b.data()});
+      else if (kind == 7) run(EpBiasColRelu{b.data()});
       else run(EpBiasRowRelu{b.data(), static_cast<int>(nb)});
     } else {
       EpStorePlusOne e{z.data(), cols};
@@ -171,7 +180,7 @@ def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
     attrs = {"strides": strides, "dilations": dil, "pads": pads}
     w = np.zeros(0, np.float32)
     M = C
-    if c.kind in ("conv", "conv_packed"):
+    if c.kind in ("conv", "conv_packed", "conv_nhwc"):
         M = c.M
         w = u(M, C // c.group, *k)
         want = nn.conv([x, w], {**attrs, "group": c.group})[0]
@@ -194,11 +203,17 @@ def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
     want = want.astype(np.float64)
     out_sp = list(want.shape[2:])
     glob = c.kind.startswith("global")
+    last = c.kind == "conv_nhwc"  # x and y channels last; the epilogue view is [pixels, M]
     bias = u(M)
-    rows, cols = (N, M) if glob else (N * M, math.prod(out_sp))
-    flat = want.reshape(rows, cols)
+    if last:
+        x = np.moveaxis(x, 1, -1).copy()
+        rows, cols = N * math.prod(out_sp), M
+        flat = np.moveaxis(want, 1, -1).reshape(rows, cols)
+    else:
+        rows, cols = (N, M) if glob else (N * M, math.prod(out_sp))
+        flat = want.reshape(rows, cols)
     if c.ep == "bias_relu":
-        flat = _relu(flat + (bias[None, :] if glob else np.tile(bias, N)[:, None]))
+        flat = _relu(flat + (bias[None, :] if glob or last else np.tile(bias, N)[:, None]))
     elif c.ep == "stores":
         flat = flat + 1
     pad3 = lambda v, fill: list(v) + [fill] * (3 - len(v))  # noqa: E731
@@ -274,6 +289,25 @@ def cases_x86() -> list[Case]:
              threads=2, ep="bias_relu"),
         Case("conv_packed", (1, 64, 10, 9), k=(3, 3), M=1024, pads=(2, 2, 2, 2), dil=(2, 2),
              strides=(2, 1), ep="stores"),
+        # channels last: the direct kernel (tiles wrapping rows and images, padding rows,
+        # stride, dilation, merged kx runs, a stem on 3 channels, chunked input channels,
+        # M past NR, groups, 1-D and 3-D), the pointwise GEMM and depthwise
+        Case("conv_nhwc", (2, 7, 9, 11), k=(3, 3), M=5, pads=(1, 0, 1, 2), strides=(2, 1),
+             ep="bias_relu", threads=2),
+        Case("conv_nhwc", (1, 16, 17, 19), k=(3, 3), M=40, pads=(1, 1, 1, 1), threads=2),
+        Case("conv_nhwc", (1, 3, 30, 30), k=(7, 7), M=8, pads=(3, 3, 3, 3), strides=(2, 2),
+             ep="stores"),
+        Case("conv_nhwc", (1, 6, 19, 17), k=(3, 3), M=7, pads=(2, 2, 2, 2), dil=(2, 2)),
+        Case("conv_nhwc", (1, 12, 10, 10), k=(3, 3), M=8, group=4, pads=(1, 1, 1, 1),
+             ep="bias_relu", threads=2),
+        Case("conv_nhwc", (1, 300, 6, 7), k=(3, 3), M=70, pads=(1, 1, 1, 1), threads=2,
+             ep="bias_relu"),
+        Case("conv_nhwc", (1, 16, 14, 14), k=(1, 1), M=24, strides=(2, 2), ep="stores"),
+        Case("conv_nhwc", (2, 16, 13, 11), k=(1, 1), M=24, ep="bias_relu"),
+        Case("conv_nhwc", (2, 6, 40), k=(5,), M=10, pads=(2, 2), strides=(3,)),
+        Case("conv_nhwc", (1, 4, 6, 7, 8), k=(3, 3, 3), M=5, pads=(1,) * 6, threads=2),
+        Case("conv_nhwc", (1, 19, 15, 15), k=(5, 5), M=19, group=19, pads=(2,) * 4,
+             ep="bias_relu"),
         # ConvTranspose: stride 2 + output padding, grouped, dilated, 1-D, 3-D
         Case("conv_transpose", (1, 6, 7, 9), k=(3, 3), M=4, strides=(2, 2),
              pads=(1, 1, 1, 1), out_pad=(1, 1), ep="bias_relu"),
@@ -325,6 +359,9 @@ def cases_neon() -> list[Case]:
              ep="bias_relu"),
         Case("conv_transpose", (1, 4, 5, 6), k=(3, 3), M=3, strides=(2, 2), pads=(1, 1, 1, 1),
              out_pad=(1, 1)),
+        Case("conv_nhwc", (1, 5, 9, 11), k=(3, 3), M=13, pads=(1, 1, 1, 1), strides=(2, 1),
+             ep="bias_relu", threads=2),
+        Case("conv_nhwc", (1, 3, 12, 12), k=(5, 5), M=6, pads=(2, 2, 2, 2), ep="stores"),
         Case("max_pool", (1, 3, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
         Case("avg_pool", (1, 3, 11, 9), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1), ceil=1,
              include_pad=1),

@@ -7,9 +7,8 @@
 //                                 with each tap's weight vector loaded once; stride 2 costs
 //                                 nothing extra (no deinterleave, unlike NCHW)
 //   1x1, stride 1, no padding     one GEMM: A = x as [pixels, C], B = W^T packed once
-//   otherwise (any group)         per tile of output pixels, the im2col rows (taps x C/group,
-//                                 contiguous runs of channels) go to a per-thread buffer that
-//                                 the GEMM packs as A; B = the group's W^T packed once
+//   otherwise (any group)         the direct kernel of conv_direct.h: register tiles of
+//                                 pixels x output channels fed straight from x
 #pragma once
 
 #include <algorithm>
@@ -19,120 +18,16 @@
 #include <vector>
 
 #include "conv.h"
+#include "conv_direct.h"
 
 namespace dnnf::conv {
 
 namespace nhwc_detail {
 
-// Grouped convs write the columns [m_off, m_off + Mg) of the [pixels, M] view.
-template <class Ep>
-struct EpColOffset {
-  static constexpr bool kStores = gemm::ep_stores<Ep>;
-  const Ep& ep;
-  long off;
-  void apply(vf& v, long row, long col, int n) const { ep.apply(v, row, col + off, n); }
-};
-template <class Ep, class F>
-void with_col_offset(const Ep& ep, long off, F&& f) {
-  if (off == 0) {
-    f(ep);
-  } else {
-    f(EpColOffset<Ep>{ep, off});
-  }
-}
-
 inline float* tile_scratch(size_t n) {  // per thread, only grows
   thread_local std::vector<float> buf;
   if (buf.size() < n) buf.resize(n);
   return buf.data();
-}
-
-// Output pixel p (flat over N and the output volume) -> its image and the first input
-// coordinate of its window along each axis.
-struct PixelOrigin {
-  long n;
-  int z, y, x;
-};
-inline PixelOrigin origin(const window::Geom& g, long p) {
-  const long plane = g.out_plane();
-  const long n = p / plane, r = p % plane;
-  const int ox = static_cast<int>(r % g.out[2]), oy = static_cast<int>((r / g.out[2]) % g.out[1]);
-  const int oz = static_cast<int>(r / (static_cast<long>(g.out[2]) * g.out[1]));
-  return {n, oz * g.stride[0] - g.pad[0], oy * g.stride[1] - g.pad[1], ox * g.stride[2] - g.pad[2]};
-}
-
-// The im2col row of pixel p: taps (kz, ky, kx) in order, each a run of Cg channels from
-// channel c_off of the tap's input pixel (zeros in the padding).
-inline void im2col_row(const window::Geom& g, const float* x, int C, int c_off, int Cg, long p,
-                       float* dst) {
-  const PixelOrigin o = origin(g, p);
-  const float* img = x + o.n * g.in_plane() * C + c_off;
-  for (int kz = 0; kz < g.k[0]; ++kz) {
-    const int iz = o.z + kz * g.dil[0];
-    for (int ky = 0; ky < g.k[1]; ++ky) {
-      const int iy = o.y + ky * g.dil[1];
-      const bool zy = iz >= 0 && iz < g.in[0] && iy >= 0 && iy < g.in[1];
-      const float* row = img + (static_cast<long>(iz) * g.in[1] + iy) * g.in[2] * C;
-      for (int kx = 0; kx < g.k[2]; ++kx, dst += Cg) {
-        const int ix = o.x + kx * g.dil[2];
-        if (zy && ix >= 0 && ix < g.in[2]) {
-          std::memcpy(dst, row + static_cast<long>(ix) * C, sizeof(float) * Cg);
-        } else {
-          std::fill(dst, dst + Cg, 0.0f);
-        }
-      }
-    }
-  }
-}
-
-// y[:, m_off .. m_off + Mg) = ep(im2col(x[..., c_off .. c_off + Cg)) * B): tiles of pixels,
-// each one single-threaded GEMM when there are enough tiles for the pool, else one GEMM on
-// the whole pool per tile.
-template <class Ep>
-void dense_tiles(const window::Geom& g, long pixels, const float* x, int C, int c_off, int Cg,
-                 const gemm::PackedBView& b, float* y, int M, int m_off, const Ep& ep) {
-  const int K = Cg * g.taps(), Mg = b.n;
-  const int T = get_num_threads();
-  // The GEMM streams B once per tile. Small B (up to 1 MiB, cache resident): tiles of about
-  // 128 KiB of im2col rows, many per thread. Large B (3x3 512->1024 is 18 MiB, read from
-  // memory at batch 1): tiles of up to 4M floats, one on the whole pool when everything
-  // fits, else two per thread.
-  long tp;
-  if (static_cast<long>(K) * Mg <= (256L << 10)) {
-    tp = std::clamp<long>((32768 / std::max(K, 1)) / gemm::kMR * gemm::kMR, gemm::kMR, 16L * gemm::kMR);
-  } else {
-    const long cap = std::max<long>(gemm::kMR, (4L << 20) / std::max(K, 1));
-    tp = pixels <= cap ? pixels : std::max<long>(gemm::kMR, std::min(cap, (pixels + 2L * T - 1) / (2L * T)));
-  }
-  tp = std::min(tp, pixels);
-  const long tiles = (pixels + tp - 1) / tp;
-  const bool outer = T > 1 && tiles >= 2L * T;
-  gemm::Options opt;
-  opt.n_threads = outer || T == 1 ? 1 : 0;
-  auto tile = [&](long t) {
-    const long p0 = t * tp, np = std::min(tp, pixels - p0);
-    float* a = tile_scratch(static_cast<size_t>(np) * K);
-    auto fill = [&](long i0, long i1) {
-      for (long i = i0; i < i1; ++i) im2col_row(g, x, C, c_off, Cg, p0 + i, a + i * K);
-    };
-    if (outer || T == 1) {
-      fill(0, np);
-    } else {  // the whole pool builds the one tile
-      const long parts = std::min<long>(np, 4L * T);
-      parallel_for(static_cast<int>(parts), [&](int q) { fill(np * q / parts, np * (q + 1) / parts); });
-    }
-    with_col_offset(ep, m_off, [&](const auto& ec) {
-      detail::with_offset(ec, static_cast<int>(p0), [&](const auto& e) {
-        gemm::gemm_f32_src(static_cast<int>(np), Mg, K, gemm::AView<>{a, K, 1}, b,
-                           y + p0 * M + m_off, M, e, opt);
-      });
-    });
-  };
-  if (outer) {
-    parallel_for(static_cast<int>(tiles), [&](int t) { tile(t); });
-  } else {
-    for (long t = 0; t < tiles; ++t) tile(t);
-  }
 }
 
 // Applies the epilogue to a block of finished values, buf [m rows of nvk vectors], and
@@ -237,42 +132,42 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
 
 }  // namespace nhwc_detail
 
-// Weights prepared once for one shape: the depthwise path's [taps, C] copy, or per group
-// W_g^T [taps * C/group, M/group] (rows (tap, c)) packed as a GEMM B.
+// Weights prepared once for one shape: the depthwise path's [taps, C] copy, W^T [C, M]
+// packed as a GEMM B for the pointwise path, or the direct kernel's packing otherwise.
 class PackedNhwcWeights {
  public:
   PackedNhwcWeights(const ConvShape& s, const float* w) : s_(s) {
     detail::check(s);
-    const int taps = detail::geom(s).taps(), Cg = s.C / s.group, Mg = s.M / s.group;
+    const window::Geom g = detail::geom(s);
+    const int taps = g.taps();
     if (detail::is_depthwise(s)) {
       depthwise_.resize(static_cast<size_t>(taps) * s.C);
       for (int c = 0; c < s.C; ++c)
         for (int t = 0; t < taps; ++t) depthwise_[static_cast<size_t>(t) * s.C + c] = w[static_cast<long>(c) * taps + t];
-      return;
+    } else if (pointwise_gemm(s)) {
+      gemm_ = gemm::PackedB(w, 1, s.C, s.C, s.M);  // B[c, m] = w[m, c]
+    } else {
+      direct_ = DirectWeights(s, w);
     }
-    const int K = taps * Cg;
-    std::vector<float> wt(static_cast<size_t>(K) * Mg);
-    for (int gi = 0; gi < s.group; ++gi) {
-      for (int m = 0; m < Mg; ++m) {
-        const float* wm = w + (static_cast<long>(gi) * Mg + m) * Cg * taps;  // [Cg, taps]
-        for (int c = 0; c < Cg; ++c)
-          for (int t = 0; t < taps; ++t) wt[(static_cast<size_t>(t) * Cg + c) * Mg + m] = wm[c * taps + t];
-      }
-      groups_.emplace_back(wt.data(), Mg, 1, K, Mg);
-    }
+  }
+  // 1x1, stride 1, no padding, one group: a plain GEMM over the pixels.
+  static bool pointwise_gemm(const ConvShape& s) {
+    return s.group == 1 && detail::is_pointwise(detail::geom(s));
   }
   bool fits(const ConvShape& s) const {
     bool same = s.nd == s_.nd && s.C == s_.C && s.M == s_.M && s.group == s_.group;
     for (int i = 0; i < s.nd && same; ++i) same = s.k[i] == s_.k[i];
-    return same;
+    return same && pointwise_gemm(s) == pointwise_gemm(s_);
   }
   const float* depthwise() const { return depthwise_.data(); }
-  const gemm::PackedBView& group(int g) const { return groups_[static_cast<size_t>(g)].view(); }
+  const gemm::PackedBView& gemm() const { return gemm_.view(); }
+  const DirectWeights& direct() const { return direct_; }
 
  private:
   ConvShape s_;
   std::vector<float> depthwise_;
-  std::vector<gemm::PackedB> groups_;
+  gemm::PackedB gemm_;
+  DirectWeights direct_;
 };
 
 template <class Ep = gemm::EpNone>
@@ -299,13 +194,11 @@ void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& 
     });
     return;
   }
-  if (s.group == 1 && detail::is_pointwise(g)) {
-    gemm::gemm_f32_src(static_cast<int>(pixels), s.M, s.C, gemm::AView<>{x, s.C, 1}, w.group(0), y, s.M, ep);
+  if (PackedNhwcWeights::pointwise_gemm(s)) {
+    gemm::gemm_f32_src(static_cast<int>(pixels), s.M, s.C, gemm::AView<>{x, s.C, 1}, w.gemm(), y, s.M, ep);
     return;
   }
-  const int Cg = s.C / s.group, Mg = s.M / s.group;
-  for (int gi = 0; gi < s.group; ++gi)
-    nhwc_detail::dense_tiles(g, pixels, x, s.C, gi * Cg, Cg, w.group(gi), y, s.M, gi * Mg, ep);
+  conv_direct_f32(s, x, w.direct(), y, ep);
 }
 
 // Weights computed in the same run (e.g. W * s from fold_input_scale): packed per call.
