@@ -142,16 +142,21 @@ def conv(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     return [y.astype(x.dtype)]
 
 
+def _channels_last(op: str, kernel):
+    """The channels-last twin of a channels-first kernel (X [N, spatial..., C])."""
+    def run(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.ndim < 3:
+            raise ValueError(f"{op}: X must have rank >= 3, got shape {x.shape}")
+        y = kernel([np.transpose(x, (0, x.ndim - 1, *range(1, x.ndim - 1))), *inputs[1:]], attrs)[0]
+        return [np.ascontiguousarray(np.transpose(y, (0, *range(2, y.ndim), 1)))]
+    return run
 
-def nhwc_conv(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    """The internal NhwcConv: Conv with the channels last (X [N, spatial..., C],
-    Y [N, spatial..., M]; W, B and the attributes as Conv's)."""
-    x = inputs[0]
-    if x.ndim < 3:
-        raise ValueError(f"NhwcConv: X must have rank >= 3, got shape {x.shape}")
-    to_first = (0, x.ndim - 1, *range(1, x.ndim - 1))
-    (y,) = conv([np.transpose(x, to_first), *inputs[1:]], attrs)
-    return [np.ascontiguousarray(np.transpose(y, (0, *range(2, y.ndim), 1)))]
+
+# The internal NhwcConv of the inter-block layout pass: Conv with the channels last
+# (X [N, spatial..., C], Y [N, spatial..., M]; W, B and the attributes as Conv's).
+nhwc_conv = _channels_last("NhwcConv", conv)
+
 
 def conv_transpose(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     x, w, b = inputs[0], inputs[1], _input(inputs, 2)
@@ -518,3 +523,8 @@ def non_max_suppression(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
                     kept.append(int(i))
             selected.extend((b, c, i) for i in kept)
     return [np.array(selected, dtype=np.int64).reshape(-1, 3)]
+
+
+# The internal channels-last pools of the inter-block layout pass (Y only).
+nhwc_max_pool = _channels_last("NhwcMaxPool", lambda i, a: max_pool(i, a)[:1])
+nhwc_average_pool = _channels_last("NhwcAveragePool", average_pool)

@@ -690,6 +690,8 @@ KERNELS: dict[str, Kernel] = {
     "LayerNormalization": _layer_norm,
     "MaxPool": nn.max_pool,
     "AveragePool": nn.average_pool,
+    "NhwcMaxPool": nn.nhwc_max_pool,
+    "NhwcAveragePool": nn.nhwc_average_pool,
     "GlobalAveragePool": nn.global_average_pool,
     "GlobalMaxPool": nn.global_max_pool,
     "ArgMax": _arg_kernel(np.argmax),

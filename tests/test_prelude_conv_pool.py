@@ -29,13 +29,14 @@ from native_toolchain import PRELUDE, build_and_run, dialect_commands
 COMMON = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
 SCALAR_FLAGS = ("-mavx2", "-mfma")  # the scalar dialect; ISA flags only let std::fma inline
 KINDS = ["conv", "conv_packed", "conv_transpose", "max_pool", "avg_pool", "global_avg",
-         "global_max", "conv_nhwc"]
+         "global_max", "conv_nhwc", "max_pool_nhwc", "avg_pool_nhwc"]
 EPS = ["none", "bias_relu", "stores"]
 
 DRIVER = r"""
 #include "conv.h"
 #include "conv_nhwc.h"
 #include "pool.h"
+#include "pool_nhwc.h"
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -107,6 +108,8 @@ int main(int argc, char** argv) {
           conv::conv_nhwc_f32(cs, x.data(), pw, y.data(), e);
           break;
         }
+        case 8: pool::max_pool_nhwc_f32(ps, x.data(), y.data(), e); break;
+        case 9: pool::avg_pool_nhwc_f32(ps, x.data(), y.data(), e); break;
       }
     };
     auto run_global = [&](const auto& e) {
@@ -119,7 +122,7 @@ int main(int argc, char** argv) {
       global ? run_global(gemm::EpNone{}) : run(gemm::EpNone{});
     } else if (ep == 1) {
       if (global) run_global(EpBiasColRelu{b.data()});
-      else if (kind == 7) run(EpBiasColRelu{b.data()});
+      else if (kind >= 7) run(EpBiasColRelu{b.data()});
       else run(EpBiasRowRelu{b.data(), static_cast<int>(nb)});
     } else {
       EpStorePlusOne e{z.data(), cols};
@@ -189,10 +192,10 @@ def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
         w = u(C, M // c.group, *k)
         want = nn.conv_transpose([x, w], {**attrs, "group": c.group,
                                           "output_padding": list(c.out_pad) or [0] * nd})[0]
-    elif c.kind in ("max_pool", "avg_pool"):
+    elif c.kind in ("max_pool", "avg_pool", "max_pool_nhwc", "avg_pool_nhwc"):
         pattrs = {**attrs, "kernel_shape": k, "ceil_mode": c.ceil,
                   "count_include_pad": c.include_pad}
-        if c.kind == "max_pool":
+        if c.kind.startswith("max_pool"):
             want = nn.max_pool([x], pattrs)[0]
         else:
             want = nn.average_pool([x], pattrs)[0]
@@ -203,7 +206,7 @@ def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
     want = want.astype(np.float64)
     out_sp = list(want.shape[2:])
     glob = c.kind.startswith("global")
-    last = c.kind == "conv_nhwc"  # x and y channels last; the epilogue view is [pixels, M]
+    last = c.kind.endswith("_nhwc")  # x and y channels last; the epilogue view is [pixels, M]
     bias = u(M)
     if last:
         x = np.moveaxis(x, 1, -1).copy()
@@ -308,6 +311,17 @@ def cases_x86() -> list[Case]:
         Case("conv_nhwc", (1, 4, 6, 7, 8), k=(3, 3, 3), M=5, pads=(1,) * 6, threads=2),
         Case("conv_nhwc", (1, 19, 15, 15), k=(5, 5), M=19, group=19, pads=(2,) * 4,
              ep="bias_relu"),
+        # channels-last pools: channel tails, padding, ceil mode, dilation, 1-D and 3-D
+        Case("max_pool_nhwc", (2, 19, 17, 15), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
+             ep="bias_relu", threads=2),
+        Case("max_pool_nhwc", (1, 3, 16, 16), k=(3, 3), strides=(2, 2), ceil=1, ep="stores"),
+        Case("max_pool_nhwc", (1, 40, 15, 13), k=(3, 3), dil=(2, 2), pads=(1, 2, 1, 2)),
+        Case("max_pool_nhwc", (1, 5, 23), k=(3,), strides=(2,), pads=(1, 1)),
+        Case("max_pool_nhwc", (1, 17, 6, 7, 9), k=(2, 2, 2), strides=(2, 2, 2), ceil=1),
+        Case("avg_pool_nhwc", (1, 33, 13, 17), k=(3, 3), pads=(1, 1, 1, 1), ep="bias_relu"),
+        Case("avg_pool_nhwc", (2, 18, 16, 15), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1),
+             ceil=1, include_pad=1, threads=2),
+        Case("avg_pool_nhwc", (1, 6, 5, 7, 9), k=(3, 3, 3), pads=(1,) * 6, ep="stores"),
         # ConvTranspose: stride 2 + output padding, grouped, dilated, 1-D, 3-D
         Case("conv_transpose", (1, 6, 7, 9), k=(3, 3), M=4, strides=(2, 2),
              pads=(1, 1, 1, 1), out_pad=(1, 1), ep="bias_relu"),
@@ -362,6 +376,10 @@ def cases_neon() -> list[Case]:
         Case("conv_nhwc", (1, 5, 9, 11), k=(3, 3), M=13, pads=(1, 1, 1, 1), strides=(2, 1),
              ep="bias_relu", threads=2),
         Case("conv_nhwc", (1, 3, 12, 12), k=(5, 5), M=6, pads=(2, 2, 2, 2), ep="stores"),
+        Case("max_pool_nhwc", (1, 6, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
+             ep="bias_relu"),
+        Case("avg_pool_nhwc", (1, 5, 11, 9), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1), ceil=1,
+             include_pad=1),
         Case("max_pool", (1, 3, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
         Case("avg_pool", (1, 3, 11, 9), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1), ceil=1,
              include_pad=1),

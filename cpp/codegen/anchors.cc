@@ -91,6 +91,8 @@ bool BlockLowerer::has_epilogue(const Node& n) const {
     case OpKind::Conv:
     case OpKind::ConvTranspose:
     case OpKind::NhwcConv:
+    case OpKind::NhwcMaxPool:
+    case OpKind::NhwcAveragePool:
     case OpKind::MaxPool:
     case OpKind::AveragePool:
     case OpKind::GlobalAveragePool:

@@ -238,6 +238,29 @@ void BlockLowerer::emit_library(const Node& n) {
                         (epilogues_.count(n.id) ? " +epilogue(" + std::to_string(epilogues_[n.id].nodes.size()) + " ops)" : ""));
       return;
     }
+    case OpKind::NhwcMaxPool:
+    case OpKind::NhwcAveragePool: {  // channels last (pool_nhwc.h); the epilogue view is [pixels, C]
+      auto channels_first = [](std::vector<int64_t> d) {  // [N, sp..., C] -> [N, C, sp...]
+        std::rotate(d.begin() + 1, d.end() - 1, d.end());
+        return d;
+      };
+      const std::vector<int64_t> idf = channels_first(id), odf = channels_first(dims_of(g_, n.outputs[0]));
+      Window w = window_of(c, idf, odf, c.attr_ints("kernel_shape"));
+      const std::string shape = "dnnf::pool::PoolShape{" + std::to_string(w.in.size()) + ", " +
+          std::to_string(idf[0]) + ", " + std::to_string(idf[1]) + ", " + ints3(w.in, 1) + ", " +
+          ints3(w.out, 1) + ", " + ints3(w.k, 1) + ", " + ints3(w.stride, 1) + ", " +
+          ints3(w.dil, 1) + ", " + ints3(w.begin, 0) + ", " + ints3(w.end, 0) + ", " +
+          (c.attr_int("count_include_pad", 0) ? "true" : "false") + "}";
+      ms_.headers.insert("pool_nhwc.h");
+      code_.open("");
+      EpCode ep = epilogue(n, "0L");
+      code_.line(std::string(n.op == OpKind::NhwcMaxPool ? "dnnf::pool::max_pool_nhwc_f32("
+                                                         : "dnnf::pool::avg_pool_nhwc_f32(") +
+                 shape + ", " + ptr(n.inputs[0]) + ", " + ep.y + ", " + ep.expr + ");");
+      code_.close();
+      stages_.push_back(std::string(op_info(n.op).name) + (epilogues_.count(n.id) ? " +epilogue" : ""));
+      return;
+    }
     case OpKind::MaxPool:
     case OpKind::AveragePool: {
       const bool indices = n.outputs.size() > 1 && n.outputs[1] != kNoValue &&

@@ -314,15 +314,18 @@ void layer_norm_rule(InferCtx& c) {
   for (size_t i = 1; i < c.out.size(); ++i) c.out[i] = {*stash, stat};
 }
 
+// MaxPool / AveragePool, and their channels-last twins (X [N, spatial..., C]).
 void pool_rule(InferCtx& c) {
-  need_rank_at_least(c, 0, 3, "(N, C, spatial...)");
-  bool is_max = c.node().op == OpKind::MaxPool;
+  const bool last = c.node().op == OpKind::NhwcMaxPool || c.node().op == OpKind::NhwcAveragePool;
+  need_rank_at_least(c, 0, 3, last ? "(N, spatial..., C)" : "(N, C, spatial...)");
+  bool is_max = c.node().op == OpKind::MaxPool || c.node().op == OpKind::NhwcMaxPool;
   DType t = c.dtype(0);
   if (!is_float(t) && !(is_max && (t == DType::I8 || t == DType::U8)))
     c.fail("X must be a float tensor" + std::string(is_max ? " (or i8/u8)" : "") + ", got " +
            c.in(0).str());
   const Shape& x = c.shape(0);
   size_t n = x.size() - 2;
+  const size_t sp0 = last ? 1 : 2;  // the first spatial dim
   Window win = read_window(c, n, -1);
   for (size_t i = 0; i < 2 * n; ++i)
     if (win.pads[i] >= win.kernel[i % n])
@@ -331,8 +334,10 @@ void pool_rule(InferCtx& c) {
   bool ceil_mode = flag(c, "ceil_mode", 0);
   if (is_max) flag(c, "storage_order", 0);
   else flag(c, "count_include_pad", 0);
-  Shape out = {x[0], x[1]};
-  for (size_t i = 0; i < n; ++i) out.push_back(window_out(c, x[2 + i], i, win, n, ceil_mode));
+  Shape out = {x[0]};
+  if (!last) out.push_back(x[1]);
+  for (size_t i = 0; i < n; ++i) out.push_back(window_out(c, x[sp0 + i], i, win, n, ceil_mode));
+  if (last) out.push_back(x.back());
   c.out[0] = {t, out};
   if (c.out.size() > 1) c.out[1] = {DType::I64, out};
 }
@@ -417,6 +422,8 @@ void add_nn_shape_rules(ShapeRuleTable& t) {
   t.set(OpKind::LayerNormalization, layer_norm_rule);
   t.set(OpKind::MaxPool, pool_rule);
   t.set(OpKind::AveragePool, pool_rule);
+  t.set(OpKind::NhwcMaxPool, pool_rule);
+  t.set(OpKind::NhwcAveragePool, pool_rule);
   t.set(OpKind::GlobalAveragePool, global_pool_rule);
   t.set(OpKind::GlobalMaxPool, global_pool_rule);
   for (OpKind k : {OpKind::ReduceMean, OpKind::ReduceSum, OpKind::ReduceMax, OpKind::ReduceMin,

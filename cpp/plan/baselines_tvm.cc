@@ -70,6 +70,8 @@ constexpr KindRow kKinds[] = {
     {OpKind::MatMul, kOutEWiseFusable},         // nn.dense / nn.batch_matmul
     {OpKind::MaxPool, kOutEWiseFusable},        // nn.max_pool2d
     {OpKind::AveragePool, kOutEWiseFusable},    // nn.avg_pool2d
+    {OpKind::NhwcMaxPool, kOutEWiseFusable},    // nn.max_pool2d, layout NHWC
+    {OpKind::NhwcAveragePool, kOutEWiseFusable},  // nn.avg_pool2d, layout NHWC
     {OpKind::GlobalAveragePool, kOutEWiseFusable},  // nn.global_avg_pool2d
     {OpKind::GlobalMaxPool, kOutEWiseFusable},  // nn.global_max_pool2d
     // Relax legalizes the norms to a reduction with an elementwise output stage

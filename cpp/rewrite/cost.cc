@@ -71,7 +71,8 @@ int64_t node_flops(const Graph& g, const Node& n) {
       const Dim& kd = a.size() == 1 ? a[0] : (trans_a ? a[a.size() - 2] : a.back());
       return 2 * out * (kd.is_static() ? kd.value : 0);
     }
-    case OpKind::MaxPool: case OpKind::AveragePool: {
+    case OpKind::MaxPool: case OpKind::AveragePool:
+    case OpKind::NhwcMaxPool: case OpKind::NhwcAveragePool: {
       int64_t k = 1;
       if (n.has_attr("kernel_shape"))
         for (int64_t d : n.attrs.at("kernel_shape").ints) k *= d;
