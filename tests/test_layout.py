@@ -109,6 +109,75 @@ def test_a_computed_broadcast_operand_from_outside_is_transposed():
     np.testing.assert_allclose(out.run_reference(*ins)[0], e.run_reference(*ins)[0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("pool,attrs", [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1] * 4}),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1],
+                     "count_include_pad": 1}),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1] * 4}),
+])
+def test_a_pool_between_convs_stays_in_the_region(pool, attrs):
+    # Conv -> Relu -> pool -> Conv: one region (NhwcMaxPool / NhwcAveragePool), transposed
+    # once in and once out; the epilogue after the pool (Add of a constant) fuses into it.
+    rng = np.random.default_rng(8)
+    gg = df._core.Graph("pool")
+    x = gg.add_input("x", "f32", [2, 5, 15, 13])
+    a = gg.add_node("Conv", [x, gg.add_constant("wa", f32(rng, 20, 5, 3, 3))], {"pads": [1] * 4}, 1, "a", ["a"])[0]
+    r = gg.add_node("Relu", [a], {}, 1, "r", ["r"])[0]
+    p = gg.add_node(pool, [r], attrs, 1, "p", ["p"])[0]
+    q = gg.add_node("Add", [p, gg.add_constant("bias", f32(rng, 20, 1, 1))], {}, 1, "q", ["q"])[0]
+    y = gg.add_node("Conv", [q, gg.add_constant("wb", f32(rng, 7, 20, 1, 1))], {}, 1, "b", ["y"])[0]
+    gg.set_outputs([y])
+    e = df.ECG(gg)
+    out, rep = rewrite.select_layout(e, "nhwc")
+    assert "Nhwc" + pool in ops(out) and pool not in ops(out)
+    assert len(rep["regions"]) == 1 and ops(out).count("Transpose") == 2
+    ins = inputs_of(e)
+    want = e.run_reference(*ins)[0]
+    np.testing.assert_allclose(out.run_reference(*ins)[0], want, rtol=1e-5, atol=1e-5)
+    for planner in ("dnnfusion", "none"):
+        m = df.compile(e, threads=2, layout="nhwc", planner=planner)
+        assert any(n.op == "Nhwc" + pool for n in m.graph.nodes)
+        np.testing.assert_allclose(m(*ins), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("widths,vector", [((16, 32), True), ((16, 8), True), ((8, 16), False)])
+def test_a_channels_last_concat_runs_on_vectors_when_its_inputs_are_whole_vectors(widths, vector):
+    # Concat along the channels is the innermost axis channels last: a vector loop when every
+    # input but the last is a multiple of 16 channels wide (auto then takes it into the
+    # region), else a scalar loop (auto leaves it out; nhwc mode still takes it).
+    rng = np.random.default_rng(10)
+    gg = df._core.Graph("cat")
+    x = gg.add_input("x", "f32", [1, 8, 12, 12])
+    parts = [gg.add_node("Conv", [x, gg.add_constant(f"w{i}", f32(rng, c, 8, 3, 3))], {"pads": [1] * 4}, 1,
+                         f"c{i}", [f"p{i}"])[0] for i, c in enumerate(widths)]
+    cat = gg.add_node("Concat", parts, {"axis": 1}, 1, "cat", ["cat"])[0]
+    y = gg.add_node("Conv", [cat, gg.add_constant("wy", f32(rng, 4, sum(widths), 3, 3))], {"pads": [1] * 4}, 1,
+                    "cy", ["y"])[0]
+    gg.set_outputs([y])
+    e = df.ECG(gg)
+    ins = inputs_of(e)
+    want = e.run_reference(*ins)[0]
+    regions = rewrite.select_layout(e, "auto")[1]["regions"]
+    assert (max(r["convs"] for r in regions) == 3) == vector  # one region through the Concat
+    m = df.compile(e, threads=2, layout="nhwc", planner="none")
+    stages = [s for k in m.kernels for s in k["stages"]]
+    loops = [s for s in stages if s.endswith(f" loop f32[{144 * sum(widths)}]")]  # the Concat
+    assert len(loops) == 1 and loops[0].startswith("vector" if vector else "scalar"), stages
+    np.testing.assert_allclose(m(*ins), want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_max_pool_whose_indices_are_read_stays_channels_first():
+    rng = np.random.default_rng(9)
+    gg = df._core.Graph("idx")
+    x = gg.add_input("x", "f32", [1, 4, 8, 8])
+    a = gg.add_node("Conv", [x, gg.add_constant("w", f32(rng, 4, 4, 3, 3))], {"pads": [1] * 4}, 1, "a", ["a"])[0]
+    y, i = gg.add_node("MaxPool", [a], {"kernel_shape": [2, 2], "strides": [2, 2]}, 2, "p", ["y", "i"])
+    gg.set_outputs([y, i])
+    out, _ = rewrite.select_layout(df.ECG(gg), "nhwc")
+    assert "MaxPool" in ops(out) and "NhwcMaxPool" not in ops(out)
+
+
 @pytest.mark.parametrize("axis", [1, -1, 2])
 def test_concat_joins_regions_on_its_new_axis(axis):
     rng = np.random.default_rng(5)
@@ -153,11 +222,12 @@ def test_auto_follows_the_cost_model():
     big, rep = rewrite.select_layout(mbconv_graph(c=24, hw=112, expand=6, stride=2, se=False), "auto")
     assert rep["regions"][0]["gain_us"] > rep["regions"][0]["cost_us"]
     assert "NhwcConv" in ops(big)
-    # ... a stem conv on the image (3 input channels) is expected slower channels last, so
-    # auto leaves it out of every region (nhwc mode takes it).
+    # ... a stem conv on the image (3 input channels) alone gains less than its two
+    # transposes cost, so auto leaves it channels first (nhwc mode takes it).
     stem = conv_graph([1, 3, 64, 64], [16, 3, 3, 3], {"pads": [1] * 4, "strides": [2, 2]})
     out, rep = rewrite.select_layout(stem, "auto")
-    assert rep["regions"] == [] and ops(out) == ops(stem)
+    assert not any(r["nhwc"] for r in rep["regions"]) and ops(out) == ops(stem)
+    assert all(r["gain_us"] < r["cost_us"] for r in rep["regions"])
     assert rewrite.select_layout(stem, "nhwc")[1]["convs_nhwc"] == 1
     # The model itself: depthwise convolutions are cheaper channels last.
     dw = dict(C=144, M=144, group=144, taps=9, stride=2, in_pixels=56 * 56, out_pixels=28 * 28)

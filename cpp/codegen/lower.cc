@@ -167,6 +167,7 @@ void BlockLowerer::emit_pointwise(ValueId v) {
                            std::to_string(L) + "L - j));");
       }
       PointwiseEmitter em(g_, leaves_, vt, vec ? inner : -1, vec ? Mode::Vector : Mode::Scalar, body);
+      em.aligned_vectors = true;  // j starts at 0 (row form) or at a multiple of 4096 (flat)
       std::string val = em.eval(v, idx);
       em.store(out, t, linearize(idx, d, vt), val);
       body.close();

@@ -251,7 +251,20 @@ std::string PointwiseEmitter::eval_node(const Node& n, int out, const std::vecto
     }
     case OpKind::Concat: {
       int64_t a = norm_axis(c.attr_int("axis", 0), od.size());
-      if (m == Mode::Vector && idx[a].uses(inner_)) throw NeedScalar{"Concat along the vector"};
+      if (m == Mode::Vector && idx[a].uses(inner_)) {
+        // Along the vector, each vector must come from one input: where the vectors start at
+        // multiples of the width (which divides kMaxVecWidth in every dialect), that holds
+        // when the index is the inner var plus multiples of kMaxVecWidth and every boundary
+        // between inputs is a multiple of it (a channels-last Concat of 64 + 128 channels).
+        bool aligned = aligned_vectors;
+        for (const Term& t : idx[a].terms)
+          aligned = aligned && (t.var == inner_ ? t.coef == 1 && t.div == 1 && t.mod == 0
+                                                 : t.coef % kMaxVecWidth == 0);
+        aligned = aligned && idx[a].affine() && idx[a].c % kMaxVecWidth == 0;
+        for (size_t k = 0; k + 1 < n.inputs.size() && aligned; ++k)
+          aligned = dims_of(g_, n.inputs[k])[a] % kMaxVecWidth == 0;
+        if (!aligned) throw NeedScalar{"Concat along the vector"};
+      }
       std::string ia = render(idx[a], vt_);
       std::function<std::string(size_t, int64_t)> part = [&](size_t k, int64_t base) {
         std::vector<IExpr> in = idx;

@@ -35,6 +35,9 @@ using Leaves = std::map<ValueId, Leaf>;
 
 enum class Mode { Vector, Scalar };
 
+// The widest vector of any dialect, in f32 lanes (AVX-512); every dialect's width divides it.
+inline constexpr int64_t kMaxVecWidth = 16;
+
 // Thrown while emitting in vector mode when a construct needs per-lane control flow or a
 // non-f32 value; the caller emits the stage again in scalar mode.
 // Derives from std::exception so that one escaping by mistake still carries its reason.
@@ -72,6 +75,9 @@ class PointwiseEmitter {
   // Seeds the value of v at idx (an anchor's result in its epilogue).
   void define(ValueId v, const std::vector<IExpr>& idx, const std::string& expr);
   int gathers = 0;  // loads and stores that are not contiguous along the vector
+  // Whether the inner var's vectors start at multiples of the vector width (true in the
+  // pointwise loops of lower.cc; not in epilogues, whose tiles start where the anchor's do).
+  bool aligned_vectors = false;
 
   Mode mode() const { return mode_; }
   VarTable& vars() { return vt_; }

@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 
+#include "codegen/pointwise.h"
 #include "ir/errors.h"
 #include "rewrite/passes.h"
 #include "rewrite/rebuild.h"
@@ -61,13 +62,31 @@ bool global_pool_candidate(const Graph& g, const Node& n) {
   return static_rank(g, n.inputs[0], 3, 5) && g.value(n.inputs[0]).type.dtype == DType::F32;
 }
 
+// MaxPool (its Indices unused) and AveragePool run channels last as NhwcMaxPool /
+// NhwcAveragePool (pool_nhwc.h), so a pool between two convolutions does not split a region.
+bool window_pool_candidate(const Graph& g, const Node& n) {
+  if (n.op != OpKind::MaxPool && n.op != OpKind::AveragePool) return false;
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (n.outputs[i] != kNoValue && (!g.consumers(n.outputs[i]).empty() || g.is_graph_output(n.outputs[i])))
+      return false;
+  return static_rank(g, n.inputs[0], 3, 5) && g.value(n.inputs[0]).type.dtype == DType::F32;
+}
+
 // Concat of same-rank values (any axis): channels last it concatenates along the axis's
-// new position.
-bool concat_candidate(const Graph& g, const Node& n) {
+// new position. Auto takes it only where code generation keeps it on vectors: along the
+// channels (then the innermost axis) every input but the last must be a whole number of
+// vectors wide (codegen/pointwise.cc; else a scalar loop: YOLOv4's CSP concats of 32 + 32
+// channels on AVX-512 ran +20%).
+bool concat_candidate(const Graph& g, const Node& n, bool forced) {
   if (n.op != OpKind::Concat || n.outputs.size() != 1 || !static_rank(g, n.outputs[0], 3, 5)) return false;
   const size_t r = g.value(n.outputs[0]).type.shape.size();
   for (ValueId v : n.inputs)
     if (v == kNoValue || !static_rank(g, v, r, r)) return false;
+  int64_t axis = n.has_attr("axis") ? n.attrs.at("axis").i : 0;
+  if (axis < 0) axis += static_cast<int64_t>(r);
+  if (forced || axis != 1) return true;
+  for (size_t i = 0; i + 1 < n.inputs.size(); ++i)
+    if (g.value(n.inputs[i]).type.dims()[1] % cg::kMaxVecWidth != 0) return false;
   return true;
 }
 
@@ -146,19 +165,16 @@ ConvGeometry geometry_of(const Graph& g, const Node& n) {
 
 // ---- The cost model -------------------------------------------------------------------
 // Estimated microseconds of one convolution in each layout. Channels first: the FLOPs at
-// 230 GFLOP/s plus the bytes at 30 GB/s (20, or 12 strided, for depthwise, which is memory
+// 380 GFLOP/s plus the bytes at 30 GB/s (20, or 12 strided, for depthwise, which is memory
 // bound). Channels last: the same with the compute part divided by a speed ratio measured
-// on kernels (benchmarks/layout_bench.py, and conv_nhwc.h against conv.h on an AVX-512
-// Xeon, 2 threads):
+// on kernels (conv_nhwc.h's direct kernel and pointwise GEMM against conv.h's im2col GEMM,
+// Zen 5, 2 threads; benchmarks/layout_bench.py for whole models):
 //   depthwise 3x3 stride 2            1.6  (no deinterleave)       stride 1: 1.0
-//   dense 3x3 on a 56x56 plane        1.0; 28x28 1.2; 14x14 and 7x7 1.35-1.4; 0.85 with
-//                                     weights over 16 MiB on 256 pixels or more
-//   1x1 stride 2                      1.3  (a strided gather of pixels, not of rows)
-//   1x1 stride 1                      tile fill: the GEMM is [pixels x M] instead of
-//                                     [M x pixels] (MR 8, NR 32): 320->1280 on 7x7 1.3,
-//                                     144->24 on 56x56 0.9, 64->256 on 56x56 1.1 (whole
-//                                     models: no gain on planes of 56x56 and above)
-//   a stem on 3 image channels        0.3  (runs of 3 floats per tap)
+//   dense 3x3 on planes of 56x56+     1.2-1.9 (64 channels at 224x224 1.9, 256 at 56x56 1.2)
+//             on 28x28 .. 32x32       1.4; 14x14 and 7x7 2.2; stride 2 2.0
+//   1x1 stride 2                      1.4  (a strided gather of pixels, not of rows)
+//   1x1 stride 1                      1.1 on planes of 56x56+, 1.3-1.4 below
+//   a stem on 3 image channels        0.9  (7x7 stride 2 at parity, 3x3 stride 1 0.75)
 double layout_conv_us(const ConvGeometry& c, bool nhwc) {
   const double out_px = static_cast<double>(c.out_pixels), in_px = static_cast<double>(c.in_pixels);
   const double flops = 2.0 * out_px * c.M * (static_cast<double>(c.C) / c.group) * c.taps;
@@ -166,26 +182,18 @@ double layout_conv_us(const ConvGeometry& c, bool nhwc) {
   const bool depthwise = c.group == c.C && c.group == c.M && c.group > 1;
   if (depthwise) {
     const double gbs = nhwc ? 20.0 : (c.stride > 1 ? 12.0 : 20.0);
-    return flops / 230e3 + bytes / (gbs * 1e3);
+    return flops / 380e3 + bytes / (gbs * 1e3);
   }
   double ratio = 1.0;
   const double plane = out_px / std::max<int64_t>(c.batch, 1);
-  auto fill = [](double rows, double cols) {
-    auto f = [](double n, double t) { return n / (std::ceil(n / t) * t); };
-    return f(rows, 8.0) * f(cols, 32.0);
-  };
   if (c.C < 8) {
-    ratio = 0.3;
+    ratio = 0.9;
   } else if (c.taps == 1) {
-    ratio = c.stride > 1 ? 1.3 : (plane >= 3136 ? 1.0 : 1.1) * fill(plane, static_cast<double>(c.M) / c.group) /
-                                     fill(static_cast<double>(c.M) / c.group, plane);
+    ratio = c.stride > 1 ? 1.4 : plane >= 3136 ? 1.1 : 1.3;
   } else {
-    ratio = plane >= 3136 ? 1.0 : plane >= 784 ? 1.2 : 1.35;
-    // Weights over 16 MiB on planes of 256 pixels and more are read by every row block of
-    // the pixel-major GEMM: UNet's 3x3 512->1024 and 1024->1024 on 16x16 went 14.4 -> 17.1 ms.
-    if (4.0 * c.M * (static_cast<double>(c.C) / c.group) * c.taps > 16e6 && plane >= 256) ratio = 0.85;
+    ratio = c.stride > 1 ? 2.0 : plane >= 3136 ? 1.2 : plane >= 784 ? 1.4 : 2.0;
   }
-  return flops / 230e3 / (nhwc ? ratio : 1.0) + bytes / 30e3;
+  return flops / 380e3 / (nhwc ? ratio : 1.0) + bytes / 30e3;
 }
 
 // A transpose at a region's border is folded into a neighbouring kernel's loads or stores.
@@ -201,7 +209,7 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
   if (mode == LayoutMode::Nchw) return eliminate_dead_code(g);
   const bool forced = mode == LayoutMode::Nhwc;
   const size_t nn = g.nodes().size();
-  std::vector<char> cand(nn, 0), is_conv(nn, 0), is_pool(nn, 0), is_concat(nn, 0);
+  std::vector<char> cand(nn, 0), is_conv(nn, 0), is_pool(nn, 0), is_wpool(nn, 0), is_concat(nn, 0);
   for (const Node& n : g.nodes()) {
     // Auto leaves out convolutions the model expects to be much slower channels last (a stem
     // on the image's 3 channels): their region then starts after them. Milder losses stay in
@@ -210,13 +218,12 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
         (forced || layout_conv_us(geometry_of(g, n), true) <= 1.5 * layout_conv_us(geometry_of(g, n), false)))
       cand[n.id] = is_conv[n.id] = 1;
     else if (global_pool_candidate(g, n)) cand[n.id] = is_pool[n.id] = 1;
-    // Concat joins regions only when forced: channels last it interleaves its inputs per
-    // pixel, which code generation lowers to a scalar loop (YOLOv4's CSP concats: +20%).
-    else if (forced && concat_candidate(g, n)) cand[n.id] = is_concat[n.id] = 1;
+    else if (window_pool_candidate(g, n)) cand[n.id] = is_wpool[n.id] = 1;
+    else if (concat_candidate(g, n, forced)) cand[n.id] = is_concat[n.id] = 1;
     else if (elementwise_candidate(g, n)) cand[n.id] = 1;
   }
   auto data_input = [&](const Node& n, size_t i) {  // along which the layout propagates
-    if (is_conv[n.id] || is_pool[n.id]) return i == 0;
+    if (is_conv[n.id] || is_pool[n.id] || is_wpool[n.id]) return i == 0;
     if (is_concat[n.id]) return true;
     return n.inputs[i] != kNoValue && g.value(n.inputs[i]).type.shape == g.value(n.outputs[0]).type.shape;
   };
@@ -249,7 +256,8 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
       r.gain += layout_conv_us(c, false) - layout_conv_us(c, true);
       ++r.convs;
     }
-    const std::vector<ValueId> ins = is_conv[n.id] || is_pool[n.id] ? std::vector<ValueId>{n.inputs[0]} : n.inputs;
+    const std::vector<ValueId> ins =
+        is_conv[n.id] || is_pool[n.id] || is_wpool[n.id] ? std::vector<ValueId>{n.inputs[0]} : n.inputs;
     for (ValueId v : ins) {  // values from outside the region (constants are permuted here)
       if (v == kNoValue || g.value(v).constant) continue;
       const NodeId p = g.value(v).producer;
@@ -345,6 +353,10 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
       if (a < 0) a += static_cast<int64_t>(r);
       attrs["axis"] = Attr::of_int(a == 0 ? 0 : a == 1 ? static_cast<int64_t>(r) - 1 : a - 1);
     }
+    if (is_wpool[n.id]) {
+      op = n.op == OpKind::MaxPool ? OpKind::NhwcMaxPool : OpKind::NhwcAveragePool;
+      ins = {channels_last(n.inputs[0], r)};
+    }
     if (is_pool[n.id]) {
       op = n.op == OpKind::GlobalAveragePool ? OpKind::ReduceMean : OpKind::ReduceMax;
       std::vector<int64_t> axes;
@@ -357,7 +369,9 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
     last[o] = y;
     Attrs a;
     a["perm"] = Attr::of_ints(to_first(r));
-    rb.replace(n, {rb.emit(OpKind::Transpose, {y}, a)});
+    std::vector<ValueId> outs(n.outputs.size(), kNoValue);  // a MaxPool's unused Indices: none
+    outs[0] = rb.emit(OpKind::Transpose, {y}, a);
+    rb.replace(n, outs);
   }
   return eliminate_dead_code(rb.finish());
 }
