@@ -86,6 +86,17 @@ def case_concat_inner():
                   h.make_node("Neg", ["c"], ["y"])], {"a": a, "b": b}, ["y"])
 
 
+def case_transposes():
+    # Transposes that move the innermost dim (NCHW -> NHWC and back, rank 3 and 2, sizes off
+    # the 32-element tiles of cg::transpose): a blocked copy when their input is in memory.
+    x, z, w = f32(2, 3, 5, 37), f32(7, 45, 33), f32(45, 70)
+    return model([h.make_node("Transpose", ["x"], ["y0"], perm=[0, 2, 3, 1]),
+                  h.make_node("Transpose", ["y0"], ["y1"], perm=[0, 3, 1, 2]),
+                  h.make_node("Transpose", ["z"], ["y2"], perm=[2, 0, 1]),
+                  h.make_node("Transpose", ["w"], ["y3"])],
+                 {"x": x, "z": z, "w": w}, ["y0", "y1", "y2", "y3"])
+
+
 def case_gather_where_int():
     table = f32(50, 21)
     ids = RNG.integers(-50, 50, (2, 7)).astype(np.int64)
@@ -246,6 +257,15 @@ def test_fused_epilogue_keeps_intermediates_in_registers():
     # Reshape/Transpose around the Q projection are index maps, not copies: no pointwise
     # loop stage exists for them.
     assert sum("loop" in s for s in stages) < 4, stages
+    assert_matches_reference(ecg, feeds, outs)
+
+
+def test_a_transpose_of_a_value_in_memory_is_a_blocked_copy():
+    ecg, feeds = case_transposes()
+    outs, gen = run(ecg, feeds, planner="none")
+    stages = [s for k in gen["kernels"] for s in k["stages"]]
+    assert sorted(stages) == ["transpose f32[10395]", "transpose f32[1110]", "transpose f32[1110]",
+                              "transpose f32[3150]"], stages
     assert_matches_reference(ecg, feeds, outs)
 
 

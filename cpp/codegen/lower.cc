@@ -108,12 +108,43 @@ std::string BlockLowerer::scratch(int64_t bytes) {
   return "(x.scratch + " + std::to_string(off) + ")";
 }
 
+// A Transpose of a value in memory that moves its innermost dim, on 4-byte elements: the
+// blocked copy of cg::transpose (the pointwise loop would gather along the vector).
+bool BlockLowerer::emit_transpose(ValueId v) {
+  const NodeId p = g_.value(v).producer;
+  if (p < 0 || !inside_.count(p)) return false;
+  const Node& n = g_.node(p);
+  if (n.op != OpKind::Transpose || !leaves_.count(n.inputs[0])) return false;
+  const DType t = g_.value(v).type.dtype;
+  if (t != DType::F32 && t != DType::I32) return false;
+  const std::vector<int64_t> id = dims_of(g_, n.inputs[0]);
+  const int r = static_cast<int>(id.size());
+  InferCtx c(g_, n);
+  std::vector<int64_t> perm = c.attr_ints("perm");
+  if (perm.empty())
+    for (int k = r - 1; k >= 0; --k) perm.push_back(k);
+  if (r < 2 || r > 8 || perm.back() == r - 1 || numel(id) == 0) return false;
+  std::string dims, ps;
+  for (int k = 0; k < r; ++k) {
+    dims += (k ? ", " : "") + std::to_string(id[k]) + "L";
+    ps += (k ? ", " : "") + std::to_string(perm[k]);
+  }
+  code_.open("");
+  code_.line("static const long dims[] = {" + dims + "};");
+  code_.line("static const int perm[] = {" + ps + "};");
+  code_.line("cg::transpose(" + ptr(n.inputs[0]) + ", " + ptr(v) + ", " + std::to_string(r) + ", dims, perm);");
+  code_.close();
+  stages_.push_back(std::string("transpose ") + dtype_name(t) + "[" + std::to_string(numel(id)) + "]");
+  return true;
+}
+
 void BlockLowerer::emit_pointwise(ValueId v) {
   const std::vector<int64_t> d = dims_of(g_, v);
   const int64_t total = numel(d);
   if (total == 0) return;
   const DType t = g_.value(v).type.dtype;
   const std::string out = ptr(v);
+  if (emit_transpose(v)) return;
   // Tries, in order: one flat vector loop (elementwise chains, reshapes), vector loops over
   // rows of the last dim (broadcasts, transposes), scalar loops (other element types,
   // data-dependent indices, conditions along the vector).

@@ -51,6 +51,7 @@ class BlockLowerer {
   std::string ptr(ValueId v);          // declares (once) and returns the C name of v's buffer
   std::string scratch(int64_t bytes);  // a kernel-local buffer
   void emit_pointwise(ValueId v);
+  bool emit_transpose(ValueId v);
   // The epilogue for anchor `n` (output viewed as [R, C] = anchor_view(n)): a C expression
   // of an object for the kernel's `ep` parameter, and the buffer the kernel writes (`y`).
   // `pre` runs on v before the fused operators (Gemm's alpha and C, Conv's bias).

@@ -115,6 +115,49 @@ inline void par_rows(long rows, long work_per_row, F f) {
   });
 }
 
+// y = x transposed by perm (x row-major with dims d, rank r <= 8, r >= 2), for a
+// materialised Transpose that moves x's innermost dim (a layout border such as NCHW ->
+// NHWC): element-wise, its loop would gather along the vector. Instead 2-D tiles of the two
+// dims innermost in x and in y, so reads and writes both run along memory within a tile.
+template <class T>
+void transpose(const T* x, T* y, int r, const long* d, const int* perm) {
+  long xs[8], od[8], ys[8];
+  xs[r - 1] = 1;
+  for (int k = r - 2; k >= 0; --k) xs[k] = xs[k + 1] * d[k + 1];
+  for (int k = 0; k < r; ++k) od[k] = d[perm[k]];
+  ys[r - 1] = 1;
+  for (int k = r - 2; k >= 0; --k) ys[k] = ys[k + 1] * od[k + 1];
+  int a = 0;  // the output dim that is x's innermost
+  while (perm[a] != r - 1) ++a;
+  const long na = od[a], nb = od[r - 1], xb_stride = xs[perm[r - 1]], ya_stride = ys[a];
+  long outer = 1;
+  for (int k = 0; k < r - 1; ++k)
+    if (k != a) outer *= od[k];
+  constexpr long B = 32;
+  const long ta = (na + B - 1) / B, tb = (nb + B - 1) / B;
+  auto tile = [&](long t) {
+    long o = t / (ta * tb), ia = (t / tb) % ta * B, ib = t % tb * B;
+    long xo = 0, yo = 0;  // the outer index's offsets, last output dims first
+    for (int k = r - 2; k >= 0; --k) {
+      if (k == a) continue;
+      const long i = o % od[k];
+      o /= od[k];
+      xo += i * xs[perm[k]];
+      yo += i * ys[k];
+    }
+    const long ea = std::min(na, ia + B), eb = std::min(nb, ib + B);
+    for (long i = ia; i < ea; ++i) {
+      T* yr = y + yo + i * ya_stride;
+      const T* xr = x + xo + i;
+      for (long j = ib; j < eb; ++j) yr[j] = xr[j * xb_stride];
+    }
+  };
+  const long tiles = outer * ta * tb;
+  par_rows(tiles, B * B, [&](long t0, long t1) {
+    for (long t = t0; t < t1; ++t) tile(t);
+  });
+}
+
 }  // namespace dnnf::cg
 
 namespace dnnf::cg {
