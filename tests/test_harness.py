@@ -271,3 +271,15 @@ def test_merge_runs(run, tmp_path):
     assert len(merged["cells"]) == len(res["cells"])
     tables = next((tmp_path / "out").glob("*-merged-tables.txt")).read_text()
     assert "Merged from:" in tables and "12345" in tables and "tiny_cnn" in tables
+
+
+def test_rounds_keep_each_cells_least_disturbed_run():
+    lat = lambda m: {"median": m, "p25": m, "p75": m}  # noqa: E731
+    cells = [{"status": "ok", "latency_ms": lat(5.0), "round": 1},
+             {"status": "ok", "latency_ms": lat(3.0), "round": 2},
+             {"status": "error", "round": 3}]
+    best = runner._best_round(cells)
+    assert best["round"] == 2 and best["round_medians_ms"] == [5.0, 3.0, None]
+    # No ok round: the first round's failure is the cell; one round: no round list.
+    assert runner._best_round([{"status": "error", "round": 1}])["round"] == 1
+    assert "round_medians_ms" not in runner._best_round(cells[:1])
