@@ -58,6 +58,22 @@ Window window_of(InferCtx& c, const std::vector<int64_t>& in_dims, const std::ve
   return w;
 }
 
+// [N, spatial..., C] -> [N, C, spatial...]: the channels-last ops (NhwcConv, NhwcMaxPool,
+// NhwcAveragePool) describe their windows as their channels-first twins do.
+std::vector<int64_t> channels_first(std::vector<int64_t> d) {
+  std::rotate(d.begin() + 1, d.end() - 1, d.end());
+  return d;
+}
+
+// The PoolShape literal (pool.h) of a pool from `id` to `od` (dims channels first).
+std::string pool_shape(InferCtx& c, const std::vector<int64_t>& id, const std::vector<int64_t>& od) {
+  Window w = window_of(c, id, od, c.attr_ints("kernel_shape"));
+  return "dnnf::pool::PoolShape{" + std::to_string(w.in.size()) + ", " + std::to_string(id[0]) + ", " +
+         std::to_string(id[1]) + ", " + ints3(w.in, 1) + ", " + ints3(w.out, 1) + ", " + ints3(w.k, 1) + ", " +
+         ints3(w.stride, 1) + ", " + ints3(w.dil, 1) + ", " + ints3(w.begin, 0) + ", " + ints3(w.end, 0) +
+         ", " + (c.attr_int("count_include_pad", 0) ? "true" : "false") + "}";
+}
+
 }  // namespace
 
 void BlockLowerer::emit_library(const Node& n) {
@@ -205,10 +221,6 @@ void BlockLowerer::emit_library(const Node& n) {
       const ValueId B = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
       const std::vector<int64_t> wd = dims_of(g_, W), od = dims_of(g_, O);
       const int64_t group = c.attr_int("group", 1), M = od.back();
-      auto channels_first = [](std::vector<int64_t> d) {  // [N, sp..., C] -> [N, C, sp...]
-        std::rotate(d.begin() + 1, d.end() - 1, d.end());
-        return d;
-      };
       const std::vector<int64_t> idf = channels_first(id);
       Window w = window_of(c, idf, channels_first(od), std::vector<int64_t>(wd.begin() + 2, wd.end()));
       const std::string shape = "dnnf::conv::ConvShape{" + std::to_string(w.in.size()) + ", " +
@@ -240,17 +252,7 @@ void BlockLowerer::emit_library(const Node& n) {
     }
     case OpKind::NhwcMaxPool:
     case OpKind::NhwcAveragePool: {  // channels last (pool_nhwc.h); the epilogue view is [pixels, C]
-      auto channels_first = [](std::vector<int64_t> d) {  // [N, sp..., C] -> [N, C, sp...]
-        std::rotate(d.begin() + 1, d.end() - 1, d.end());
-        return d;
-      };
-      const std::vector<int64_t> idf = channels_first(id), odf = channels_first(dims_of(g_, n.outputs[0]));
-      Window w = window_of(c, idf, odf, c.attr_ints("kernel_shape"));
-      const std::string shape = "dnnf::pool::PoolShape{" + std::to_string(w.in.size()) + ", " +
-          std::to_string(idf[0]) + ", " + std::to_string(idf[1]) + ", " + ints3(w.in, 1) + ", " +
-          ints3(w.out, 1) + ", " + ints3(w.k, 1) + ", " + ints3(w.stride, 1) + ", " +
-          ints3(w.dil, 1) + ", " + ints3(w.begin, 0) + ", " + ints3(w.end, 0) + ", " +
-          (c.attr_int("count_include_pad", 0) ? "true" : "false") + "}";
+      const std::string shape = pool_shape(c, channels_first(id), channels_first(dims_of(g_, n.outputs[0])));
       ms_.headers.insert("pool_nhwc.h");
       code_.open("");
       EpCode ep = epilogue(n, "0L");
@@ -272,13 +274,7 @@ void BlockLowerer::emit_library(const Node& n) {
       if (indices && storage_order != 0 && storage_order != 1)
         throw UnsupportedOperatorError("MaxPool storage_order " + std::to_string(storage_order) +
                                        " (node '" + n.name + "')");
-      const std::vector<int64_t> od = dims_of(g_, n.outputs[0]);
-      Window w = window_of(c, id, od, c.attr_ints("kernel_shape"));
-      const std::string shape = "dnnf::pool::PoolShape{" + std::to_string(w.in.size()) + ", " +
-          std::to_string(id[0]) + ", " + std::to_string(id[1]) + ", " + ints3(w.in, 1) + ", " +
-          ints3(w.out, 1) + ", " + ints3(w.k, 1) + ", " + ints3(w.stride, 1) + ", " +
-          ints3(w.dil, 1) + ", " + ints3(w.begin, 0) + ", " + ints3(w.end, 0) + ", " +
-          (c.attr_int("count_include_pad", 0) ? "true" : "false") + "}";
+      const std::string shape = pool_shape(c, id, dims_of(g_, n.outputs[0]));
       code_.open("");
       EpCode ep = epilogue(n, "0L");
       code_.line(std::string(n.op == OpKind::MaxPool ? "dnnf::pool::max_pool_f32(" : "dnnf::pool::avg_pool_f32(") +

@@ -67,45 +67,7 @@ inline void tile(const float* const* rows, const int* tap, int ntap, int cc, con
       }
     }
   }
-  if (std::is_same_v<Ep, gemm::EpNone> || !last) {
-#pragma GCC unroll 32
-    for (int i = 0; i < kMR; ++i) {
-      if (i < m) {
-        float* cr = c + i * ldc;
-#pragma GCC unroll 8
-        for (int j = 0; j < kNV; ++j) {
-          const int nn = std::min(n - j * W, W);
-          if (nn > 0) {
-            vf v = acc[i][j];
-            if (load_c) v = v_add(v, gemm::load_lanes(cr + j * W, nn));
-            gemm::store_lanes(cr + j * W, v, nn);
-          }
-        }
-      }
-    }
-    return;
-  }
-  // A real epilogue runs from an L1 copy of the tile (as in gemm::micro_kernel).
-  alignas(64) float buf[kMR * kNV * W];
-#pragma GCC unroll 32
-  for (int i = 0; i < kMR; ++i) {
-#pragma GCC unroll 8
-    for (int j = 0; j < kNV; ++j) v_store(buf + (i * kNV + j) * W, acc[i][j]);
-  }
-  if constexpr (gemm::IsEpDyn<Ep>::value) {
-    ep.tile(ep.f, buf, kNV, c, ldc, m, n, load_c, row0 + ep.r0, col0);
-  } else {
-    for (int i = 0; i < m; ++i) {
-      float* cr = c + i * ldc;
-      for (int j = 0; j < kNV && j * W < n; ++j) {
-        const int nn = std::min(n - j * W, W);
-        vf v = v_load(buf + (i * kNV + j) * W);
-        if (load_c) v = v_add(v, gemm::load_lanes(cr + j * W, nn));
-        ep.apply(v, row0 + i, col0 + j * W, nn);
-        if constexpr (!gemm::ep_stores<Ep>) gemm::store_lanes(cr + j * W, v, nn);
-      }
-    }
-  }
+  gemm::finish_tile<kMR, kNV>(acc, c, ldc, m, n, load_c, last, ep, row0, col0);
 }
 
 // Input channels per chunk: all of the group's unless one m-block's weights (taps x Cg x NR

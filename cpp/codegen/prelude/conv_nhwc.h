@@ -49,17 +49,10 @@ void finish_block(const Ep& ep, const float* buf, int nvk, float* c, long ldc, i
   }
 }
 
-// Depthwise: one output row (image n, oz, oy) over channels [0, C), computed into a
-// per-thread block of OX x nvk vectors, then finished in one call. wt is [taps, C].
-template <class Ep>
-void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C, long n, int oz,
-                   int oy, float* y, const Ep& ep) {
-  constexpr int W = kVecWidth, U = 4;  // U output pixels share each weight load
-  const int OX = g.out[2], KX = g.k[2], sx = g.stride[2], dx = g.dil[2], px = g.pad[2];
-  const int nvk = (C + W - 1) / W;
-  // The (kz, ky) taps inside the input for this row: input row pointers, first tap index.
-  thread_local std::vector<const float*> rows;
-  thread_local std::vector<int> tap0;
+// The input rows that output row (image n, oz, oy) reads: for each (kz, ky) tap inside the
+// input, the row's pointer and the index of its first tap (kx = 0).
+inline void window_rows(const window::Geom& g, const float* x, int C, long n, int oz, int oy,
+                        std::vector<const float*>& rows, std::vector<int>& tap0) {
   rows.clear();
   tap0.clear();
   for (int kz = 0; kz < g.k[0]; ++kz) {
@@ -69,9 +62,22 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
       const int iy = oy * g.stride[1] - g.pad[1] + ky * g.dil[1];
       if (iy < 0 || iy >= g.in[1]) continue;
       rows.push_back(x + ((n * g.in[0] + iz) * static_cast<long>(g.in[1]) + iy) * g.in[2] * C);
-      tap0.push_back((kz * g.k[1] + ky) * KX);
+      tap0.push_back((kz * g.k[1] + ky) * g.k[2]);
     }
   }
+}
+
+// Depthwise: one output row (image n, oz, oy) over channels [0, C), computed into a
+// per-thread block of OX x nvk vectors, then finished in one call. wt is [taps, C].
+template <class Ep>
+void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C, long n, int oz,
+                   int oy, float* y, const Ep& ep) {
+  constexpr int W = kVecWidth, U = 4;  // U output pixels share each weight load
+  const int OX = g.out[2], KX = g.k[2], sx = g.stride[2], dx = g.dil[2], px = g.pad[2];
+  const int nvk = (C + W - 1) / W;
+  thread_local std::vector<const float*> rows;
+  thread_local std::vector<int> tap0;
+  window_rows(g, x, C, n, oz, oy, rows, tap0);
   const int nr = static_cast<int>(rows.size());
   // Output columns whose whole window is inside the input row: [lo, hi).
   int lo = 0, hi = OX;

@@ -119,48 +119,14 @@ struct IsEpDyn : std::false_type {};
 template <bool S>
 struct IsEpDyn<EpDyn<S>> : std::true_type {};
 
-// C[0..m, 0..n) (+)= A-panel * B-panel over kc_pad steps; on the last k-block the epilogue
-// runs on each vector of the tile before it is stored. MRK <= MR rows are computed (smaller
-// variants serve the edges of M); the A panel's layout always has MR rows.
+// Stores a finished register tile acc (rows [0, m) x columns [0, n) of C at c, ldc), adding
+// C when load_c; on the last k-block a real epilogue runs on it first. Shared by the GEMM
+// micro-kernel and the direct convolution (conv_direct.h).
 template <int MRK, int NVK, class Ep>
-inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __restrict b,
-                         float* c, long ldc, int m, int n, bool load_c, bool last, const Ep& ep,
-                         int row0, int col0) {
+[[gnu::always_inline]] inline void finish_tile(const vf (&acc)[MRK][NVK], float* c, long ldc, int m, int n,
+                                               bool load_c, bool last, const Ep& ep, long row0, long col0) {
   using namespace simd;
   constexpr int W = kVecWidth;
-  vf acc[MRK][NVK];
-#pragma GCC unroll 32
-  for (int i = 0; i < MRK; ++i) {
-#pragma GCC unroll 8
-    for (int j = 0; j < NVK; ++j) acc[i][j] = v_zero();
-  }
-  for (int kb = 0; kb < kc_pad; kb += kKU) {
-    DNNF_PRAGMA_UNROLL(DNNF_GEMM_UNROLL)
-    for (int kk = 0; kk < kKU; ++kk) {
-      vf bv[NVK];
-      if constexpr (W >= 8) {  // B streams from L2: fetch 16 k-steps ahead (+5-7% at 2048^3)
-#pragma GCC unroll 8
-        for (int j = 0; j < NVK * W; j += 16) {
-          __builtin_prefetch(b + (kk + 16) * kNR + j, 0, 3);
-        }
-#ifndef DNNF_GEMM_NO_APREFETCH
-        // A two KU-chunks ahead, a line per k-step: constant weights (convolutions at small
-        // batch) come from memory, and their panels are used for only a few column tiles.
-        if (kk * 16 < kMR * kKU) __builtin_prefetch(a + 2 * kMR * kKU + kk * 16, 0, 3);
-#endif
-      }
-#pragma GCC unroll 8
-      for (int j = 0; j < NVK; ++j) bv[j] = v_load(b + kk * kNR + j * W);
-#pragma GCC unroll 32
-      for (int i = 0; i < MRK; ++i) {
-        vf av = v_set1(a[i * kKU + kk]);
-#pragma GCC unroll 8
-        for (int j = 0; j < NVK; ++j) acc[i][j] = v_fma(av, bv[j], acc[i][j]);
-      }
-    }
-    a += kMR * kKU;
-    b += kKU * kNR;
-  }
   // Constant trip counts with guards (not breaks), so the loops unroll and acc stays in
   // registers: a runtime index into acc would send the whole tile to the stack.
   constexpr bool kPlain = std::is_same_v<Ep, EpNone>;
@@ -205,6 +171,51 @@ inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __r
       }
     }
   }
+}
+
+// C[0..m, 0..n) (+)= A-panel * B-panel over kc_pad steps; on the last k-block the epilogue
+// runs on each vector of the tile before it is stored. MRK <= MR rows are computed (smaller
+// variants serve the edges of M); the A panel's layout always has MR rows.
+template <int MRK, int NVK, class Ep>
+inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __restrict b,
+                         float* c, long ldc, int m, int n, bool load_c, bool last, const Ep& ep,
+                         int row0, int col0) {
+  using namespace simd;
+  constexpr int W = kVecWidth;
+  vf acc[MRK][NVK];
+#pragma GCC unroll 32
+  for (int i = 0; i < MRK; ++i) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NVK; ++j) acc[i][j] = v_zero();
+  }
+  for (int kb = 0; kb < kc_pad; kb += kKU) {
+    DNNF_PRAGMA_UNROLL(DNNF_GEMM_UNROLL)
+    for (int kk = 0; kk < kKU; ++kk) {
+      vf bv[NVK];
+      if constexpr (W >= 8) {  // B streams from L2: fetch 16 k-steps ahead (+5-7% at 2048^3)
+#pragma GCC unroll 8
+        for (int j = 0; j < NVK * W; j += 16) {
+          __builtin_prefetch(b + (kk + 16) * kNR + j, 0, 3);
+        }
+#ifndef DNNF_GEMM_NO_APREFETCH
+        // A two KU-chunks ahead, a line per k-step: constant weights (convolutions at small
+        // batch) come from memory, and their panels are used for only a few column tiles.
+        if (kk * 16 < kMR * kKU) __builtin_prefetch(a + 2 * kMR * kKU + kk * 16, 0, 3);
+#endif
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < NVK; ++j) bv[j] = v_load(b + kk * kNR + j * W);
+#pragma GCC unroll 32
+      for (int i = 0; i < MRK; ++i) {
+        vf av = v_set1(a[i * kKU + kk]);
+#pragma GCC unroll 8
+        for (int j = 0; j < NVK; ++j) acc[i][j] = v_fma(av, bv[j], acc[i][j]);
+      }
+    }
+    a += kMR * kKU;
+    b += kKU * kNR;
+  }
+  finish_tile<MRK, NVK>(acc, c, ldc, m, n, load_c, last, ep, row0, col0);
 }
 
 // Runs one tile with the smallest compiled variant covering its m rows and n columns. Row

@@ -24,18 +24,9 @@ void pool_row(const PoolShape& s, const window::Geom& g, const float* x, long n,
   using namespace simd;
   constexpr int W = kVecWidth;
   const int C = s.C, OX = g.out[2], nvk = (C + W - 1) / W;
-  // The input rows this output row reads (taps of z and y inside the input).
-  thread_local std::vector<const float*> rows;
-  rows.clear();
-  for (int kz = 0; kz < g.k[0]; ++kz) {
-    const int iz = oz * g.stride[0] - g.pad[0] + kz * g.dil[0];
-    if (iz < 0 || iz >= g.in[0]) continue;
-    for (int ky = 0; ky < g.k[1]; ++ky) {
-      const int iy = oy * g.stride[1] - g.pad[1] + ky * g.dil[1];
-      if (iy < 0 || iy >= g.in[1]) continue;
-      rows.push_back(x + ((n * g.in[0] + iz) * static_cast<long>(g.in[1]) + iy) * g.in[2] * C);
-    }
-  }
+  thread_local std::vector<const float*> rows;  // the input rows this output row reads
+  thread_local std::vector<int> tap0;
+  conv::nhwc_detail::window_rows(g, x, C, n, oz, oy, rows, tap0);
   float* buf = conv::nhwc_detail::tile_scratch(static_cast<size_t>(OX) * nvk * W);
   const vf fill = v_set1(kMax ? -std::numeric_limits<float>::infinity() : 0.0f);
   for (int ox = 0; ox < OX; ++ox) {
