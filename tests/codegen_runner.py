@@ -5,6 +5,7 @@ changes no semantics: generated code never uses -ffast-math)."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -13,19 +14,37 @@ from dnnfusion import _core
 from dnnfusion.compiler import prelude_dir
 
 
-def run(ecg, feeds: dict, planner: str = "dnnfusion", isa: str = "avx512", threads: int = 2):
-    """Outputs of the compiled plan, and the generated module as a dict."""
-    gen = _core.generate_cpu(ecg, df.plan.plan(ecg, planner=planner), isa)
+@contextmanager
+def _opt_level_1():
     old = os.environ.get("DNNF_OPT_LEVEL")
     os.environ["DNNF_OPT_LEVEL"] = "1"
     try:
-        exe = _core.CpuExecutable(ecg, gen, isa, threads, prelude_dir())
+        yield
     finally:
         if old is None:
             del os.environ["DNNF_OPT_LEVEL"]
         else:
             os.environ["DNNF_OPT_LEVEL"] = old
+
+
+def run(ecg, feeds: dict, planner: str = "dnnfusion", isa: str | None = None, threads: int = 2):
+    """Outputs of the compiled plan, and the generated module as a dict. `isa`: default the
+    best this machine runs (``$DNNF_ISA`` lowers it)."""
+    isa = isa or _core.cpu_features()["isa"]
+    gen = _core.generate_cpu(ecg, df.plan.plan(ecg, planner=planner), isa)
+    with _opt_level_1():
+        exe = _core.CpuExecutable(ecg, gen, isa, threads, prelude_dir())
     return exe.run([feeds[v.name] for v in ecg.inputs]), gen.to_dict()
+
+
+def compile_only(ecg, planner: str, isa: str) -> dict:
+    """Generates the plan's module for `isa` and compiles it without running it (a dialect
+    this machine lacks); returns the generated module as a dict."""
+    gen = _core.generate_cpu(ecg, df.plan.plan(ecg, planner=planner), isa)
+    with _opt_level_1():
+        path = _core.compile_only(gen, isa, prelude_dir())
+    assert os.path.getsize(path) > 0, path
+    return gen.to_dict()
 
 
 def assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-5):

@@ -25,3 +25,12 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield
     _fail_skip(outcome.get_result())
+
+
+def pytest_report_header(config):
+    """Which SIMD dialects run here and which are only compiled (tests/dialects.py)."""
+    try:
+        from dialects import summary
+    except Exception as e:  # the core did not import: the tests themselves will say why
+        return f"dnnfusion dialects: unknown ({e})"
+    return summary()

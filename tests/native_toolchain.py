@@ -1,26 +1,21 @@
 """What the native-code tests need from the machine: the host compiler, per-ISA flags, the
-aarch64 cross toolchain with qemu, and CPU feature checks. Each helper returns a reason
-string when something is missing, so tests can skip with it (a failure under
-DNNF_REQUIRE_ALL=1)."""
+aarch64 cross toolchain with qemu. A missing tool gives a reason string, so tests can skip
+with it (a failure under DNNF_REQUIRE_ALL=1); a dialect this CPU lacks is compiled, not run
+(dialects.py)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from dialects import compile_only, table, why_not
 
 ROOT = Path(__file__).resolve().parents[1]
 PRELUDE = ROOT / "cpp" / "codegen" / "prelude"
 CXX = os.environ.get("CXX_HOST", "g++")
-AVX512_FLAGS = ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma"]
 ARM_CXX, QEMU, ARM_SYSROOT = "aarch64-linux-gnu-g++", "qemu-aarch64", "/usr/aarch64-linux-gnu"
-
-
-def cpu_has(flag: str) -> bool:
-    try:
-        return flag in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
 
 
 def neon_missing() -> str | None:
@@ -34,45 +29,74 @@ def neon_missing() -> str | None:
     return None
 
 
-ISA_DEFINES = {
-    "scalar": [],
-    "avx2": ["-DDNNF_ISA_AVX2", "-mavx2", "-mfma"],
-    "avx512": ["-DDNNF_ISA_AVX512", *AVX512_FLAGS],
-}
+@dataclass
+class Job:
+    """How to build a dialect's test driver (output path appended by the caller) and run it.
+    ``run`` False: this machine cannot run the dialect (``lacks`` says why); the driver is
+    compiled and nothing is run."""
+    cmd: list[str]
+    runner: list[str] = field(default_factory=list)
+    run: bool = True
+    lacks: str = ""
+
+
+@dataclass
+class CompiledOnly:
+    """The result for a dialect this machine cannot run: its driver compiled, to `binary`."""
+    isa: str
+    binary: Path
+    lacks: str
+
+    def check(self) -> None:
+        assert self.binary.is_file() and self.binary.stat().st_size > 0, \
+            f"the {self.isa} driver was not built"
 
 
 def dialect_commands(src: Path, common: list[str], scalar_flags: tuple[str, ...] = ()
-                     ) -> dict[str, tuple[list[str], list[str]] | str]:
-    """Per dialect (scalar, avx2, avx512, neon): the command compiling `src` (output path
-    appended by the caller) and the runner prefix of the binary, or why it cannot run here."""
-    out: dict[str, tuple[list[str], list[str]] | str] = {}
-    for isa, flags in ISA_DEFINES.items():
-        need = {"avx2": "avx2", "avx512": "avx512bw"}.get(isa)
+                     ) -> dict[str, Job | str]:
+    """Per dialect (scalar, avx2, avx512, neon): the Job building and running `src`, or why
+    it cannot even be built here (a missing toolchain: a skip, a failure under
+    DNNF_REQUIRE_ALL=1). The flags are the ISA table's (cpp/target/isa.h)."""
+    out: dict[str, Job | str] = {}
+    isas = table()
+    for isa in ("scalar", "avx2", "avx512"):
+        flags = isas[isa]["flags"]
         if shutil.which(CXX) is None:
             out[isa] = f"no C++ compiler ({CXX}) on PATH"
-        elif need and not cpu_has(need):
-            out[isa] = f"this CPU lacks {need}"
-        else:
-            extra = list(scalar_flags) if isa == "scalar" else []
-            out[isa] = ([CXX, *common, *flags, *extra, str(src)], [])
+            continue
+        extra = list(scalar_flags) if isa == "scalar" else []
+        job = Job([CXX, *common, *flags, *extra, str(src)])
+        if compile_only(isa):
+            job.run, job.lacks = False, why_not(isa)
+        out[isa] = job
     reason = neon_missing()
-    out["neon"] = reason or ([ARM_CXX, *common, "-DDNNF_ISA_NEON", str(src)],
-                             [QEMU, "-L", ARM_SYSROOT])
+    out["neon"] = reason or Job([ARM_CXX, *common, *isas["neon"]["flags"], str(src)],
+                                [QEMU, "-L", ARM_SYSROOT])
     return out
 
 
-def build_and_run(workdir: Path, isa: str, cmd: list[str], runner: list[str], payload: bytes,
-                  timeout: float = 600, env: dict | None = None) -> tuple[bytes, str]:
-    """Compiles a test driver, runs it as `driver <in> <out>` on `payload`, and returns the
-    bytes it wrote and its stdout."""
+def compile_driver(workdir: Path, isa: str, job: Job) -> Path:
     import subprocess
 
-    inp, exe, out = workdir / f"{isa}.in", workdir / isa, workdir / f"{isa}.out"
-    inp.write_bytes(payload)
-    r = subprocess.run([*cmd, "-o", str(exe)], capture_output=True, text=True)
+    exe = workdir / isa
+    r = subprocess.run([*job.cmd, "-o", str(exe)], capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"compiling the {isa} driver failed:\n{r.stderr[-4000:]}")
-    r = subprocess.run([*runner, str(exe), str(inp), str(out)], capture_output=True, text=True,
+    return exe
+
+
+def build_and_run(workdir: Path, isa: str, job: Job, payload: bytes, timeout: float = 600,
+                  env: dict | None = None) -> tuple[bytes, str] | CompiledOnly:
+    """Compiles a test driver, runs it as `driver <in> <out>` on `payload`, and returns the
+    bytes it wrote and its stdout; for a dialect this machine cannot run, compiles it only."""
+    import subprocess
+
+    exe = compile_driver(workdir, isa, job)
+    if not job.run:
+        return CompiledOnly(isa, exe, job.lacks)
+    inp, out = workdir / f"{isa}.in", workdir / f"{isa}.out"
+    inp.write_bytes(payload)
+    r = subprocess.run([*job.runner, str(exe), str(inp), str(out)], capture_output=True, text=True,
                        timeout=timeout, env={**os.environ, **(env or {})})
     assert r.returncode == 0, f"{isa} driver failed ({r.returncode}): {r.stderr[-2000:]}"
     return out.read_bytes(), r.stdout

@@ -25,7 +25,8 @@ import pytest
 
 from dnnfusion import _ref_nn
 from dnnfusion.reference import run_node
-from native_toolchain import PRELUDE, build_and_run, dialect_commands
+from dialects import params
+from native_toolchain import PRELUDE, CompiledOnly, Job, build_and_run, dialect_commands
 
 COMMON = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
 
@@ -620,11 +621,14 @@ def _read_outputs(data: bytes) -> list[list[np.ndarray | str]]:
     return res
 
 
-def _run_dialect(workdir: Path, isa: str, compile_cmd: list[str], runner: list[str],
-                 cases: list[Case]) -> list[list[np.ndarray | str]]:
-    raw, _ = build_and_run(workdir, isa, compile_cmd, runner,
-                           struct.pack("<q", len(cases)) + b"".join(c.record() for c in cases),
-                           timeout=300, env={"DNNF_NUM_THREADS": "2"})
+def _run_dialect(workdir: Path, isa: str, job: Job,
+                 cases: list[Case]) -> list[list[np.ndarray | str]] | CompiledOnly:
+    res = build_and_run(workdir, isa, job,
+                        struct.pack("<q", len(cases)) + b"".join(c.record() for c in cases),
+                        timeout=300, env={"DNNF_NUM_THREADS": "2"})
+    if isinstance(res, CompiledOnly):
+        return res
+    raw, _ = res
     got = _read_outputs(raw)
     assert len(got) == len(cases)
     return got
@@ -640,13 +644,14 @@ def results(tmp_path_factory) -> dict[str, tuple[list[Case], list] | str]:
         if isinstance(cmd, str):
             out[isa] = cmd
         else:
-            jobs[isa] = (*cmd, cases_neon(np.random.default_rng(8)) if isa == "neon"
+            jobs[isa] = (cmd, cases_neon(np.random.default_rng(8)) if isa == "neon"
                          else cases_x86(np.random.default_rng(7)))
     # Compiles dominate (~10 s each); DNNF_TEST_JOBS=1 runs them one at a time.
     with ThreadPoolExecutor(max_workers=int(os.environ.get("DNNF_TEST_JOBS", "2"))) as ex:
         futs = {isa: ex.submit(_run_dialect, d, isa, *job) for isa, job in jobs.items()}
         for isa, f in futs.items():
-            out[isa] = (jobs[isa][2], f.result())
+            res = f.result()
+            out[isa] = res if isinstance(res, CompiledOnly) else (jobs[isa][1], res)
     return out
 
 
@@ -677,11 +682,13 @@ def _compare(c: Case, got: list) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512", "neon"])
+@pytest.mark.parametrize("isa", params(["scalar", "avx2", "avx512", "neon"]))
 def test_rowops_match_reference(results, isa):
     res = results[isa]
     if isinstance(res, str):
         pytest.skip(res)
+    if isinstance(res, CompiledOnly):
+        return res.check()
     cases, got = res
     failures = [f for c, g in zip(cases, got) if (f := _compare(c, g))]
     assert not failures, f"{len(failures)} of {len(cases)} cases:\n" + "\n".join(failures[:40])

@@ -265,6 +265,26 @@ def test_isa_can_be_lowered_not_raised(monkeypatch):
         _core.cpu_features()
 
 
+def test_one_isa_table_gives_every_flag():
+    """cpp/target/isa.h is the only place flags are spelled: cpu_features, isa_flags and the
+    compile-only path all give the table's, and an unknown name lists the table's names."""
+    table = {row["name"]: row for row in _core.isas()}
+    assert list(table) == ["scalar", "avx2", "avx512", "neon"]
+    assert [table[n]["lanes"] for n in table] == [1, 8, 16, 4]
+    for name, row in table.items():
+        assert row["flags"][:1] == ([f"-D{row['macro']}"] if row["macro"] else []), name
+    f = _core.cpu_features()
+    assert f["flags"] == [a for a in table[f["isa"]]["flags"] if not a.startswith("-D")]
+    assert _core.isa_flags(f["isa"]) == table[f["isa"]]["flags"]
+    assert table[f["isa"]]["hardware"]
+    lacking = [n for n, row in table.items() if not row["hardware"]]
+    for name in lacking:
+        with pytest.raises(df.Error, match=f"'{name}' needs .*which this CPU lacks"):
+            _core.isa_flags(name)
+    with pytest.raises(df.Error, match="expected scalar, avx2, avx512, neon"):
+        _core.isa_flags("sse9")
+
+
 @pytest.mark.parametrize("n", [0, 3, 55, 56, 63, 64, 65, 119, 1000])
 def test_sha256_matches_hashlib(n):
     data = bytes((i * 7 + 3) % 256 for i in range(n))

@@ -179,6 +179,12 @@ void bind_codegen(py::module_& m) {
      "generate_cpu as plain data: source, constants, inputs, outputs, arena_bytes, kernels, memory.");
   m.def("isa_flags", &isa_flags, py::arg("isa"),
         "The compiler flags generated code for `isa` is built with (Error if this CPU lacks it).");
+  m.def("compile_only", [](const Generated& gen, const std::string& isa, const std::string& prelude_dir) {
+    py::gil_scoped_release unlocked;
+    return compile_module_only(gen.module, isa, prelude_dir);
+  }, py::arg("generated"), py::arg("isa"), py::arg("prelude_dir"),
+     "Compiles a generated module for `isa` into the kernel cache without loading it, whether "
+     "or not this CPU runs that ISA; returns the object's path (CompileError on failure).");
   m.def("prelude_hash", &prelude_hash, py::arg("dir"),
         "SHA-256 over the names and contents of the prelude headers in `dir`.");
 

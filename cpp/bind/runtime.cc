@@ -44,6 +44,24 @@ void bind_runtime(py::module_& m) {
   }, "The best ISA of this CPU (avx512 | avx2 | neon | scalar, lowered by $DNNF_ISA), its compiler flags "
      "and the hardware feature bits.");
 
+  m.def("isas", [] {
+    CpuFeatures f = cpu_features();
+    py::list out;
+    for (const IsaInfo& i : kIsas) {
+      py::dict d;
+      d["name"] = i.name;
+      d["macro"] = i.macro;
+      d["flags"] = isa_compile_flags(i);
+      d["lanes"] = i.lanes;
+      d["arch"] = i.arch;
+      d["needs"] = i.needs;
+      d["hardware"] = cpu_supports(f, i);  // this CPU runs it, whatever $DNNF_ISA says
+      out.append(d);
+    }
+    return out;
+  }, "The instruction-set table (cpp/target/isa.h), lowest first: name, macro, flags, lanes, arch, "
+     "needs, and whether this CPU's hardware runs it.");
+
   py::class_<CompiledLibrary>(m, "Library")
       .def_property_readonly("path", &CompiledLibrary::path)
       .def_property_readonly("cached", &CompiledLibrary::cached)

@@ -11,6 +11,7 @@
 
 #include "codegen/index.h"
 #include "ir/graph.h"
+#include "target/isa.h"
 
 namespace dnnf::cg {
 
@@ -34,9 +35,6 @@ struct Leaf {
 using Leaves = std::map<ValueId, Leaf>;
 
 enum class Mode { Vector, Scalar };
-
-// The widest vector of any dialect, in f32 lanes (AVX-512); every dialect's width divides it.
-inline constexpr int64_t kMaxVecWidth = 16;
 
 // Thrown while emitting in vector mode when a construct needs per-lane control flow or a
 // non-f32 value; the caller emits the stage again in scalar mode.

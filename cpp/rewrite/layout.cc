@@ -7,10 +7,10 @@
 #include <map>
 #include <numeric>
 
-#include "codegen/pointwise.h"
 #include "ir/errors.h"
 #include "rewrite/passes.h"
 #include "rewrite/rebuild.h"
+#include "target/isa.h"
 
 namespace dnnf {
 
@@ -86,7 +86,7 @@ bool concat_candidate(const Graph& g, const Node& n, bool forced) {
   if (axis < 0) axis += static_cast<int64_t>(r);
   if (forced || axis != 1) return true;
   for (size_t i = 0; i + 1 < n.inputs.size(); ++i)
-    if (g.value(n.inputs[i]).type.dims()[1] % cg::kMaxVecWidth != 0) return false;
+    if (g.value(n.inputs[i]).type.dims()[1] % kMaxVecWidth != 0) return false;
   return true;
 }
 

@@ -368,7 +368,7 @@ void* CompiledLibrary::symbol(const std::string& name) const {
 }
 
 CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
-                               double timeout_s) {
+                               double timeout_s, bool load_it) {
   if (timeout_s <= 0) {
     char* end = nullptr;
     std::string t = env("DNNF_COMPILE_TIMEOUT");
@@ -393,6 +393,7 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   std::string err;
   struct stat st;
   if (::lstat(so.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) {
+    if (!load_it) return CompiledLibrary(nullptr, so, true);
     if (void* h = load(so, &err)) return CompiledLibrary(handle_of(h), so, true);
     // An unloadable cached object (a disk fault, a foreign file): compile it again.
   }
@@ -445,14 +446,23 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
     ::unlink(tmp_so.c_str());
     throw CompileError("cannot move compiled kernel into the cache at " + so + ": " + std::strerror(e));
   }
+  if (!load_it) return CompiledLibrary(nullptr, so, false);
   void* h = load(so, &err);
   if (!h) throw CompileError("cannot load compiled kernel " + so + " (source " + kept + "): " + err);
   return CompiledLibrary(handle_of(h), so, false);
 }
 
+bool cpu_supports(const CpuFeatures& f, const IsaInfo& isa) {
+  const std::string n = isa.name;
+  if (n == "scalar") return true;
+  if (n == "avx2") return f.avx2 && f.fma;
+  if (n == "avx512") return f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.fma;
+  if (n == "neon") return f.neon;
+  return false;
+}
+
 CpuFeatures cpu_features() {
   CpuFeatures f;
-  std::vector<std::string> ladder = {"scalar"};  // lowest first
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   bool osxsave = false, avx = false;
@@ -477,27 +487,26 @@ CpuFeatures cpu_features() {
     f.avx512vl = os_avx512 && (b & (1u << 31));
   }
   f.fma = f.fma && os_avx;
-  if (f.avx2 && f.fma) ladder.push_back("avx2");
-  if (f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.fma) ladder.push_back("avx512");
 #elif defined(__aarch64__)
   f.neon = ::getauxval(AT_HWCAP) & HWCAP_ASIMD;
-  if (f.neon) ladder.push_back("neon");
 #endif
+  std::vector<std::string> ladder;  // what runs here, lowest first (kIsas order)
+  for (const IsaInfo& i : kIsas)
+    if (cpu_supports(f, i)) ladder.push_back(i.name);
   f.isa = ladder.back();
   std::string want = env("DNNF_ISA");
   if (!want.empty()) {
-    bool known = want == "scalar" || want == "avx2" || want == "avx512" || want == "neon";
     bool have = false;
     for (const auto& l : ladder) have = have || l == want;
     if (!have)
-      throw Error("DNNF_ISA=" + want + (known ? " asks for an instruction set this CPU lacks"
-                                              : " is not an instruction set (scalar, avx2, avx512, neon)") +
+      throw Error("DNNF_ISA=" + want + (find_isa(want) ? " asks for an instruction set this CPU lacks"
+                                                      : " is not an instruction set (" + isa_names() + ")") +
                   "; available here: " + joined(ladder));
     f.isa = want;
   }
-  if (f.isa == "avx2") f.flags = {"-mavx2", "-mfma"};
-  if (f.isa == "avx512")
-    f.flags = {"-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-mprefer-vector-width=512"};
+  const std::vector<std::string> all = isa_compile_flags(*find_isa(f.isa));
+  for (const std::string& a : all)
+    if (a.rfind("-D", 0) != 0) f.flags.push_back(a);
   return f;
 }
 

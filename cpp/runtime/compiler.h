@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "target/isa.h"
+
 namespace dnnf {
 
 // The C++ compiler used for generated code: `argv` is the command prefix (a compiler named
@@ -51,9 +53,10 @@ class CompiledLibrary {
 // either no object or a whole one, and racing compiles of one source both succeed. The
 // source is kept beside the object as <key>.cc. Errors, timeouts (`timeout_s`, default
 // $DNNF_COMPILE_TIMEOUT or 300 s) and unloadable objects raise CompileError with the
-// compiler's diagnostics and the kept source's path.
+// compiler's diagnostics and the kept source's path. `load_it` false: compile (or find)
+// the object but do not load it (code for an ISA this CPU lacks); the library is not loaded.
 CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
-                               double timeout_s = 0);
+                               double timeout_s = 0, bool load_it = true);
 
 // $DNNF_CACHE_DIR/kernels, else $XDG_CACHE_HOME/dnnfusion/kernels, else
 // ~/.cache/dnnfusion/kernels; created mode 0700. CompileError if the directory is not the
@@ -76,5 +79,7 @@ struct CpuFeatures {
        avx512vl = false, neon = false;  // what the hardware has, whatever $DNNF_ISA says
 };
 CpuFeatures cpu_features();
+// Whether this hardware (whatever $DNNF_ISA says) runs code built for `isa`.
+bool cpu_supports(const CpuFeatures& f, const IsaInfo& isa);
 
 }  // namespace dnnf

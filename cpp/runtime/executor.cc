@@ -35,26 +35,13 @@ std::shared_ptr<char> aligned_bytes(size_t n) {
 }  // namespace
 
 std::vector<std::string> isa_flags(const std::string& isa) {
+  const IsaInfo* info = find_isa(isa);
+  if (!info) throw Error("unknown instruction set '" + isa + "' (expected " + isa_names() + ")");
   CpuFeatures f = cpu_features();
-  auto lacking = [&](const char* what) {
-    return Error("instruction set '" + isa + "' needs " + what + ", which this CPU lacks (best here: " +
-                 f.isa + ")");
-  };
-  if (isa == "scalar") return {};
-  if (isa == "avx2") {
-    if (!(f.avx2 && f.fma)) throw lacking("AVX2 and FMA");
-    return {"-DDNNF_ISA_AVX2", "-mavx2", "-mfma"};
-  }
-  if (isa == "avx512") {
-    if (!(f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.fma)) throw lacking("AVX-512 F/BW/DQ/VL");
-    return {"-DDNNF_ISA_AVX512", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma",
-            "-mprefer-vector-width=512"};
-  }
-  if (isa == "neon") {
-    if (!f.neon) throw lacking("NEON (AArch64)");
-    return {"-DDNNF_ISA_NEON"};
-  }
-  throw Error("unknown instruction set '" + isa + "' (expected avx512, avx2, neon or scalar)");
+  if (!cpu_supports(f, *info))
+    throw Error("instruction set '" + isa + "' needs " + info->needs + ", which this CPU lacks (best here: " +
+                f.isa + ")");
+  return isa_compile_flags(*info);
 }
 
 std::string prelude_hash(const std::string& dir) {
@@ -81,19 +68,8 @@ std::string prelude_hash(const std::string& dir) {
   return sha256_hex(all);
 }
 
-CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule module,
-                             const std::string& isa, int num_threads, const std::string& prelude_dir)
-    : graph_(std::move(graph)), module_(std::move(module)), isa_(isa), num_threads_(num_threads) {
-  const Graph& g = *graph_;
-  if (module_.inputs != g.inputs() || module_.outputs != g.outputs())
-    throw InternalError("generated module's inputs/outputs are not the graph's");
-  std::vector<const void*> constants;
-  for (ValueId v : module_.constants) {
-    const Value& val = g.value(v);
-    if (!val.constant) throw InternalError("generated module lists '" + val.name + "' as a constant");
-    constants.push_back(val.constant->data);
-  }
-
+std::vector<std::string> module_flags(const std::string& isa, const std::string& prelude_dir,
+                                      bool for_this_cpu) {
   // $DNNF_OPT_LEVEL (0-3, default 3) trades run-time speed for compile time, e.g. in tests
   // that compile hundreds of small modules; it is part of the cache key like every flag.
   std::string opt = "-O3";
@@ -111,7 +87,37 @@ CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule
                                     "-fno-gnu-unique",
                                     "-I" + prelude_dir,
                                     "-DDNNF_PRELUDE_HASH=" + prelude_hash(prelude_dir)};
-  for (std::string& f : isa_flags(isa)) flags.push_back(std::move(f));
+  std::vector<std::string> target;
+  if (for_this_cpu) {
+    target = isa_flags(isa);
+  } else {
+    const IsaInfo* info = find_isa(isa);
+    if (!info) throw Error("unknown instruction set '" + isa + "' (expected " + isa_names() + ")");
+    target = isa_compile_flags(*info);
+  }
+  flags.insert(flags.end(), target.begin(), target.end());
+  return flags;
+}
+
+std::string compile_module_only(const GeneratedModule& module, const std::string& isa,
+                                const std::string& prelude_dir) {
+  return compile_shared(module.source, module_flags(isa, prelude_dir, false), 0, false).path();
+}
+
+CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule module,
+                             const std::string& isa, int num_threads, const std::string& prelude_dir)
+    : graph_(std::move(graph)), module_(std::move(module)), isa_(isa), num_threads_(num_threads) {
+  const Graph& g = *graph_;
+  if (module_.inputs != g.inputs() || module_.outputs != g.outputs())
+    throw InternalError("generated module's inputs/outputs are not the graph's");
+  std::vector<const void*> constants;
+  for (ValueId v : module_.constants) {
+    const Value& val = g.value(v);
+    if (!val.constant) throw InternalError("generated module lists '" + val.name + "' as a constant");
+    constants.push_back(val.constant->data);
+  }
+
+  std::vector<std::string> flags = module_flags(isa, prelude_dir);
   auto t0 = std::chrono::steady_clock::now();
   library_ = compile_shared(module_.source, flags);
   compile_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -27,6 +27,19 @@ struct TensorRef {
 // Error if this CPU cannot run code for it (code built for it would die on SIGILL).
 std::vector<std::string> isa_flags(const std::string& isa);
 
+// Every compiler argument of a generated module for `isa` beside the source: language and
+// optimisation level ($DNNF_OPT_LEVEL), visibility, the prelude directory and its hash, and
+// the ISA's flags. `for_this_cpu`: Error if this CPU cannot run `isa` (the default);
+// without it, flags for any dialect the compiler targets (compile-only checks).
+std::vector<std::string> module_flags(const std::string& isa, const std::string& prelude_dir,
+                                      bool for_this_cpu = true);
+
+// Compiles `module` for `isa` into the kernel cache without loading it, whether or not this
+// CPU could run it (code for a dialect the machine lacks is still checked by the compiler).
+// Returns the object's path; CompileError as compile_shared.
+std::string compile_module_only(const GeneratedModule& module, const std::string& isa,
+                                const std::string& prelude_dir);
+
 // The SHA-256 of every header in `dir` (names and contents, in name order). Generated code
 // is compiled with it as -DDNNF_PRELUDE_HASH, because the kernel cache keys on the source
 // and flags but cannot see what the source #includes.
