@@ -119,8 +119,10 @@ def merge(batch: list[Entry]) -> tuple[Any, dict[str, np.ndarray], list[tuple[En
     return helper.make_model(graph, opset_imports=ops, ir_version=ir), feeds, where
 
 
-def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion") -> dict[str, str]:
-    """Compiles and runs the merged batch; case -> what differs, for each failing case."""
+def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
+              run: bool = True) -> dict[str, str]:
+    """Compiles and runs the merged batch; case -> what differs, for each failing case.
+    ``run`` False: compile only (a dialect this CPU lacks); a compile failure raises."""
     import os
 
     import dnnfusion as df
@@ -134,6 +136,9 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion") -> dict[
     old = os.environ.get("DNNF_OPT_LEVEL")
     os.environ["DNNF_OPT_LEVEL"] = "1"  # semantics do not depend on it; compile time does
     try:
+        if not run:
+            _core.compile_only(gen, isa, prelude_dir())
+            return {}
         exe = _core.CpuExecutable(g.graph, gen, isa, 2, prelude_dir())
     finally:
         if old is None:
