@@ -6,8 +6,10 @@
 #include <cmath>
 #include <memory>
 
+#include "bind/plan_of.h"
 #include "ir/errors.h"
 #include "ir/graph.h"
+#include "plan/memory_plan.h"
 #include "plan/plan.h"
 #include "plan/profile_db.h"
 
@@ -180,4 +182,17 @@ void bind_plan(py::module_& m) {
     db.save(path);
   }, py::arg("path"), py::arg("entries"), py::arg("merge") = true,
      "Adds entries (replacing equal keys) and writes the database atomically.");
+
+  m.def("plan_memory", [](const py::object& graph, const py::object& plan, int64_t alignment) {
+    GraphPtr g = bind::graph_of(graph);
+    FusionPlan p = bind::plan_of(plan);
+    return bind::dict_of(*g, plan_memory(*g, p, alignment));
+  }, py::arg("graph"), py::arg("plan"), py::arg("alignment") = 64,
+     "Arena offsets for the intermediate tensors of a fusion plan: alignment, arena_bytes, "
+     "intermediate_bytes, naive_bytes, peak_bytes, and buffers (value, name, offset, size, first, last).");
+  m.def("check_memory_plan", [](const py::object& graph, const py::object& plan, const py::dict& mem) {
+    GraphPtr g = bind::graph_of(graph);
+    check_memory_plan(*g, bind::plan_of(plan), bind::memory_plan_of(mem));
+  }, py::arg("graph"), py::arg("plan"), py::arg("memory_plan"),
+     "InternalError unless no two tensors live at the same time overlap in the arena.");
 }

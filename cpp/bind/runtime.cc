@@ -1,5 +1,5 @@
-// Bindings of the runtime stage (cpp/runtime/): compile-and-cache of generated code, CPU
-// features, and the memory plan as plain data.
+// Bindings of the runtime stage (cpp/runtime/): compile-and-cache of generated code and CPU
+// features.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -11,7 +11,6 @@
 #include "ir/graph.h"
 #include "plan/plan.h"
 #include "runtime/compiler.h"
-#include "runtime/memory_plan.h"
 
 namespace py = pybind11;
 using namespace dnnf;
@@ -97,16 +96,4 @@ void bind_runtime(py::module_& m) {
      "Compiles C++ source to a shared object in the per-user cache and loads it "
      "(timeout_s 0: $DNNF_COMPILE_TIMEOUT or 300 s).");
 
-  m.def("plan_memory", [](const py::object& graph, const py::object& plan, int64_t alignment) {
-    GraphPtr g = graph_of(graph);
-    FusionPlan p = plan_of(plan);
-    return dict_of(*g, plan_memory(*g, p, alignment));
-  }, py::arg("graph"), py::arg("plan"), py::arg("alignment") = 64,
-     "Arena offsets for the intermediate tensors of a fusion plan: alignment, arena_bytes, "
-     "intermediate_bytes, naive_bytes, peak_bytes, and buffers (value, name, offset, size, first, last).");
-  m.def("check_memory_plan", [](const py::object& graph, const py::object& plan, const py::dict& mem) {
-    GraphPtr g = graph_of(graph);
-    check_memory_plan(*g, plan_of(plan), memory_plan_of(mem));
-  }, py::arg("graph"), py::arg("plan"), py::arg("memory_plan"),
-     "InternalError unless no two tensors live at the same time overlap in the arena.");
 }

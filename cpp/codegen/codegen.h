@@ -29,7 +29,7 @@
 
 #include "ir/graph.h"
 #include "plan/plan.h"
-#include "runtime/memory_plan.h"
+#include "plan/memory_plan.h"
 
 namespace dnnf {
 

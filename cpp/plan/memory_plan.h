@@ -1,7 +1,8 @@
 // Memory plan of a fused model: every intermediate tensor that survives fusion (a block
 // output that is not a graph output) gets an offset in one arena, reusing memory between
-// tensors whose lifetimes do not overlap. Runtime support; the paper counts the bytes that
-// fusion removes (§5), this places the ones it keeps.
+// tensors whose lifetimes do not overlap. Part of planning, below code generation (every
+// target's module carries one); the paper counts the bytes that fusion removes (§5), this
+// places the ones it keeps.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -16,7 +16,7 @@
 // placed so far, so the arena is at most the naive one-buffer-per-tensor size; it is at
 // least the peak of bytes live at one time. On a chain of equal-sized tensors the two ends
 // meet: two slots.
-#include "runtime/memory_plan.h"
+#include "plan/memory_plan.h"
 
 #include <algorithm>
 #include <map>

@@ -1,0 +1,65 @@
+// What code generation hands the OpenCL runtime (paper §4.4 targets the mobile GPU through
+// OpenCL): one OpenCL C program for the whole model and the launches that run it, in order.
+// The OPENCL-ABI note: every launch names its kernel in `source`; its arguments are, in
+// order, `args` (a tensor is a `__global T*` to the first element of that value, whose buffer
+// the runtime provides; constants are `__global const T*`); tensors are contiguous row-major
+// in their logical shape with the value's dtype. Shapes are static: sizes are literals in the
+// source, so no argument carries a size. The runtime (cpp/runtime/opencl_executor.h) owns
+// every buffer: one per graph input, output and constant, and one arena for the
+// intermediates placed by `memory` (its alignment is the device's base-address alignment,
+// asked for through OpenclCodegenOptions), bound as sub-buffers.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/codegen.h"
+#include "ir/graph.h"
+#include "plan/memory_plan.h"
+
+namespace dnnf {
+
+// One kernel argument.
+struct OpenclArg {
+  enum class Kind : uint8_t { Value, Int, Float, LocalBytes };
+  Kind kind = Kind::Value;
+  ValueId value = kNoValue;  // Value: the tensor (input, output, constant or intermediate)
+  int64_t i = 0;             // Int: an `int`/`long` scalar (the source says which)
+  float f = 0;               // Float: a `float` scalar
+  int64_t local_bytes = 0;   // LocalBytes: a `__local` buffer of this many bytes
+};
+
+// One clEnqueueNDRangeKernel.
+struct OpenclLaunch {
+  std::string kernel;              // the kernel's name in the program ("k12", "k12_1")
+  int block = -1;                  // the plan block it belongs to
+  std::vector<OpenclArg> args;
+  int dims = 1;                    // 1, 2 or 3
+  int64_t global[3] = {1, 1, 1};   // global work size (a multiple of local where local != 0)
+  int64_t local[3] = {0, 0, 0};    // work-group size; all 0: the runtime's choice (NULL)
+};
+
+struct OpenclModule {
+  std::string source;                // one OpenCL C program
+  std::string build_options;         // clBuildProgram options, e.g. "-cl-std=CL1.2"
+  std::vector<ValueId> inputs;       // == graph inputs, in order
+  std::vector<ValueId> outputs;      // == graph outputs, in order
+  std::vector<ValueId> constants;    // uploaded once, when the executable is created
+  MemoryPlan memory;                 // the intermediates, placed in one arena
+  std::vector<OpenclLaunch> launches;  // in execution order
+  std::vector<KernelInfo> kernels;   // one per block, as the CPU module's
+  // Graph outputs no launch writes (an input, a constant or a repeated output): copied
+  // from `output_sources[j]` into output j after the launches (kNoValue: written by a launch).
+  std::vector<ValueId> output_sources;
+};
+
+// What code generation needs to know of the device.
+struct OpenclCodegenOptions {
+  int64_t base_align_bytes = 128;   // CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8: arena offsets' alignment
+  int64_t max_work_group = 256;     // CL_DEVICE_MAX_WORK_GROUP_SIZE
+  int64_t local_mem_bytes = 32768;  // CL_DEVICE_LOCAL_MEM_SIZE
+  int max_kernel_args = 128;        // the planner's limit too (PlanOptions::max_kernel_args)
+  bool fp64 = false;                // cl_khr_fp64
+};
+
+}  // namespace dnnf
