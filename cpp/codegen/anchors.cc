@@ -2,6 +2,7 @@
 // block's fused epilogue; MatMul and Gemm here, the other anchors in anchors_lib.cc.
 #include <algorithm>
 
+#include "codegen/cpu/spell.h"
 #include "codegen/lower.h"
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
@@ -15,7 +16,8 @@ int64_t numel(const std::vector<int64_t>& d) {
   for (int64_t x : d) n *= x;
   return n;
 }
-std::string L(int64_t v) { return std::to_string(v) + "L"; }
+using cpu::L;
+using cpu::literal;
 
 void need_f32(const Graph& g, const Node& n) {
   for (ValueId v : n.inputs)
@@ -119,7 +121,7 @@ bool BlockLowerer::has_epilogue(const Node& n) const {
 
 BlockLowerer::EpCode BlockLowerer::epilogue(
     const Node& n, const std::string& row_offset,
-    const std::function<void(PointwiseEmitter&, Code&)>& pre) {
+    const std::function<void(ExprBuilder&)>& pre) {
   const ValueId o = n.outputs[0];
   const std::vector<int64_t> od = dims_of(g_, o);
   const bool o_mem = materialised_.count(o) > 0;
@@ -134,15 +136,17 @@ BlockLowerer::EpCode BlockLowerer::epilogue(
   const auto [R, C] = anchor_view(n);
   Code body;
   body.indent = 2;
-  VarTable vt;
+  Program prog;
+  prog.mode = Mode::Vector;
+  VarTable& vt = prog.vars;
   int row = vt.add("row", R);
   int j = vt.add("j", C);
-  PointwiseEmitter em(g_, leaves_, vt, j, Mode::Vector, body);
+  prog.inner = j;
+  ExprBuilder em(g_, leaves_, prog);
   std::map<ValueId, std::vector<IExpr>> idx;
   idx[o] = delinearize(add(scale(IExpr::var(row), C, vt), IExpr::var(j), vt), od, vt);
-  if (pre) pre(em, body);
-  body.line("const V::vf a0 = v;");
-  em.define(o, idx[o], "a0");
+  if (pre) pre(em);
+  const Ref a0 = em.define(o, idx[o], "a0");
   std::string y_value;  // the stored value the kernel's own store can write
   bool stores = false;
   if (it != epilogues_.end()) {
@@ -155,15 +159,16 @@ BlockLowerer::EpCode BlockLowerer::epilogue(
     }
     const std::string o_flat = render(linearize(idx[o], od, vt), vt);
     for (ValueId s : it->second.stores) try {
-      std::string val = em.eval(s, idx[s]);
+      Ref val = em.eval(s, idx[s]);
       std::vector<int64_t> sd = dims_of(g_, s);
       IExpr flat = linearize(idx[s], sd, vt);
       if (!o_mem && y_value.empty() && render(flat, vt) == o_flat) {
-        body.line("v = " + val + ";");
+        em.accumulate("", val);
         y_value = ptr(s);
         continue;
       }
-      em.store(ptr(s), DType::F32, flat, val);
+      ptr(s);
+      em.store(s, flat, val);
     } catch (const NeedScalar& e) {
       std::string ops;
       for (NodeId x : it->second.nodes) ops += " " + g_.node(x).name;
@@ -173,13 +178,14 @@ BlockLowerer::EpCode BlockLowerer::epilogue(
   }
   if (o_mem) {
     ep.y = ptr(o);
-    if (pre) body.line("v = a0;");
+    if (pre) em.accumulate("", a0);
   } else if (!y_value.empty()) {
     ep.y = y_value;
   } else {
     stores = true;
     ep.y = "reinterpret_cast<float*>" + scratch(numel(od) * 4);
   }
+  cpu::render_program(prog, body);
   std::string f = "f" + std::to_string(counter_++);
   code_.open("const auto " + f + " = [&](V::vf& v, long row, long j, int n)");
   code_.text += body.text;
@@ -274,17 +280,25 @@ void BlockLowerer::emit_gemm(const Node& n) {
                     std::to_string(ms_.constant(B)) + "]), " + rsb + ", " + csb + ", " +
                     std::to_string(K) + ", " + std::to_string(N) + ");");
   }
-  auto pre = [&](PointwiseEmitter& em, Code& body) {
-    if (alpha != 1.0) body.line("v = V::v_mul(v, V::v_set1(" + literal(alpha, DType::F32) + "));");
+  auto pre = [&](ExprBuilder& em) {
+    if (alpha != 1.0) em.accumulate("mul", em.literal(alpha));
     if (Cv == kNoValue || beta == 0.0) return;
     std::vector<int64_t> cd = dims_of(g_, Cv);
     std::vector<IExpr> ci;  // C broadcast to [M, N]: vars 0 and 1 are the epilogue's row and col
     std::vector<IExpr> oi{IExpr::var(0), IExpr::var(1)};
     for (size_t k = 0; k < cd.size(); ++k)
       ci.push_back(cd[k] == 1 ? IExpr::constant(0) : oi[2 - cd.size() + k]);
-    std::string cv = em.eval(Cv, ci);
-    if (beta != 1.0) cv = "V::v_mul(" + cv + ", V::v_set1(" + literal(beta, DType::F32) + "))";
-    body.line("v = V::v_add(v, " + cv + ");");
+    Ref cv = em.eval(Cv, ci);
+    if (beta != 1.0) {
+      Ew mul;
+      mul.kind = Ew::Kind::Call;
+      mul.name = "v_mul";
+      mul.kids.resize(2);
+      mul.kids[1].kind = Ew::Kind::Const;
+      mul.kids[1].value = beta;
+      cv = em.compute_inline(mul, {cv});
+    }
+    em.accumulate("add", cv);
   };
   const bool needs_pre = alpha != 1.0 || (Cv != kNoValue && beta != 0.0);
   code_.open("");

@@ -1,5 +1,6 @@
 // Anchors on the prelude's convolution, pooling, row and irregular kernels (paper §4.4):
 // each call passes the block's fused epilogue (see BlockLowerer::epilogue).
+#include "codegen/cpu/spell.h"
 #include "codegen/lower.h"
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
@@ -15,7 +16,8 @@ int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
   for (size_t k = from; k < to && k < d.size(); ++k) n *= d[k];
   return n;
 }
-std::string L(int64_t v) { return std::to_string(v) + "L"; }
+using cpu::L;
+using cpu::literal;
 
 std::string ints3(const std::vector<int64_t>& v, int64_t fill) {
   std::string s = "{";
@@ -202,9 +204,9 @@ void BlockLowerer::emit_library(const Node& n) {
                         ", static_cast<const float*>(st->c[" + std::to_string(ms_.constant(W)) + "]));");
         weights = "*x.st->" + m;
       }
-      auto bias = [&](PointwiseEmitter& em, Code& body) {
+      auto bias = [&](ExprBuilder& em) {
         std::vector<IExpr> ch{mod(IExpr::var(0), M, em.vars())};
-        body.line("v = V::v_add(v, " + em.eval(B, ch) + ");");
+        em.accumulate("add", em.eval(B, ch));
       };
       code_.open("");
       EpCode ep = B != kNoValue ? epilogue(n, "0L", bias) : epilogue(n, "0L");
@@ -237,8 +239,8 @@ void BlockLowerer::emit_library(const Node& n) {
                         ", static_cast<const float*>(st->c[" + std::to_string(ms_.constant(W)) + "]));");
         weights = "*x.st->" + m;
       }
-      auto bias = [&](PointwiseEmitter& em, Code& body) {  // per column: var 1 is the channel
-        body.line("v = V::v_add(v, " + em.eval(B, {IExpr::var(1)}) + ");");
+      auto bias = [&](ExprBuilder& em) {  // per column: var 1 is the channel
+        em.accumulate("add", em.eval(B, {IExpr::var(1)}));
       };
       code_.open("");
       EpCode ep = B != kNoValue ? epilogue(n, "0L", bias) : epilogue(n, "0L");

@@ -223,6 +223,13 @@ std::string render(const IExpr& e, const VarTable& vt) {
   return s;
 }
 
+std::string spell_index(std::string s, const std::string& min_fn, const std::string& max_fn) {
+  for (const auto& [tok, fn] : {std::pair<std::string, const std::string&>{"@min(", min_fn}, {"@max(", max_fn}})
+    for (size_t at = s.find(tok); at != std::string::npos; at = s.find(tok, at + fn.size()))
+      s.replace(at, tok.size(), fn + "(");
+  return s;
+}
+
 Stride stride_along(const IExpr& e, int inner) {
   if (std::find(e.opaque_vars.begin(), e.opaque_vars.end(), inner) != e.opaque_vars.end())
     return Stride::Gather;

@@ -63,8 +63,11 @@ std::vector<IExpr> delinearize(const IExpr& flat, const std::vector<int64_t>& sh
                                const VarTable& vt);
 // Largest value the expression can take (affine only; opaque: -1 = unknown).
 int64_t max_value(const IExpr& e, const VarTable& vt);
-// C code (a `long` expression).
+// C code (a `long` expression), target-neutral: integer min and max inside opaque parts
+// (Pad's edge mode) are written @min(a, b) and @max(a, b); spell_index gives a renderer's
+// names for them (std::min<long> in C++, min in OpenCL C).
 std::string render(const IExpr& e, const VarTable& vt);
+std::string spell_index(std::string rendered, const std::string& min_fn, const std::string& max_fn);
 
 // How a load at `e` behaves along var `inner` (stepped by whole vectors):
 enum class Stride { Broadcast, Contiguous, Gather };

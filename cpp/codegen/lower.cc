@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "codegen/cpu/spell.h"
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
 
@@ -143,7 +144,7 @@ void BlockLowerer::emit_pointwise(ValueId v) {
   const int64_t total = numel(d);
   if (total == 0) return;
   const DType t = g_.value(v).type.dtype;
-  const std::string out = ptr(v);
+  ptr(v);
   if (emit_transpose(v)) return;
   // Tries, in order: one flat vector loop (elementwise chains, reshapes), vector loops over
   // rows of the last dim (broadcasts, transposes), scalar loops (other element types,
@@ -154,7 +155,9 @@ void BlockLowerer::emit_pointwise(ValueId v) {
     if (flat && d.size() <= 1) continue;
     Code body;
     body.indent = code_.indent + 1;
-    VarTable vt;
+    Program prog;
+    prog.mode = vec ? Mode::Vector : Mode::Scalar;
+    VarTable& vt = prog.vars;
     std::vector<IExpr> idx;
     int inner;
     // The row form puts the vector on the last dim longer than 1: trailing dims of 1 (an
@@ -197,12 +200,14 @@ void BlockLowerer::emit_pointwise(ValueId v) {
         if (vec) body.line("const int n = static_cast<int>(std::min<long>(cg::W, " +
                            std::to_string(L) + "L - j));");
       }
-      PointwiseEmitter em(g_, leaves_, vt, vec ? inner : -1, vec ? Mode::Vector : Mode::Scalar, body);
+      prog.inner = vec ? inner : -1;
+      ExprBuilder em(g_, leaves_, prog);
       em.aligned_vectors = true;  // j starts at 0 (row form) or at a multiple of 4096 (flat)
-      std::string val = em.eval(v, idx);
-      em.store(out, t, linearize(idx, d, vt), val);
-      body.close();
+      Ref val = em.eval(v, idx);
+      em.store(v, linearize(idx, d, vt), val);
       if (flat && em.gathers > 0) continue;
+      cpu::render_program(prog, body);
+      body.close();
     } catch (const NeedScalar&) {
       continue;
     }
@@ -226,9 +231,12 @@ void BlockLowerer::choose_epilogue(const Node& L) {
   const std::vector<int64_t> od = dims_of(g_, o);
   if (numel(od) == 0) return;  // nothing to compute, nothing to fuse
   const auto [R, C] = anchor_view(L);
-  VarTable vt;
+  Program trial_prog;
+  trial_prog.mode = Mode::Vector;
+  VarTable& vt = trial_prog.vars;
   int row = vt.add("row", R);
   int j = vt.add("j", C);
+  trial_prog.inner = j;
   std::map<ValueId, std::vector<IExpr>> idx;
   idx[o] = delinearize(add(scale(IExpr::var(row), C, vt), IExpr::var(j), vt), od, vt);
   const auto pos = [&](NodeId id) {
@@ -242,7 +250,6 @@ void BlockLowerer::choose_epilogue(const Node& L) {
     const Value& val = g_.value(v);
     if (v == o || (val.producer >= 0 && inside_.count(val.producer) && pos(val.producer) >= lpos)) return;
     Leaf l;
-    l.ptr = "t" + std::to_string(v);
     l.dtype = g_.value(v).type.dtype;
     l.shape = dims_of(g_, v);
     l.constant = g_.value(v).constant;
@@ -250,8 +257,7 @@ void BlockLowerer::choose_epilogue(const Node& L) {
   };
   for (ValueId v : b_.inputs) add_leaf(v);
   for (ValueId v : materialised_) add_leaf(v);
-  Code trial_code;
-  PointwiseEmitter trial(g_, trial_leaves, vt, j, Mode::Vector, trial_code);
+  ExprBuilder trial(g_, trial_leaves, trial_prog);
   trial.define(o, idx[o], "a0");
   EpiloguePlan plan;
   for (size_t i = static_cast<size_t>(lpos) + 1; i < b_.nodes.size(); ++i) {
@@ -329,8 +335,8 @@ std::string BlockLowerer::lower(const std::string& name, KernelInfo& info) {
   for (ValueId v : materialised_)
     if (!where.count(v)) where[v] = scratch(static_cast<int64_t>(g_.value(v).type.nbytes()));
   for (ValueId v : b_.inputs) {
+    ptr(v);
     Leaf l;
-    l.ptr = ptr(v);
     l.dtype = g_.value(v).type.dtype;
     l.shape = dims_of(g_, v);
     l.constant = g_.value(v).constant;
@@ -340,8 +346,8 @@ std::string BlockLowerer::lower(const std::string& name, KernelInfo& info) {
   std::set<NodeId> in_epilogue;
   for (auto& [id, plan] : epilogues_) in_epilogue.insert(plan.nodes.begin(), plan.nodes.end());
   auto materialise = [&](ValueId v) {
+    ptr(v);
     Leaf l;
-    l.ptr = ptr(v);
     l.dtype = g_.value(v).type.dtype;
     l.shape = dims_of(g_, v);
     leaves_[v] = l;
@@ -372,7 +378,7 @@ std::string BlockLowerer::lower(const std::string& name, KernelInfo& info) {
   for (auto& [v, p] : ptrs_) {
     auto w = where.find(v);
     if (w == where.end()) throw InternalError("codegen: value without a buffer");
-    std::string t = ctype(g_.value(v).type.dtype);
+    std::string t = cpu::ctype(g_.value(v).type.dtype);
     bool input = !materialised_.count(v) || std::find(b_.inputs.begin(), b_.inputs.end(), v) != b_.inputs.end();
     fn += "  " + std::string(input ? "const " : "") + t + "* const " + p + " = reinterpret_cast<" +
           (input ? "const " : "") + t + "*>(" + w->second + ");\n";

@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "codegen/code.h"
 #include "codegen/codegen.h"
-#include "codegen/pointwise.h"
+#include "codegen/expr.h"
 
 namespace dnnf::cg {
 
@@ -60,7 +61,7 @@ class BlockLowerer {
     std::string y;
   };
   EpCode epilogue(const Node& n, const std::string& row_offset,
-                  const std::function<void(PointwiseEmitter&, Code&)>& pre = nullptr);
+                  const std::function<void(ExprBuilder&)>& pre = nullptr);
   std::pair<int64_t, int64_t> anchor_view(const Node& n) const;
   void emit_anchor(const Node& n);
   void emit_matmul(const Node& n);

@@ -1,0 +1,492 @@
+// Building expressions with composed index maps (paper §4.4, intra-block optimisation); see
+// expr.h. The builder decides everything a renderer needs: which loads are contiguous,
+// broadcast or gathered along the vector, which conditions guard which loads, and which
+// values are computed once and reused.
+#include "codegen/expr.h"
+
+#include <algorithm>
+
+#include "ir/errors.h"
+#include "ir/shape_rules.h"
+
+namespace dnnf::cg {
+
+std::vector<int64_t> dims_of(const Graph& g, ValueId v) {
+  const TensorType& t = g.value(v).type;
+  if (!t.is_static())
+    throw ShapeError("code generation needs static shapes; '" + g.value(v).name + "' is " +
+                     t.str() + ": specialize with input_shapes=");
+  return t.dims();
+}
+
+ExprBuilder::ExprBuilder(const Graph& g, const Leaves& leaves, Program& prog)
+    : g_(g), leaves_(leaves), prog_(prog) {
+  scopes_.emplace_back();
+}
+
+std::string ExprBuilder::fresh(const char* prefix) { return prefix + std::to_string(counter_++); }
+
+Ref ExprBuilder::push(Instr i) {
+  prog_.code.push_back(std::move(i));
+  return static_cast<Ref>(prog_.code.size()) - 1;
+}
+
+Ref ExprBuilder::bind(Instr i) {
+  i.name = fresh();
+  return push(std::move(i));
+}
+
+std::string ExprBuilder::key(ValueId v, Mode m, const std::vector<IExpr>& idx) const {
+  std::string k = std::to_string(v) + (m == Mode::Vector ? "v" : "s");
+  for (const IExpr& e : idx) k += "|" + render(e, prog_.vars);
+  return k;
+}
+
+Ref ExprBuilder::constant_literal(double v, DType t, Mode m, bool zero) {
+  Instr i;
+  i.kind = Instr::Kind::Literal;
+  i.mode = m;
+  i.dtype = t;
+  i.number = v;
+  i.inline_ = true;
+  i.what = zero ? "zero" : "";
+  return push(std::move(i));
+}
+
+Ref ExprBuilder::literal(double v) { return constant_literal(v, DType::F32, prog_.mode); }
+
+Ref ExprBuilder::compute_inline(Ew ew, std::vector<Ref> args) {
+  Instr i;
+  i.kind = Instr::Kind::Compute;
+  i.mode = prog_.mode;
+  i.inline_ = true;
+  i.ew = std::move(ew);
+  i.args = std::move(args);
+  return push(std::move(i));
+}
+
+Ref ExprBuilder::conditional(std::vector<IndexCmp> conds, DType t, Mode m,
+                             const std::function<Ref()>& then_fn, const std::function<Ref()>& else_fn) {
+  Instr begin;
+  begin.kind = Instr::Kind::IfBegin;
+  begin.mode = m;
+  begin.dtype = t;
+  begin.conds = std::move(conds);
+  begin.name = fresh();
+  const std::string name = begin.name;
+  const Ref result = push(std::move(begin));
+  auto assign = [&](Ref value) {
+    Instr a;
+    a.kind = Instr::Kind::Assign;
+    a.mode = m;
+    a.target = name;
+    a.args = {value};
+    push(std::move(a));
+  };
+  scopes_.emplace_back();
+  assign(then_fn());
+  scopes_.pop_back();
+  Instr e;
+  e.kind = Instr::Kind::Else;
+  push(std::move(e));
+  scopes_.emplace_back();
+  assign(else_fn());
+  scopes_.pop_back();
+  Instr end;
+  end.kind = Instr::Kind::IfEnd;
+  push(std::move(end));
+  return result;
+}
+
+void ExprBuilder::store(ValueId v, const IExpr& flat, Ref value) {
+  Instr i;
+  i.kind = Instr::Kind::Store;
+  i.mode = prog_.mode;
+  i.value = v;
+  i.index = flat;
+  i.args = {value};
+  if (prog_.mode == Mode::Vector) {
+    i.stride = stride_along(flat, prog_.inner);
+    if (i.stride != Stride::Contiguous) {
+      i.stride = Stride::Gather;
+      ++gathers;
+    }
+  }
+  push(std::move(i));
+}
+
+Ref ExprBuilder::define(ValueId v, const std::vector<IExpr>& idx, const std::string& name) {
+  Instr i;
+  i.kind = Instr::Kind::Define;
+  i.mode = prog_.mode;
+  i.name = name;
+  Ref r = push(std::move(i));
+  scopes_.front()[key(v, prog_.mode, idx)] = r;
+  return r;
+}
+
+void ExprBuilder::accumulate(const std::string& op, Ref x) {
+  Instr i;
+  i.kind = Instr::Kind::Acc;
+  i.mode = prog_.mode;
+  i.acc_op = op;
+  i.args = {x};
+  push(std::move(i));
+}
+
+std::vector<IExpr> ExprBuilder::broadcast_index(ValueId in, const std::vector<IExpr>& idx,
+                                                const std::vector<int64_t>& out_dims) {
+  std::vector<int64_t> d = dims_of(g_, in);
+  std::vector<IExpr> r(d.size());
+  size_t lead = out_dims.size() - d.size();
+  for (size_t k = 0; k < d.size(); ++k) r[k] = d[k] == 1 ? IExpr::constant(0) : idx.at(lead + k);
+  return r;
+}
+
+Ref ExprBuilder::eval(ValueId v, const std::vector<IExpr>& idx) { return eval_in(v, idx, prog_.mode); }
+
+Ref ExprBuilder::eval_scalar(ValueId v, const std::vector<IExpr>& idx) {
+  if (prog_.mode == Mode::Vector)
+    for (const IExpr& e : idx)
+      if (e.uses(prog_.inner)) throw NeedScalar{"a data-dependent index varies along the vector"};
+  return eval_in(v, idx, Mode::Scalar);
+}
+
+Ref ExprBuilder::eval_in(ValueId v, const std::vector<IExpr>& idx, Mode m) {
+  const Value& val = g_.value(v);
+  if (m == Mode::Vector && val.type.dtype != DType::F32)
+    throw NeedScalar{std::string("a ") + dtype_name(val.type.dtype) + " value"};
+  const std::string k = key(v, m, idx);
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+    auto f = it->find(k);
+    if (f != it->end()) return f->second;
+  }
+  Ref out;
+  auto leaf = leaves_.find(v);
+  if (leaf != leaves_.end()) {
+    const Leaf& l = leaf->second;
+    if (l.constant && l.constant->type.numel() == 1) {
+      out = constant_literal(l.constant->to_doubles().at(0), l.dtype, m);
+    } else {
+      Instr i;
+      i.kind = Instr::Kind::Load;
+      i.mode = m;
+      i.dtype = val.type.dtype;
+      i.value = v;
+      i.index = linearize(idx, l.shape, prog_.vars);
+      if (m == Mode::Vector) {
+        i.stride = stride_along(i.index, prog_.inner);
+        if (i.stride == Stride::Gather) ++gathers;
+      }
+      out = bind(std::move(i));
+    }
+  } else if (val.producer >= 0) {
+    out = eval_node(g_.node(val.producer), val.producer_index, idx, m);
+  } else {
+    throw InternalError("codegen: value '" + val.name + "' is neither in memory nor computed");
+  }
+  scopes_.back()[k] = out;
+  return out;
+}
+
+namespace {
+
+int64_t norm_axis(int64_t a, int64_t r) { return a < 0 ? a + r : a; }
+
+std::vector<int> vars_in(const std::vector<IExpr>& idx) {
+  std::vector<int> vs;
+  for (const IExpr& e : idx) {
+    for (const Term& t : e.terms) vs.push_back(t.var);
+    vs.insert(vs.end(), e.opaque_vars.begin(), e.opaque_vars.end());
+  }
+  return vs;
+}
+
+}  // namespace
+
+Ref ExprBuilder::eval_node(const Node& n, int out, const std::vector<IExpr>& idx, Mode m) {
+  VarTable& vt = prog_.vars;
+  const std::vector<int64_t> od = dims_of(g_, n.outputs.at(out));
+  const DType ot = g_.value(n.outputs[out]).type.dtype;
+  InferCtx c(g_, n);
+  auto in_dims = [&](size_t i) { return dims_of(g_, n.inputs.at(i)); };
+  auto same_flat = [&](size_t i) { return delinearize(linearize(idx, od, vt), in_dims(i), vt); };
+  switch (n.op) {
+    case OpKind::Reshape:
+    case OpKind::Flatten:
+    case OpKind::Squeeze:
+    case OpKind::Unsqueeze:
+      return eval_in(n.inputs[0], same_flat(0), m);
+    case OpKind::Identity:
+      return eval_in(n.inputs[0], idx, m);
+    case OpKind::Dropout:
+      if (out == 0) return eval_in(n.inputs[0], idx, m);
+      if (m == Mode::Vector) throw NeedScalar{"Dropout mask"};
+      return constant_literal(1, DType::Bool, m);
+    case OpKind::Transpose: {
+      std::vector<int64_t> perm = c.attr_ints("perm");
+      if (perm.empty())
+        for (int64_t k = static_cast<int64_t>(od.size()) - 1; k >= 0; --k) perm.push_back(k);
+      std::vector<IExpr> in(od.size());
+      for (size_t k = 0; k < perm.size(); ++k) in[perm[k]] = idx[k];
+      return eval_in(n.inputs[0], in, m);
+    }
+    case OpKind::Expand:
+      return eval_in(n.inputs[0], broadcast_index(n.inputs[0], idx, od), m);
+    case OpKind::Tile: {
+      std::vector<int64_t> d = in_dims(0);
+      std::vector<IExpr> in(d.size());
+      for (size_t k = 0; k < d.size(); ++k) in[k] = mod(idx[k], d[k], vt);
+      return eval_in(n.inputs[0], in, m);
+    }
+    case OpKind::Slice: {
+      std::vector<int64_t> d = in_dims(0);
+      std::vector<int64_t> starts = const_vector(c, 1, "starts");
+      std::vector<int64_t> axes = c.has_input(3) ? const_vector(c, 3, "axes") : std::vector<int64_t>{};
+      std::vector<int64_t> steps = c.has_input(4) ? const_vector(c, 4, "steps") : std::vector<int64_t>{};
+      std::vector<IExpr> in = idx;
+      for (size_t i = 0; i < starts.size(); ++i) {
+        int64_t a = axes.empty() ? static_cast<int64_t>(i) : norm_axis(axes[i], d.size());
+        int64_t st = steps.empty() ? 1 : steps[i], s = starts[i], D = d[a];
+        if (s < 0) s += D;
+        s = st > 0 ? std::clamp<int64_t>(s, 0, D) : std::clamp<int64_t>(s, 0, D - 1);
+        in[a] = add(scale(idx[a], st, vt), IExpr::constant(s), vt);
+      }
+      return eval_in(n.inputs[0], in, m);
+    }
+    case OpKind::Split: {
+      int64_t a = norm_axis(c.attr_int("axis", 0), od.size());
+      int64_t off = 0;
+      for (int k = 0; k < out; ++k) off += dims_of(g_, n.outputs[k])[a];
+      std::vector<IExpr> in = idx;
+      in[a] = add(idx[a], IExpr::constant(off), vt);
+      return eval_in(n.inputs[0], in, m);
+    }
+    case OpKind::Concat: {
+      int64_t a = norm_axis(c.attr_int("axis", 0), od.size());
+      if (m == Mode::Vector && idx[a].uses(prog_.inner)) {
+        // Along the vector, each vector must come from one input: where the vectors start at
+        // multiples of the width (which divides kMaxVecWidth in every dialect), that holds
+        // when the index is the inner var plus multiples of kMaxVecWidth and every boundary
+        // between inputs is a multiple of it (a channels-last Concat of 64 + 128 channels).
+        bool aligned = aligned_vectors;
+        for (const Term& t : idx[a].terms)
+          aligned = aligned && (t.var == prog_.inner ? t.coef == 1 && t.div == 1 && t.mod == 0
+                                                     : t.coef % kMaxVecWidth == 0);
+        aligned = aligned && idx[a].affine() && idx[a].c % kMaxVecWidth == 0;
+        for (size_t k = 0; k + 1 < n.inputs.size() && aligned; ++k)
+          aligned = dims_of(g_, n.inputs[k])[a] % kMaxVecWidth == 0;
+        if (!aligned) throw NeedScalar{"Concat along the vector"};
+      }
+      std::function<Ref(size_t, int64_t)> part = [&](size_t k, int64_t base) {
+        std::vector<IExpr> in = idx;
+        in[a] = add(idx[a], IExpr::constant(-base), vt);
+        if (k + 1 == n.inputs.size()) return eval_in(n.inputs[k], in, m);
+        int64_t len = dims_of(g_, n.inputs[k])[a];
+        if (len == 0) return part(k + 1, base);
+        IndexCmp below;
+        below.a = idx[a];
+        below.op = "<";
+        below.rhs = base + len;
+        return conditional({below}, ot, m, [&] { return eval_in(n.inputs[k], in, m); },
+                           [&] { return part(k + 1, base + len); });
+      };
+      return part(0, 0);
+    }
+    case OpKind::Pad: {
+      std::vector<int64_t> d = in_dims(0);
+      std::vector<int64_t> pads = const_vector(c, 1, "pads");
+      std::vector<int64_t> axes;
+      if (c.has_input(3)) {
+        for (int64_t x : const_vector(c, 3, "axes")) axes.push_back(norm_axis(x, d.size()));
+      } else {
+        for (size_t k = 0; k < d.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+      }
+      std::string mode = c.attr_string("mode", "constant");
+      std::vector<IExpr> in = idx;
+      std::vector<IndexCmp> conds;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        int64_t a = axes[i], b = pads[i], D = d[a];
+        in[a] = add(idx[a], IExpr::constant(-b), vt);
+        if (b == 0 && pads[i + axes.size()] == 0) continue;
+        std::string x = render(in[a], vt);
+        if (mode == "constant") {
+          if (m == Mode::Vector && idx[a].uses(prog_.inner)) throw NeedScalar{"Pad along the vector"};
+          IndexCmp lo, hi;
+          lo.a = hi.a = in[a];
+          lo.op = ">=";
+          lo.rhs = 0;
+          hi.op = "<";
+          hi.rhs = D;
+          conds.push_back(lo);
+          conds.push_back(hi);
+        } else if (mode == "edge") {
+          // @min/@max: the renderer's spelling of integer min and max (index.h).
+          in[a] = opaque("@min(@max(" + x + ", 0L), " + std::to_string(D - 1) + "L)", idx[a].opaque_vars);
+          for (const Term& t : idx[a].terms) in[a].opaque_vars.push_back(t.var);
+        } else if (mode == "reflect") {
+          std::string Dm = std::to_string(D - 1);
+          in[a] = opaque("(" + x + ") < 0L ? -(" + x + ") : ((" + x + ") > " + Dm + "L ? 2L * " + Dm +
+                         "L - (" + x + ") : (" + x + "))", idx[a].opaque_vars);
+          for (const Term& t : idx[a].terms) in[a].opaque_vars.push_back(t.var);
+        } else {
+          throw UnsupportedOperatorError("Pad mode '" + mode + "' is not supported by code generation");
+        }
+      }
+      if (conds.empty()) return eval_in(n.inputs[0], in, m);
+      double pad = 0;
+      if (c.has_input(2)) {
+        TensorPtr cv = c.const_input(2);
+        if (!cv) throw UnsupportedOperatorError("Pad with a computed constant_value");
+        pad = cv->to_doubles().at(0);
+      }
+      return conditional(conds, ot, m, [&] { return eval_in(n.inputs[0], in, m); },
+                         [&] { return constant_literal(pad, ot, m); });
+    }
+    case OpKind::Gather: {
+      std::vector<int64_t> d = in_dims(0), id = in_dims(1);
+      int64_t a = norm_axis(c.attr_int("axis", 0), d.size());
+      std::vector<IExpr> sub(idx.begin() + a, idx.begin() + a + static_cast<long>(id.size()));
+      Ref iv = eval_scalar(n.inputs[1], sub);
+      Instr w;
+      w.kind = Instr::Kind::WrapIndex;
+      w.mode = Mode::Scalar;
+      w.name = fresh("g");
+      w.args = {iv};
+      w.extent = d[a];
+      w.what = "Gather";
+      w.node = &n;
+      const std::string k = w.name;
+      push(std::move(w));
+      std::vector<IExpr> in(idx.begin(), idx.begin() + a);
+      in.push_back(opaque(k, m == Mode::Scalar ? vars_in(sub) : std::vector<int>{}));
+      in.insert(in.end(), idx.begin() + a + static_cast<long>(id.size()), idx.end());
+      return eval_in(n.inputs[0], in, m);
+    }
+    case OpKind::GatherElements: {
+      std::vector<int64_t> d = in_dims(0);
+      int64_t a = norm_axis(c.attr_int("axis", 0), d.size());
+      Ref iv = eval_scalar(n.inputs[1], idx);
+      Instr w;
+      w.kind = Instr::Kind::WrapIndex;
+      w.mode = Mode::Scalar;
+      w.name = fresh("g");
+      w.args = {iv};
+      w.extent = d[a];
+      w.what = "GatherElements";
+      w.node = &n;
+      const std::string k = w.name;
+      push(std::move(w));
+      std::vector<IExpr> in = idx;
+      in[a] = opaque(k, vars_in(idx));
+      return eval_in(n.inputs[0], in, m);
+    }
+    case OpKind::DepthToSpace:
+    case OpKind::SpaceToDepth: {
+      int64_t b = c.attr_int("blocksize", 1);
+      std::vector<int64_t> d = in_dims(0);
+      std::vector<IExpr> in(4);
+      in[0] = idx[0];
+      if (n.op == OpKind::DepthToSpace) {
+        int64_t cp = od[1];
+        IExpr bh = mod(idx[2], b, vt), bw = mod(idx[3], b, vt);
+        bool crd = c.attr_string("mode", "DCR") == "CRD";
+        in[1] = crd ? add(scale(idx[1], b * b, vt), add(scale(bh, b, vt), bw, vt), vt)
+                    : add(scale(bh, b * cp, vt), add(scale(bw, cp, vt), idx[1], vt), vt);
+        in[2] = floordiv(idx[2], b, vt);
+        in[3] = floordiv(idx[3], b, vt);
+      } else {
+        int64_t C = d[1];
+        // DCR: channel (bh * b + bw) * C + c; CRD (opset 25): c * b * b + bh * b + bw.
+        const bool crd = c.attr_string("mode", "DCR") == "CRD";
+        IExpr bh = crd ? mod(floordiv(idx[1], b, vt), b, vt) : floordiv(idx[1], b * C, vt);
+        IExpr bw = crd ? mod(idx[1], b, vt) : mod(floordiv(idx[1], C, vt), b, vt);
+        in[1] = crd ? floordiv(idx[1], b * b, vt) : mod(idx[1], C, vt);
+        in[2] = add(scale(idx[2], b, vt), bh, vt);
+        in[3] = add(scale(idx[3], b, vt), bw, vt);
+      }
+      return eval_in(n.inputs[0], in, m);
+    }
+    case OpKind::ConstantOfShape: {
+      double v = 0;
+      if (TensorPtr tv = c.attr_tensor("value")) v = tv->to_doubles().at(0);
+      return constant_literal(v, ot, m);
+    }
+    case OpKind::Range: {
+      if (m == Mode::Vector) throw NeedScalar{"Range"};
+      TensorPtr s = c.const_input(0), dl = c.const_input(2);
+      if (!s || !dl) throw UnsupportedOperatorError("Range with computed start or delta");
+      Instr i;
+      i.kind = Instr::Kind::Range;
+      i.mode = m;
+      i.dtype = ot;
+      i.inline_ = true;
+      i.index = idx.at(0);
+      i.range_float = is_float(ot);
+      i.range_start = i.range_float ? s->to_doubles()[0] : static_cast<double>(s->to_ints()[0]);
+      i.range_delta = i.range_float ? dl->to_doubles()[0] : static_cast<double>(dl->to_ints()[0]);
+      return push(std::move(i));
+    }
+    case OpKind::Trilu: {
+      int64_t k = 0;
+      if (c.has_input(1)) {
+        TensorPtr kv = c.const_input(1);
+        if (!kv) throw UnsupportedOperatorError("Trilu with a computed k");
+        k = kv->to_ints().at(0);
+      }
+      size_t r = od.size();
+      if (m == Mode::Vector && (idx[r - 1].uses(prog_.inner) || idx[r - 2].uses(prog_.inner)))
+        throw NeedScalar{"Trilu along the vector"};
+      IndexCmp cmp;
+      cmp.a = idx[r - 1];
+      cmp.b = idx[r - 2];
+      cmp.diff = true;
+      cmp.op = c.attr_int("upper", 1) != 0 ? ">=" : "<=";
+      cmp.rhs = k;
+      return conditional({cmp}, ot, m, [&] { return eval_in(n.inputs[0], idx, m); },
+                         [&] { return constant_literal(0, ot, m, true); });
+    }
+    case OpKind::BatchNormalization: {
+      std::vector<IExpr> ch{idx.size() > 1 ? idx[1] : IExpr::constant(0)};
+      Instr i;
+      i.kind = Instr::Kind::Compute;
+      i.mode = m;
+      i.dtype = ot;
+      i.node = &n;
+      i.args.push_back(eval_in(n.inputs[0], idx, m));
+      i.arg_types.push_back(g_.value(n.inputs[0]).type.dtype);
+      for (size_t k = 1; k < 5; ++k) {
+        i.args.push_back(eval_in(n.inputs[k], ch, m));
+        i.arg_types.push_back(g_.value(n.inputs[k]).type.dtype);
+      }
+      i.ew = elementwise(g_, n, i.arg_types, std::vector<bool>(5, true), m);
+      return bind(std::move(i));
+    }
+    default:
+      break;
+  }
+  if (op_info(n.op).mapping != MappingType::OneToOne || n.op == OpKind::Constant)
+    throw InternalError(std::string("codegen: ") + op_info(n.op).name + " is not a pointwise operator");
+  Instr i;
+  i.kind = Instr::Kind::Compute;
+  i.mode = m;
+  i.dtype = ot;
+  i.node = &n;
+  std::vector<bool> present;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    if (n.inputs[k] == kNoValue) {
+      i.args.push_back(kNoRef);
+      i.arg_types.push_back(DType::F32);
+      present.push_back(false);
+      continue;
+    }
+    // In vector mode every operand is f32 except Where's condition, which forces scalar.
+    i.args.push_back(eval_in(n.inputs[k], broadcast_index(n.inputs[k], idx, od), m));
+    i.arg_types.push_back(g_.value(n.inputs[k]).type.dtype);
+    present.push_back(true);
+  }
+  i.ew = elementwise(g_, n, i.arg_types, present, m);
+  return bind(std::move(i));
+}
+
+}  // namespace dnnf::cg

@@ -1,0 +1,94 @@
+// Building the value of a tensor at a symbolic index as a program (kernel.h), over the
+// tensors in memory (paper §4.4, intra-block optimisation). One-to-One operators become
+// elementwise instructions (kept in registers); Reorganize, Shuffle and One-to-Many operators
+// become index maps composed into the loads, so they never copy. Values are computed once
+// per index (common subexpressions), inside the branch that needs them.
+#pragma once
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.h"
+#include "ir/graph.h"
+#include "target/isa.h"
+
+namespace dnnf::cg {
+
+// A tensor the generated code can read from memory: a block input, a constant or a value
+// materialised earlier in the block.
+struct Leaf {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  TensorPtr constant;  // set for constants: one-element ones become literals
+};
+using Leaves = std::map<ValueId, Leaf>;
+
+// Thrown while building in vector mode when a construct needs per-lane control flow or a
+// non-f32 value; the caller builds the stage again in scalar mode.
+// Derives from std::exception so that one escaping by mistake still carries its reason.
+struct NeedScalar : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::vector<int64_t> dims_of(const Graph& g, ValueId v);
+
+// The elementwise expression of One-to-One operator `n` over operands of `types` (`present`
+// false: an omitted optional input), in `mode`. NeedScalar: no vector form (a non-f32
+// operand); UnsupportedOperatorError naming the node when code generation has no form.
+Ew elementwise(const Graph& g, const Node& n, const std::vector<DType>& types,
+               const std::vector<bool>& present, Mode mode);
+
+class ExprBuilder {
+ public:
+  // `inner`: the var stepped by whole vectors in vector mode, -1 in scalar mode. The
+  // builder appends to `prog.code` and reads `prog.vars`.
+  ExprBuilder(const Graph& g, const Leaves& leaves, Program& prog);
+
+  // The value of `v` at `idx` (one IExpr per dim of v), in the program's mode.
+  Ref eval(ValueId v, const std::vector<IExpr>& idx);
+  // The same, always as a scalar of v's type; in vector mode idx must not depend on the
+  // inner var (NeedScalar otherwise). Used for data-dependent indices (Gather).
+  Ref eval_scalar(ValueId v, const std::vector<IExpr>& idx);
+  // Stores `value` into the memory of `v` at a flat index, in the program's mode.
+  void store(ValueId v, const IExpr& flat, Ref value);
+  // Seeds the value of v at idx: the anchor's result in its epilogue (`name` = the
+  // accumulator).
+  Ref define(ValueId v, const std::vector<IExpr>& idx, const std::string& name);
+  // Epilogue instructions on the accumulator: v = v op x (op "mul", "add"), or v = x.
+  void accumulate(const std::string& op, Ref x);
+  // An f32 literal in the program's mode, spelled in place.
+  Ref literal(double v);
+  // An elementwise computation of already built operands, spelled in place.
+  Ref compute_inline(Ew ew, std::vector<Ref> args);
+
+  int gathers = 0;  // loads and stores that are not contiguous along the vector
+  // Whether the inner var's vectors start at multiples of the vector width (true in
+  // pointwise loops; not in epilogues, whose tiles start where the anchor's do).
+  bool aligned_vectors = false;
+
+  Mode mode() const { return prog_.mode; }
+  VarTable& vars() { return prog_.vars; }
+
+ private:
+  Ref eval_in(ValueId v, const std::vector<IExpr>& idx, Mode m);
+  Ref eval_node(const Node& n, int out, const std::vector<IExpr>& idx, Mode m);
+  Ref push(Instr i);
+  Ref bind(Instr i);  // a named instruction ("t<k>")
+  Ref conditional(std::vector<IndexCmp> conds, DType t, Mode m, const std::function<Ref()>& then_fn,
+                  const std::function<Ref()>& else_fn);
+  Ref constant_literal(double v, DType t, Mode m, bool zero = false);
+  std::vector<IExpr> broadcast_index(ValueId in, const std::vector<IExpr>& idx,
+                                     const std::vector<int64_t>& out_dims);
+  std::string key(ValueId v, Mode m, const std::vector<IExpr>& idx) const;
+  std::string fresh(const char* prefix = "t");
+
+  const Graph& g_;
+  const Leaves& leaves_;
+  Program& prog_;
+  int counter_ = 0;
+  std::vector<std::map<std::string, Ref>> scopes_;
+};
+
+}  // namespace dnnf::cg
