@@ -1,23 +1,55 @@
-// Many-to-Many anchors of fused blocks (paper §4.4): the call of a prelude kernel with the
-// block's fused epilogue; MatMul and Gemm here, the other anchors in anchors_lib.cc.
+// The anchor table (paper §4.4): one row per Many-to-Many operator that code generation runs
+// on a kernel (the CPU prelude's, or the OpenCL renderer's): the [R, C] view of its output
+// that its epilogue sees, whether it takes one, and the lowering of its call into arguments
+// (kernel.h AnchorArg, in the kernel's parameter order). GEMM, convolutions and pools here;
+// row, reduction and irregular kernels in anchors_lib.cc.
+#include "codegen/anchors.h"
+
 #include <algorithm>
 
-#include "codegen/cpu/spell.h"
-#include "codegen/lower.h"
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
+#include "ir/window.h"
 
 namespace dnnf::cg {
 
-namespace {
-
-int64_t numel(const std::vector<int64_t>& d) {
+int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
   int64_t n = 1;
-  for (int64_t x : d) n *= x;
+  for (size_t k = from; k < to && k < d.size(); ++k) n *= d[k];
   return n;
 }
-using cpu::L;
-using cpu::literal;
+
+AnchorArg int_arg(int64_t v, bool bare) {
+  AnchorArg a;
+  a.kind = AnchorArg::Kind::Int;
+  a.i = v;
+  a.bare = bare;
+  return a;
+}
+AnchorArg float_arg(double v, DType t) {
+  AnchorArg a;
+  a.kind = AnchorArg::Kind::Float;
+  a.f = v;
+  a.dtype = t;
+  return a;
+}
+AnchorArg bool_arg(bool v) {
+  AnchorArg a;
+  a.kind = AnchorArg::Kind::Bool;
+  a.i = v;
+  return a;
+}
+AnchorArg buffer_arg(ValueId v) {
+  AnchorArg a;
+  a.kind = v == kNoValue ? AnchorArg::Kind::Null : AnchorArg::Kind::Buffer;
+  a.value = v;
+  return a;
+}
+AnchorArg kind_arg(AnchorArg::Kind k) {
+  AnchorArg a;
+  a.kind = k;
+  return a;
+}
 
 void need_f32(const Graph& g, const Node& n) {
   for (ValueId v : n.inputs)
@@ -27,267 +59,122 @@ void need_f32(const Graph& g, const Node& n) {
                                      dtype_name(g.value(v).type.dtype));
 }
 
-}  // namespace
-
-std::pair<int64_t, int64_t> BlockLowerer::anchor_view(const Node& n) const {
-  const std::vector<int64_t> od = dims_of(g_, n.outputs.at(0));
-  switch (n.op) {
-    case OpKind::Conv:
-    case OpKind::ConvTranspose:
-    case OpKind::MaxPool:
-    case OpKind::AveragePool:
-    case OpKind::InstanceNormalization: {  // [N * channels, spatial]
-      int64_t sp = 1;
-      for (size_t k = 2; k < od.size(); ++k) sp *= od[k];
-      return {od.size() >= 2 ? od[0] * od[1] : 1, sp};
-    }
-    case OpKind::GlobalAveragePool:
-    case OpKind::GlobalMaxPool:  // [N, channels]
-      return {od[0], od.size() > 1 ? od[1] : 1};
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-    case OpKind::CumSum: {  // [outer * axis, inner], or [outer, axis] when inner == 1
-      InferCtx c(g_, n);
-      int64_t r = static_cast<int64_t>(od.size());
-      int64_t a = c.attr_int("axis", -1);
-      if (a < 0) a += r;
-      if (n.op == OpKind::CumSum) {
-        TensorPtr t = c.const_input(1);
-        a = t ? t->to_ints().at(0) : r - 1;
-        if (a < 0) a += r;
-      }
-      int64_t inner = 1;
-      for (int64_t k = a + 1; k < r; ++k) inner *= od[k];
-      if (inner == 1) return {numel(od) / std::max<int64_t>(od.empty() ? 1 : od[a], 1), od.empty() ? 1 : od[a]};
-      return {numel(od) / inner, inner};
-    }
-    case OpKind::ReduceMean:
-    case OpKind::ReduceSum:
-    case OpKind::ReduceMax:
-    case OpKind::ReduceMin:
-    case OpKind::ReduceProd:
-    case OpKind::ReduceL2: {  // [out / C, C], C = the last input dim when it is kept, else 1
-      const std::vector<int64_t> id = dims_of(g_, n.inputs.at(0));
-      bool last_kept = !id.empty() && od.size() == id.size() && od.back() == id.back();
-      InferCtx c(g_, n);
-      std::vector<int64_t> axes;
-      if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) axes = const_vector(c, 1, "axes");
-      else axes = c.attr_ints("axes");
-      int64_t r = static_cast<int64_t>(id.size());
-      if (axes.empty() && !c.attr_int("noop_with_empty_axes", 0)) last_kept = false;
-      for (int64_t a : axes) if ((a < 0 ? a + r : a) == r - 1) last_kept = false;
-      int64_t C = last_kept ? id.back() : 1;
-      return {numel(od) / std::max<int64_t>(C, 1), C};
-    }
-    default: {
-      int64_t C = od.empty() ? 1 : std::max<int64_t>(od.back(), 1);
-      return {numel(od) / C, C};
-    }
+void need_f32_library(const Graph& g, const Node& n) {
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const ValueId v = n.inputs[i];
+    if (n.op == OpKind::RoiAlign && i == 2) continue;  // batch_indices: i64, checked by the shape rule
+    if (v != kNoValue && g.value(v).type.dtype != DType::F32 &&
+        !(g.value(v).constant && is_integer(g.value(v).type.dtype)))
+      throw UnsupportedOperatorError(std::string("code generation supports ") + op_info(n.op).name +
+                                     " on f32 only (node '" + n.name + "')");
   }
 }
 
-bool BlockLowerer::has_epilogue(const Node& n) const {
-  switch (n.op) {
-    case OpKind::MatMul:
-    case OpKind::Gemm:
-    case OpKind::Conv:
-    case OpKind::ConvTranspose:
-    case OpKind::NhwcConv:
-    case OpKind::NhwcMaxPool:
-    case OpKind::NhwcAveragePool:
-    case OpKind::MaxPool:
-    case OpKind::AveragePool:
-    case OpKind::GlobalAveragePool:
-    case OpKind::GlobalMaxPool:
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-    case OpKind::ReduceMean:
-    case OpKind::ReduceSum:
-    case OpKind::ReduceMax:
-    case OpKind::ReduceMin:
-    case OpKind::ReduceProd:
-    case OpKind::ReduceL2:
-    case OpKind::InstanceNormalization:
-    case OpKind::CumSum:
-    case OpKind::Resize:
-    case OpKind::RoiAlign:
-      return true;
-    case OpKind::LayerNormalization:
-      return n.outputs.size() == 1;
-    default:
-      return false;
-  }
+std::string epilogue_label(const BlockLowerer& bl, const Node& n, bool count) {
+  if (!bl.has_epilogue_plan(n)) return "";
+  return count ? " +epilogue(" + std::to_string(bl.fused_ops(n)) + " ops)" : " +epilogue";
 }
 
-BlockLowerer::EpCode BlockLowerer::epilogue(
-    const Node& n, const std::string& row_offset,
-    const std::function<void(ExprBuilder&)>& pre) {
-  const ValueId o = n.outputs[0];
-  const std::vector<int64_t> od = dims_of(g_, o);
-  const bool o_mem = materialised_.count(o) > 0;
-  auto it = epilogues_.find(n.id);
-  EpCode ep;
-  if (it == epilogues_.end() && !pre) {
-    ep.expr = "dnnf::gemm::EpNone{}";
-    ep.y = ptr(o);
-    if (!o_mem) throw InternalError("codegen: an anchor output with no epilogue is not in memory");
-    return ep;
-  }
-  const auto [R, C] = anchor_view(n);
-  Code body;
-  body.indent = 2;
-  Program prog;
-  prog.mode = Mode::Vector;
-  VarTable& vt = prog.vars;
-  int row = vt.add("row", R);
-  int j = vt.add("j", C);
-  prog.inner = j;
-  ExprBuilder em(g_, leaves_, prog);
-  std::map<ValueId, std::vector<IExpr>> idx;
-  idx[o] = delinearize(add(scale(IExpr::var(row), C, vt), IExpr::var(j), vt), od, vt);
-  if (pre) pre(em);
-  const Ref a0 = em.define(o, idx[o], "a0");
-  std::string y_value;  // the stored value the kernel's own store can write
-  bool stores = false;
-  if (it != epilogues_.end()) {
-    for (NodeId e : it->second.nodes) {
-      const Node& en = g_.node(e);
-      std::vector<IExpr> out;
-      if (!forward_index(g_, en, idx, vt, out))
-        throw InternalError("codegen: epilogue index changed between planning and emission");
-      idx[en.outputs[0]] = out;
-    }
-    const std::string o_flat = render(linearize(idx[o], od, vt), vt);
-    for (ValueId s : it->second.stores) try {
-      Ref val = em.eval(s, idx[s]);
-      std::vector<int64_t> sd = dims_of(g_, s);
-      IExpr flat = linearize(idx[s], sd, vt);
-      if (!o_mem && y_value.empty() && render(flat, vt) == o_flat) {
-        em.accumulate("", val);
-        y_value = ptr(s);
-        continue;
-      }
-      ptr(s);
-      em.store(s, flat, val);
-    } catch (const NeedScalar& e) {
-      std::string ops;
-      for (NodeId x : it->second.nodes) ops += " " + g_.node(x).name;
-      throw InternalError("codegen: the epilogue of '" + n.name + "' (" + ops + " ) cannot store '" +
-                          g_.value(s).name + "' on vectors: " + e.what());
-    }
-  }
-  if (o_mem) {
-    ep.y = ptr(o);
-    if (pre) em.accumulate("", a0);
-  } else if (!y_value.empty()) {
-    ep.y = y_value;
-  } else {
-    stores = true;
-    ep.y = "reinterpret_cast<float*>" + scratch(numel(od) * 4);
-  }
-  cpu::render_program(prog, body);
-  std::string f = "f" + std::to_string(counter_++);
-  code_.open("const auto " + f + " = [&](V::vf& v, long row, long j, int n)");
-  code_.text += body.text;
-  code_.line("(void)row; (void)j; (void)n;");
-  code_.close("};");
-  ep.expr = "cg::make_ep<" + std::string(stores ? "true" : "false") + ">(" + f + ", " + row_offset + ")";
-  return ep;
+namespace {
+
+int64_t numel(const std::vector<int64_t>& d) { return prod(d, 0, d.size()); }
+
+// ---- views ------------------------------------------------------------------------------
+std::pair<int64_t, int64_t> view_channels_first(const Graph& g, const Node& n) {  // [N * C, spatial]
+  const std::vector<int64_t> od = dims_of(g, n.outputs.at(0));
+  return {od.size() >= 2 ? od[0] * od[1] : 1, prod(od, 2, od.size())};
+}
+std::pair<int64_t, int64_t> view_last_dim(const Graph& g, const Node& n) {  // [rest, last dim]
+  const std::vector<int64_t> od = dims_of(g, n.outputs.at(0));
+  int64_t C = od.empty() ? 1 : std::max<int64_t>(od.back(), 1);
+  return {numel(od) / C, C};
+}
+std::pair<int64_t, int64_t> view_global_pool(const Graph& g, const Node& n) {  // [N, C]
+  const std::vector<int64_t> od = dims_of(g, n.outputs.at(0));
+  return {od[0], od.size() > 1 ? od[1] : 1};
 }
 
-void BlockLowerer::emit_anchor(const Node& n) {
-  switch (n.op) {
-    case OpKind::MatMul: emit_matmul(n); return;
-    case OpKind::Gemm: emit_gemm(n); return;
-    default: emit_library(n); return;
-  }
-}
+bool always(const Node&) { return true; }
 
-void BlockLowerer::emit_matmul(const Node& n) {
-  need_f32(g_, n);
+// ---- GEMM -------------------------------------------------------------------------------
+void lower_matmul(BlockLowerer& bl, const Node& n, Stage& st) {
+  const Graph& g = bl.graph();
+  need_f32(g, n);
+  AnchorStage& a = st.anchor;
+  GemmCall& gc = a.gemm;
   const ValueId A = n.inputs[0], B = n.inputs[1], O = n.outputs[0];
-  const std::vector<int64_t> ad = dims_of(g_, A), bd = dims_of(g_, B), od = dims_of(g_, O);
+  const std::vector<int64_t> ad = dims_of(g, A), bd = dims_of(g, B), od = dims_of(g, O);
   const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
-  const int64_t M = a1 ? 1 : ad[ad.size() - 2], K = ad.back(), N = b1 ? 1 : bd.back();
+  gc.M = a1 ? 1 : ad[ad.size() - 2];
+  gc.K = ad.back();
+  gc.N = b1 ? 1 : bd.back();
+  gc.a = A;
+  gc.b = B;
+  gc.rs_a = gc.K;
+  gc.rs_b = gc.N;
+  gc.batched = true;
   std::vector<int64_t> batch_dims(od.begin(), od.end() - (a1 ? 0 : 1) - (b1 ? 0 : 1));
-  const int64_t batch = numel(batch_dims);
-  VarTable vt;
-  int bv = vt.add("b", batch);
+  a.batch = numel(batch_dims);
+  VarTable& vt = a.batch_vars;
+  int bv = vt.add("b", a.batch);
   std::vector<IExpr> bidx = delinearize(IExpr::var(bv), batch_dims, vt);
   auto batch_offset = [&](const std::vector<int64_t>& d, bool vec, int64_t mat) {
     std::vector<int64_t> bd2(d.begin(), d.end() - (vec ? 1 : 2));
     std::vector<IExpr> i(bd2.size());
     size_t lead = batch_dims.size() - bd2.size();
     for (size_t k = 0; k < bd2.size(); ++k) i[k] = bd2[k] == 1 ? IExpr::constant(0) : bidx[lead + k];
-    return std::make_pair(render(scale(linearize(i, bd2, vt), mat, vt), vt), numel(bd2));
+    return std::make_pair(scale(linearize(i, bd2, vt), mat, vt), numel(bd2));
   };
-  auto [offa, na] = batch_offset(ad, a1, M * K);
-  auto [offb, nb] = batch_offset(bd, b1, K * N);
-  (void)na;
-  std::string pb;  // a pre-packed constant B
-  if (g_.value(B).constant && nb == 1) {
-    pb = "w" + std::to_string(ms_.counter++);
-    ms_.members.push_back("dnnf::gemm::PackedB " + pb + ";");
-    ms_.create.line("st->" + pb + " = dnnf::gemm::PackedB(static_cast<const float*>(st->c[" +
-                    std::to_string(ms_.constant(B)) + "]), " + L(N) + ", 1L, " +
-                    std::to_string(K) + ", " + std::to_string(N) + ");");
+  int64_t nb;
+  std::tie(a.offset_a, std::ignore) = batch_offset(ad, a1, gc.M * gc.K);
+  std::tie(a.offset_b, nb) = batch_offset(bd, b1, gc.K * gc.N);
+  if (g.value(B).constant && nb == 1) {
+    PackedConstant p;
+    p.kind = PackedConstant::Kind::GemmB;
+    p.value = B;
+    p.ints = {gc.N, 1, gc.K, gc.N};
+    gc.packed_b = bl.module().pack(p);
   }
-  code_.open("");
-  EpCode ep = epilogue(n, "b * " + L(M));
-  const std::string pa = ptr(A), pbp = ptr(B);
-  code_.line("const bool par = cg::batch_parallel(" + L(batch) + ", " +
-             std::to_string(2.0 * M * N * K) + ");");
-  code_.open("auto one = [&](long b)");
-  code_.line("(void)b;");
-  code_.line("dnnf::gemm::Options opt;");
-  code_.line("opt.n_threads = par ? 1 : 0;");
-  std::string out = ep.y + " + b * " + L(M * N);
-  if (!pb.empty()) {
-    code_.line("dnnf::gemm::gemm_f32_packed(" + std::to_string(M) + ", " + pa + " + (" + offa + "), " +
-               L(K) + ", 1L, x.st->" + pb + ".view(), " + out + ", " + L(N) + ", " + ep.expr +
-               ", dnnf::gemm::ProNone{}, opt);");
-  } else {
-    code_.line("dnnf::gemm::gemm_f32(" + std::to_string(M) + ", " + std::to_string(N) + ", " +
-               std::to_string(K) + ", " + pa + " + (" + offa + "), " + L(K) + ", 1L, " + pbp +
-               " + (" + offb + "), " + L(N) + ", 1L, " + out + ", " + L(N) + ", " + ep.expr +
-               ", dnnf::gemm::ProNone{}, opt);");
-  }
-  code_.close("};");
-  code_.line("if (par) dnnf::parallel_for(" + std::to_string(batch) + ", [&](int b) { one(b); });");
-  code_.line("else for (long b = 0; b < " + L(batch) + "; ++b) one(b);");
-  code_.close();
-  stages_.push_back("gemm " + std::to_string(batch) + "x[" + std::to_string(M) + "x" +
-                    std::to_string(N) + "x" + std::to_string(K) + "]" + (pb.empty() ? "" : " packed-B") +
-                    (epilogues_.count(n.id) ? " +epilogue(" + std::to_string(epilogues_[n.id].nodes.size()) + " ops)" : ""));
+  a.flops_per_batch = 2.0 * gc.M * gc.N * gc.K;
+  bl.epilogue(n, a);
+  st.label = "gemm " + std::to_string(a.batch) + "x[" + std::to_string(gc.M) + "x" + std::to_string(gc.N) + "x" +
+             std::to_string(gc.K) + "]" + (gc.packed_b < 0 ? "" : " packed-B") + epilogue_label(bl, n, true);
 }
 
-void BlockLowerer::emit_gemm(const Node& n) {
-  need_f32(g_, n);
-  InferCtx c(g_, n);
+void lower_gemm(BlockLowerer& bl, const Node& n, Stage& st) {
+  const Graph& g = bl.graph();
+  need_f32(g, n);
+  InferCtx c(g, n);
+  AnchorStage& a = st.anchor;
+  GemmCall& gc = a.gemm;
   const ValueId A = n.inputs[0], B = n.inputs[1], O = n.outputs[0];
   const ValueId Cv = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
-  const std::vector<int64_t> ad = dims_of(g_, A), od = dims_of(g_, O);
+  const std::vector<int64_t> ad = dims_of(g, A), od = dims_of(g, O);
   const bool ta = c.attr_int("transA", 0) != 0, tb = c.attr_int("transB", 0) != 0;
   const double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
-  const int64_t M = od[0], N = od[1], K = ta ? ad[0] : ad[1];
-  const std::string rsa = ta ? "1L" : L(K), csa = ta ? L(M) : "1L";
-  const std::string rsb = tb ? "1L" : L(N), csb = tb ? L(K) : "1L";
-  std::string pb;
-  if (g_.value(B).constant) {
-    pb = "w" + std::to_string(ms_.counter++);
-    ms_.members.push_back("dnnf::gemm::PackedB " + pb + ";");
-    ms_.create.line("st->" + pb + " = dnnf::gemm::PackedB(static_cast<const float*>(st->c[" +
-                    std::to_string(ms_.constant(B)) + "]), " + rsb + ", " + csb + ", " +
-                    std::to_string(K) + ", " + std::to_string(N) + ");");
+  gc.M = od[0];
+  gc.N = od[1];
+  gc.K = ta ? ad[0] : ad[1];
+  gc.a = A;
+  gc.b = B;
+  gc.rs_a = ta ? 1 : gc.K;
+  gc.cs_a = ta ? gc.M : 1;
+  gc.rs_b = tb ? 1 : gc.N;
+  gc.cs_b = tb ? gc.K : 1;
+  if (g.value(B).constant) {
+    PackedConstant p;
+    p.kind = PackedConstant::Kind::GemmB;
+    p.value = B;
+    p.ints = {gc.rs_b, gc.cs_b, gc.K, gc.N};
+    gc.packed_b = bl.module().pack(p);
   }
   auto pre = [&](ExprBuilder& em) {
     if (alpha != 1.0) em.accumulate("mul", em.literal(alpha));
     if (Cv == kNoValue || beta == 0.0) return;
-    std::vector<int64_t> cd = dims_of(g_, Cv);
+    std::vector<int64_t> cd = dims_of(g, Cv);
     std::vector<IExpr> ci;  // C broadcast to [M, N]: vars 0 and 1 are the epilogue's row and col
     std::vector<IExpr> oi{IExpr::var(0), IExpr::var(1)};
-    for (size_t k = 0; k < cd.size(); ++k)
-      ci.push_back(cd[k] == 1 ? IExpr::constant(0) : oi[2 - cd.size() + k]);
+    for (size_t k = 0; k < cd.size(); ++k) ci.push_back(cd[k] == 1 ? IExpr::constant(0) : oi[2 - cd.size() + k]);
     Ref cv = em.eval(Cv, ci);
     if (beta != 1.0) {
       Ew mul;
@@ -301,23 +188,224 @@ void BlockLowerer::emit_gemm(const Node& n) {
     em.accumulate("add", cv);
   };
   const bool needs_pre = alpha != 1.0 || (Cv != kNoValue && beta != 0.0);
-  code_.open("");
-  EpCode ep = needs_pre ? epilogue(n, "0L", pre) : epilogue(n, "0L");
-  code_.line("dnnf::gemm::Options opt;");
-  if (!pb.empty()) {
-    code_.line("dnnf::gemm::gemm_f32_packed(" + std::to_string(M) + ", " + ptr(A) + ", " + rsa + ", " +
-               csa + ", x.st->" + pb + ".view(), " + ep.y + ", " + L(N) + ", " + ep.expr +
-               ", dnnf::gemm::ProNone{}, opt);");
+  if (needs_pre) {
+    bl.epilogue(n, a, pre);
   } else {
-    code_.line("dnnf::gemm::gemm_f32(" + std::to_string(M) + ", " + std::to_string(N) + ", " +
-               std::to_string(K) + ", " + ptr(A) + ", " + rsa + ", " + csa + ", " + ptr(B) + ", " +
-               rsb + ", " + csb + ", " + ep.y + ", " + L(N) + ", " + ep.expr +
-               ", dnnf::gemm::ProNone{}, opt);");
+    bl.epilogue(n, a);
   }
-  code_.close();
-  stages_.push_back("gemm [" + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
-                    "]" + (pb.empty() ? "" : " packed-B") +
-                    (epilogues_.count(n.id) ? " +epilogue(" + std::to_string(epilogues_[n.id].nodes.size()) + " ops)" : ""));
+  st.label = "gemm [" + std::to_string(gc.M) + "x" + std::to_string(gc.N) + "x" + std::to_string(gc.K) + "]" +
+             (gc.packed_b < 0 ? "" : " packed-B") + epilogue_label(bl, n, true);
+}
+
+// ---- windows ----------------------------------------------------------------------------
+// [N, spatial..., C] -> [N, C, spatial...]: the channels-last ops (NhwcConv, NhwcMaxPool,
+// NhwcAveragePool) describe their windows as their channels-first twins do.
+std::vector<int64_t> channels_first(std::vector<int64_t> d) {
+  std::rotate(d.begin() + 1, d.end() - 1, d.end());
+  return d;
+}
+
+void push3(std::vector<int64_t>& out, const std::vector<int64_t>& v, int64_t fill) {
+  for (size_t i = 0; i < 3; ++i) out.push_back(i < v.size() ? v[i] : fill);
+}
+
+// The ConvShape of conv.h: nd, N, C, M, group, in, out, kernel, stride, dilation, begin.
+AnchorArg conv_shape(size_t nd, int64_t N, int64_t C, int64_t M, int64_t group, const std::vector<int64_t>& in,
+                     const std::vector<int64_t>& out, const Window& w, const std::vector<int64_t>& begin) {
+  AnchorArg a;
+  a.kind = AnchorArg::Kind::Shape;
+  a.name = "conv";
+  a.ints = {static_cast<int64_t>(nd), N, C, M, group};
+  push3(a.ints, in, 1);
+  push3(a.ints, out, 1);
+  push3(a.ints, w.kernel, 1);
+  push3(a.ints, w.strides, 1);
+  push3(a.ints, w.dilations, 1);
+  push3(a.ints, begin, 0);
+  return a;
+}
+
+// The PoolShape of pool.h: nd, N, C, in, out, kernel, stride, dilation, begin, end,
+// count_include_pad (dims channels first).
+AnchorArg pool_shape(const InferCtx& c, const std::vector<int64_t>& id, const std::vector<int64_t>& od) {
+  const size_t nd = id.size() - 2;
+  Window w = read_window(c, nd, -1);
+  std::vector<int64_t> in(id.begin() + 2, id.end()), out(od.begin() + 2, od.end());
+  WindowPlacement p = place_window(w, in);
+  if (nd > 3) throw UnsupportedOperatorError("windows over more than 3 spatial dims");
+  AnchorArg a;
+  a.kind = AnchorArg::Kind::Shape;
+  a.name = "pool";
+  a.ints = {static_cast<int64_t>(nd), id[0], id[1]};
+  push3(a.ints, in, 1);
+  push3(a.ints, out, 1);
+  push3(a.ints, w.kernel, 1);
+  push3(a.ints, w.strides, 1);
+  push3(a.ints, w.dilations, 1);
+  push3(a.ints, p.begin, 0);
+  push3(a.ints, p.end, 0);
+  a.ints.push_back(c.attr_int("count_include_pad", 0) ? 1 : 0);
+  return a;
+}
+
+// Conv, ConvTranspose (channels first) and NhwcConv (channels last; its epilogue view is
+// [pixels, M]): [shape, x, weights (packed or a buffer), y, ep].
+void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
+  const Graph& g = bl.graph();
+  need_f32_library(g, n);
+  InferCtx c(g, n);
+  AnchorStage& a = st.anchor;
+  const bool tr = n.op == OpKind::ConvTranspose, last = n.op == OpKind::NhwcConv;
+  const ValueId W = n.inputs[1], O = n.outputs[0];
+  const ValueId B = n.inputs.size() > 2 ? n.inputs[2] : kNoValue;
+  const std::vector<int64_t> id0 = dims_of(g, n.inputs[0]), od0 = dims_of(g, O);
+  const std::vector<int64_t> id = last ? channels_first(id0) : id0, od = last ? channels_first(od0) : od0;
+  const int64_t group = c.attr_int("group", 1), M = od[1];
+  const size_t nd = id.size() - 2;
+  Window w = read_window(c, nd, 1);
+  std::vector<int64_t> in(id.begin() + 2, id.end()), out(od.begin() + 2, od.end());
+  std::vector<int64_t> begin = place_window(w, in).begin;
+  if (nd > 3) throw UnsupportedOperatorError("windows over more than 3 spatial dims");
+  if (tr) {  // begin = the crop of the full result (the reference's rule)
+    std::vector<int64_t> op = c.attr_ints("output_padding", std::vector<int64_t>(nd, 0));
+    std::string ap = c.attr_string("auto_pad", "NOTSET");
+    bool target = c.has_attr("output_shape") || ap == "SAME_UPPER" || ap == "SAME_LOWER";
+    for (size_t i = 0; i < nd; ++i) {
+      int64_t full = w.strides[i] * (in[i] - 1) + op[i] + (w.kernel[i] - 1) * w.dilations[i] + 1;
+      if (!target) {
+        begin[i] = ap == "VALID" ? 0 : c.attr_ints("pads", std::vector<int64_t>(2 * nd, 0))[i];
+        continue;
+      }
+      int64_t total = std::max<int64_t>(0, full - out[i]), small = total / 2;
+      begin[i] = ap == "SAME_UPPER" ? small : total - small;
+      if (begin[i] < 0 || full - total != out[i])
+        throw UnsupportedOperatorError("ConvTranspose whose output_shape exceeds the full result (node '" + n.name + "')");
+    }
+  }
+  AnchorArg shape = conv_shape(nd, id[0], id[1], M, group, in, out, w, begin);
+  a.args.push_back(shape);
+  a.args.push_back(buffer_arg(n.inputs[0]));
+  if (!tr && g.value(W).constant) {  // packed once when the model is created
+    PackedConstant p;
+    p.kind = last ? PackedConstant::Kind::NhwcConvWeights : PackedConstant::Kind::ConvWeights;
+    p.value = W;
+    p.ints = shape.ints;
+    AnchorArg packed = kind_arg(AnchorArg::Kind::Packed);
+    packed.i = bl.module().pack(p);
+    a.args.push_back(packed);
+  } else {
+    a.args.push_back(buffer_arg(W));
+  }
+  a.args.push_back(kind_arg(AnchorArg::Kind::Y));
+  a.args.push_back(kind_arg(AnchorArg::Kind::Ep));
+  if (B != kNoValue) {
+    bl.epilogue(n, a, [&](ExprBuilder& em) {
+      // The channel: row % M of the [N * M, pixels] view, or column (var 1) channels last.
+      std::vector<IExpr> ch{last ? IExpr::var(1) : mod(IExpr::var(0), M, em.vars())};
+      em.accumulate("add", em.eval(B, ch));
+    });
+  } else {
+    bl.epilogue(n, a);
+  }
+  st.label = std::string(last ? "NhwcConv" : op_info(n.op).name) + " k" + std::to_string(w.kernel[0]) + " s" +
+             std::to_string(w.strides[0]) + " g" + std::to_string(group) + epilogue_label(bl, n, true);
+}
+
+// MaxPool, AveragePool: [shape, x, y, ep], and MaxPool's Indices as a second call
+// [shape, x, indices, storage_order].
+void lower_pool(BlockLowerer& bl, const Node& n, Stage& st) {
+  const Graph& g = bl.graph();
+  need_f32_library(g, n);
+  InferCtx c(g, n);
+  AnchorStage& a = st.anchor;
+  const bool indices = n.outputs.size() > 1 && n.outputs[1] != kNoValue &&
+                       (!g.consumers(n.outputs[1]).empty() || bl.block_output(n.outputs[1]));
+  if (indices && !bl.block_output(n.outputs[1]))
+    throw UnsupportedOperatorError("MaxPool's Indices used inside its own fused block is not generated "
+                                   "(node '" + n.name + "')");
+  const int64_t storage_order = c.attr_int("storage_order", 0);
+  if (indices && storage_order != 0 && storage_order != 1)
+    throw UnsupportedOperatorError("MaxPool storage_order " + std::to_string(storage_order) + " (node '" + n.name + "')");
+  AnchorArg shape = pool_shape(c, dims_of(g, n.inputs[0]), dims_of(g, n.outputs[0]));
+  a.args = {shape, buffer_arg(n.inputs[0]), kind_arg(AnchorArg::Kind::Y), kind_arg(AnchorArg::Kind::Ep)};
+  bl.epilogue(n, a);
+  if (indices) a.second = {shape, buffer_arg(n.inputs[0]), buffer_arg(n.outputs[1]), bool_arg(storage_order != 0)};
+  st.label = std::string(op_info(n.op).name) + (indices ? " +indices" : "") + epilogue_label(bl, n, false);
+}
+
+void lower_nhwc_pool(BlockLowerer& bl, const Node& n, Stage& st) {
+  const Graph& g = bl.graph();
+  need_f32_library(g, n);
+  InferCtx c(g, n);
+  AnchorStage& a = st.anchor;
+  a.args = {pool_shape(c, channels_first(dims_of(g, n.inputs[0])), channels_first(dims_of(g, n.outputs[0]))),
+            buffer_arg(n.inputs[0]), kind_arg(AnchorArg::Kind::Y), kind_arg(AnchorArg::Kind::Ep)};
+  bl.epilogue(n, a);
+  st.label = std::string(op_info(n.op).name) + epilogue_label(bl, n, false);
+}
+
+// GlobalAveragePool, GlobalMaxPool: [N (int), C (int), spatial, x, y, ep].
+void lower_global_pool(BlockLowerer& bl, const Node& n, Stage& st) {
+  const Graph& g = bl.graph();
+  need_f32_library(g, n);
+  const std::vector<int64_t> id = dims_of(g, n.inputs[0]);
+  AnchorStage& a = st.anchor;
+  a.args = {int_arg(id[0], true), int_arg(id[1], true), int_arg(prod(id, 2, id.size()), false),
+            buffer_arg(n.inputs[0]), kind_arg(AnchorArg::Kind::Y), kind_arg(AnchorArg::Kind::Ep)};
+  bl.epilogue(n, a);
+  st.label = std::string(op_info(n.op).name) + epilogue_label(bl, n, false);
+}
+
+}  // namespace
+
+// The rows of anchors_lib.cc.
+void lower_softmax(BlockLowerer& bl, const Node& n, Stage& st);
+void lower_layer_norm(BlockLowerer& bl, const Node& n, Stage& st);
+void lower_reduce(BlockLowerer& bl, const Node& n, Stage& st);
+void lower_instance_norm(BlockLowerer& bl, const Node& n, Stage& st);
+void lower_cumsum(BlockLowerer& bl, const Node& n, Stage& st);
+void lower_arg_reduce(BlockLowerer& bl, const Node& n, Stage& st);
+void lower_topk(BlockLowerer& bl, const Node& n, Stage& st);
+void lower_roi_align(BlockLowerer& bl, const Node& n, Stage& st);
+void lower_resize(BlockLowerer& bl, const Node& n, Stage& st);
+std::pair<int64_t, int64_t> view_axis(const Graph& g, const Node& n);
+std::pair<int64_t, int64_t> view_reduce(const Graph& g, const Node& n);
+bool layer_norm_epilogue(const Node& n);
+
+const AnchorRow* anchor_row(OpKind op) {
+  using K = AnchorKind;
+  static const AnchorRow rows[] = {
+      {OpKind::MatMul, K::MatMul, always, view_last_dim, lower_matmul},
+      {OpKind::Gemm, K::Gemm, always, view_last_dim, lower_gemm},
+      {OpKind::Conv, K::Conv, always, view_channels_first, lower_conv},
+      {OpKind::ConvTranspose, K::ConvTranspose, always, view_channels_first, lower_conv},
+      {OpKind::NhwcConv, K::NhwcConv, always, view_last_dim, lower_conv},
+      {OpKind::MaxPool, K::MaxPool, always, view_channels_first, lower_pool},
+      {OpKind::AveragePool, K::AvgPool, always, view_channels_first, lower_pool},
+      {OpKind::NhwcMaxPool, K::NhwcMaxPool, always, view_last_dim, lower_nhwc_pool},
+      {OpKind::NhwcAveragePool, K::NhwcAvgPool, always, view_last_dim, lower_nhwc_pool},
+      {OpKind::GlobalAveragePool, K::GlobalAvgPool, always, view_global_pool, lower_global_pool},
+      {OpKind::GlobalMaxPool, K::GlobalMaxPool, always, view_global_pool, lower_global_pool},
+      {OpKind::Softmax, K::Softmax, always, view_axis, lower_softmax},
+      {OpKind::LogSoftmax, K::LogSoftmax, always, view_axis, lower_softmax},
+      {OpKind::LayerNormalization, K::LayerNorm, layer_norm_epilogue, view_last_dim, lower_layer_norm},
+      {OpKind::ReduceMean, K::Reduce, always, view_reduce, lower_reduce},
+      {OpKind::ReduceSum, K::Reduce, always, view_reduce, lower_reduce},
+      {OpKind::ReduceMax, K::Reduce, always, view_reduce, lower_reduce},
+      {OpKind::ReduceMin, K::Reduce, always, view_reduce, lower_reduce},
+      {OpKind::ReduceProd, K::Reduce, always, view_reduce, lower_reduce},
+      {OpKind::ReduceL2, K::Reduce, always, view_reduce, lower_reduce},
+      {OpKind::InstanceNormalization, K::InstanceNorm, always, view_channels_first, lower_instance_norm},
+      {OpKind::CumSum, K::CumSum, always, view_axis, lower_cumsum},
+      {OpKind::ArgMax, K::ArgReduce, nullptr, view_last_dim, lower_arg_reduce},
+      {OpKind::ArgMin, K::ArgReduce, nullptr, view_last_dim, lower_arg_reduce},
+      {OpKind::TopK, K::TopK, nullptr, view_last_dim, lower_topk},
+      {OpKind::RoiAlign, K::RoiAlign, always, view_last_dim, lower_roi_align},
+      {OpKind::Resize, K::Resize, always, view_last_dim, lower_resize},
+  };
+  for (const AnchorRow& r : rows)
+    if (r.op == op) return &r;
+  return nullptr;
 }
 
 }  // namespace dnnf::cg

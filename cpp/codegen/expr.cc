@@ -19,6 +19,18 @@ std::vector<int64_t> dims_of(const Graph& g, ValueId v) {
   return t.dims();
 }
 
+void require_dtype(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F64: case DType::I8: case DType::I16: case DType::I32: case DType::I64:
+    case DType::U8: case DType::U16: case DType::U32: case DType::U64: case DType::Bool:
+      return;
+    default:
+      break;
+  }
+  throw UnsupportedOperatorError(std::string("code generation does not support the element type ") +
+                                 dtype_name(t) + " yet");
+}
+
 ExprBuilder::ExprBuilder(const Graph& g, const Leaves& leaves, Program& prog)
     : g_(g), leaves_(leaves), prog_(prog) {
   scopes_.emplace_back();
@@ -156,6 +168,7 @@ Ref ExprBuilder::eval_in(ValueId v, const std::vector<IExpr>& idx, Mode m) {
   const Value& val = g_.value(v);
   if (m == Mode::Vector && val.type.dtype != DType::F32)
     throw NeedScalar{std::string("a ") + dtype_name(val.type.dtype) + " value"};
+  require_dtype(val.type.dtype);
   const std::string k = key(v, m, idx);
   for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
     auto f = it->find(k);

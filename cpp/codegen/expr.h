@@ -33,6 +33,8 @@ struct NeedScalar : std::runtime_error {
 };
 
 std::vector<int64_t> dims_of(const Graph& g, ValueId v);
+// UnsupportedOperatorError unless generated code computes on element type t.
+void require_dtype(DType t);
 
 // The elementwise expression of One-to-One operator `n` over operands of `types` (`present`
 // false: an omitted optional input), in `mode`. NeedScalar: no vector form (a non-f32

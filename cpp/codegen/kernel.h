@@ -102,4 +102,160 @@ struct Program {
   std::vector<Instr> code;
 };
 
+// ---- Blocks: buffers and stages ---------------------------------------------------------
+// Where a value lives while a block runs.
+struct Location {
+  enum class Kind : uint8_t { GraphInput, GraphOutput, Arena, Constant, Scratch };
+  Kind kind = Kind::Arena;
+  int64_t at = 0;  // input/output/constant index, or byte offset (arena, block scratch)
+};
+
+// A tensor a block's code names: a block input (read), or a value the block materialises.
+struct Buffer {
+  ValueId value = kNoValue;
+  DType dtype = DType::F32;
+  bool written = false;  // materialised by this block (else only read)
+  Location where;
+};
+
+// A pointwise loop nest computing one value over its whole index space. Flat form: rows of
+// `row_len` consecutive elements; row form: one row per index of the dims before `last`
+// (index variables i<k> = (o / div) % mod), the inner var along dim `last`.
+struct LoopStage {
+  ValueId value = kNoValue;
+  int64_t total = 0, rows = 0, row_len = 0;
+  bool flat = true;
+  struct IndexVar {
+    int k;            // the dim (name i<k>)
+    int64_t div = 1, mod = 1;
+    bool zero = false;  // a trailing dim of 1: always 0
+  };
+  std::vector<IndexVar> index_vars;
+  Program body;  // ends with the store of `value`
+};
+
+// A materialised transpose of a value in memory that moves its innermost dim: a blocked
+// 2-D copy rather than a gather per vector.
+struct TransposeStage {
+  ValueId in = kNoValue, out = kNoValue;
+  DType dtype = DType::F32;
+  std::vector<int64_t> dims, perm;
+};
+
+// The operators fused after an anchor, applied to each output vector while it is in a
+// register; its program starts from the accumulator `v` over vars (row, j) of the anchor's
+// [R, C] view of its output.
+struct Epilogue {
+  bool present = false;
+  int64_t R = 0, C = 0;
+  Program prog;
+  int fused_ops = 0;
+  bool stores = false;  // the program stores every output itself; the kernel's `y` is scratch
+};
+
+// One argument of an anchor kernel, in the kernel's parameter order (anchors.cc documents
+// each kernel's list).
+struct AnchorArg {
+  enum class Kind : uint8_t {
+    Int,     // i (`bare`: a plain int, else a long)
+    Float,   // f (dtype: F32 or F64)
+    Bool,    // i != 0
+    Buffer,  // the buffer of `value` (an input, or an extra output such as MaxPool's Indices)
+    Y,       // the buffer the kernel stores its result to (the stage's `y`)
+    Null,    // an omitted optional buffer
+    Ints,    // a static array of longs named `name` (`joined`: declared with the previous one)
+    Floats,  // a static array of `dtype` named `name`
+    Shape,   // a window geometry (`name`: "conv" or "pool"), its ints in the kernel's order
+    Enum,    // a named constant of the kernel's interface (`name`, e.g. "ReduceKind::Sum")
+    Packed,  // a weight packed once when the model is created (`i`: its slot)
+    Ep,      // the epilogue
+  };
+  Kind kind = Kind::Int;
+  int64_t i = 0;
+  double f = 0;
+  DType dtype = DType::F32;
+  ValueId value = kNoValue;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::string name;
+  bool joined = false, bare = false;
+};
+
+// A GEMM call, C[M, N] = A[M, K] B[K, N] with element (i, k) of A at a[i*rs_a + k*cs_a]
+// (likewise B) and C row-major with leading dimension N. MatMul runs it once per batch
+// index b (`batched`), its operands offset by offset_a/offset_b over the var `b`.
+struct GemmCall {
+  int64_t M = 0, N = 0, K = 0;
+  ValueId a = kNoValue, b = kNoValue;
+  int packed_b = -1;  // a packed slot: B was packed when the model was created
+  int64_t rs_a = 0, cs_a = 1, rs_b = 0, cs_b = 1;
+  bool batched = false;
+};
+
+// Every anchor kernel; the anchor table (anchors.cc) has one row per kind.
+enum class AnchorKind : uint8_t {
+  MatMul, Gemm, Conv, ConvTranspose, NhwcConv, MaxPool, AvgPool, NhwcMaxPool, NhwcAvgPool,
+  GlobalAvgPool, GlobalMaxPool, Softmax, LogSoftmax, LayerNorm, Reduce, InstanceNorm, CumSum,
+  ArgReduce, TopK, RoiAlign, Resize,
+};
+
+struct AnchorStage {
+  AnchorKind kind = AnchorKind::MatMul;
+  const Node* node = nullptr;
+  std::vector<AnchorArg> args;
+  Epilogue ep;
+  ValueId y = kNoValue;        // the buffer the kernel stores (kNoValue: scratch `y_scratch`)
+  int64_t y_scratch = -1;
+  GemmCall gemm;               // MatMul, Gemm
+  // A batched GEMM (MatMul): the var `b` of `batch_vars` indexes A's and B's offsets;
+  // the epilogue's rows start at b * M, the output at b * M * N.
+  int64_t batch = 1;
+  double flops_per_batch = 0;
+  VarTable batch_vars;
+  IExpr offset_a, offset_b;
+  std::vector<AnchorArg> second;  // a second call on the same inputs (MaxPool's Indices)
+};
+
+struct Stage {
+  enum class Kind : uint8_t { Loop, Transpose, Anchor };
+  Kind kind = Kind::Loop;
+  LoopStage loop;
+  TransposeStage transpose;
+  AnchorStage anchor;
+  std::string label;  // one line for KernelInfo::stages ("gemm [128x768x768] +epilogue(3 ops)")
+};
+
+struct BlockPlan {
+  int block = -1;
+  size_t operators = 0;
+  std::vector<Buffer> buffers;  // in value-id order
+  std::vector<Stage> stages;    // in execution order
+  int64_t scratch_bytes = 0;
+};
+
+// A constant weight packed into the layout a kernel reads, once, when the model is created.
+struct PackedConstant {
+  enum class Kind : uint8_t { GemmB, ConvWeights, NhwcConvWeights };
+  Kind kind = Kind::GemmB;
+  ValueId value = kNoValue;
+  int constant = -1;                  // index in the module's constants
+  std::vector<int64_t> ints;          // GemmB: rs, cs, K, N; conv: the ConvShape's ints
+};
+
+// A whole model for one target: blocks in plan order and what they share.
+struct ModulePlan {
+  std::vector<ValueId> constants;      // the order the runtime hands them over
+  std::vector<PackedConstant> packed;  // slot i = packed[i]
+  std::vector<BlockPlan> blocks;
+  int64_t scratch_bytes = 0;           // the largest block's scratch
+  // Graph outputs no block writes (an input, a constant, a repeated output): copied last.
+  struct Copy {
+    int output = 0;
+    int from_output = -1;  // an earlier output, or -1
+    Location from;
+    int64_t bytes = 0;
+  };
+  std::vector<Copy> copies;
+};
+
 }  // namespace dnnf::cg

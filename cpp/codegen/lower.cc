@@ -1,9 +1,8 @@
-// Lowering of one fused block to one C++ function (paper §4.4); see lower.h.
+// Lowering of one fused block to its kernel plan (paper §4.4); see lower.h.
 #include "codegen/lower.h"
 
 #include <algorithm>
 
-#include "codegen/cpu/spell.h"
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
 
@@ -16,6 +15,12 @@ int ModuleState::constant(ValueId v) {
   constants.push_back(v);
   const_index[v] = k;
   return k;
+}
+
+int ModuleState::pack(PackedConstant p) {
+  p.constant = constant(p.value);
+  packed.push_back(std::move(p));
+  return static_cast<int>(packed.size()) - 1;
 }
 
 namespace {
@@ -43,9 +48,8 @@ bool is_flat_preserving(OpKind k) {
 // The index of n's output as a function of the anchor's index, when n can run in the
 // anchor's epilogue: an elementwise op whose fused operand is not broadcast, a
 // flat-preserving reshape, or a transpose (its store goes through the permuted index).
-bool forward_index(const Graph& g, const Node& n,
-                          const std::map<ValueId, std::vector<IExpr>>& idx, VarTable& vt,
-                          std::vector<IExpr>& out) {
+bool forward_index(const Graph& g, const Node& n, const std::map<ValueId, std::vector<IExpr>>& idx,
+                   VarTable& vt, std::vector<IExpr>& out) {
   if (n.outputs.size() != 1 && n.op != OpKind::Dropout) return false;
   if (n.op == OpKind::Dropout && !g.consumers(n.outputs[1]).empty()) return false;
   const std::vector<int64_t> od = dims_of(g, n.outputs[0]);
@@ -79,8 +83,7 @@ bool forward_index(const Graph& g, const Node& n,
   // Every fused operand must have the output's shape (a broadcast one would need its
   // value at several output positions).
   for (size_t i = 0; i < n.inputs.size(); ++i)
-    if (n.inputs[i] != kNoValue && idx.count(n.inputs[i]) && dims_of(g, n.inputs[i]) != od)
-      return false;
+    if (n.inputs[i] != kNoValue && idx.count(n.inputs[i]) && dims_of(g, n.inputs[i]) != od) return false;
   out = *in;
   return true;
 }
@@ -95,22 +98,19 @@ bool BlockLowerer::is_anchor(const Node& n) const {
   return op_info(n.op).mapping == MappingType::ManyToMany || n.op == OpKind::Resize;
 }
 
-std::string BlockLowerer::ptr(ValueId v) {
-  auto it = ptrs_.find(v);
-  if (it != ptrs_.end()) return it->second;
-  std::string name = "p" + std::to_string(v);
-  ptrs_[v] = name;
-  return name;
+int BlockLowerer::fused_ops(const Node& n) const {
+  auto it = epilogues_.find(n.id);
+  return it == epilogues_.end() ? 0 : static_cast<int>(it->second.nodes.size());
 }
 
-std::string BlockLowerer::scratch(int64_t bytes) {
-  int64_t off = scratch_bytes_;
-  scratch_bytes_ += (bytes + 63) / 64 * 64;
-  return "(x.scratch + " + std::to_string(off) + ")";
+int64_t BlockLowerer::scratch(int64_t bytes) {
+  int64_t off = plan_.scratch_bytes;
+  plan_.scratch_bytes += (bytes + 63) / 64 * 64;
+  return off;
 }
 
 // A Transpose of a value in memory that moves its innermost dim, on 4-byte elements: the
-// blocked copy of cg::transpose (the pointwise loop would gather along the vector).
+// blocked copy (the pointwise loop would gather along the vector).
 bool BlockLowerer::emit_transpose(ValueId v) {
   const NodeId p = g_.value(v).producer;
   if (p < 0 || !inside_.count(p)) return false;
@@ -125,17 +125,15 @@ bool BlockLowerer::emit_transpose(ValueId v) {
   if (perm.empty())
     for (int k = r - 1; k >= 0; --k) perm.push_back(k);
   if (r < 2 || r > 8 || perm.back() == r - 1 || numel(id) == 0) return false;
-  std::string dims, ps;
-  for (int k = 0; k < r; ++k) {
-    dims += (k ? ", " : "") + std::to_string(id[k]) + "L";
-    ps += (k ? ", " : "") + std::to_string(perm[k]);
-  }
-  code_.open("");
-  code_.line("static const long dims[] = {" + dims + "};");
-  code_.line("static const int perm[] = {" + ps + "};");
-  code_.line("cg::transpose(" + ptr(n.inputs[0]) + ", " + ptr(v) + ", " + std::to_string(r) + ", dims, perm);");
-  code_.close();
-  stages_.push_back(std::string("transpose ") + dtype_name(t) + "[" + std::to_string(numel(id)) + "]");
+  Stage st;
+  st.kind = Stage::Kind::Transpose;
+  st.transpose.in = n.inputs[0];
+  st.transpose.out = v;
+  st.transpose.dtype = t;
+  st.transpose.dims = id;
+  st.transpose.perm = perm;
+  st.label = std::string("transpose ") + dtype_name(t) + "[" + std::to_string(numel(id)) + "]";
+  plan_.stages.push_back(std::move(st));
   return true;
 }
 
@@ -144,7 +142,6 @@ void BlockLowerer::emit_pointwise(ValueId v) {
   const int64_t total = numel(d);
   if (total == 0) return;
   const DType t = g_.value(v).type.dtype;
-  ptr(v);
   if (emit_transpose(v)) return;
   // Tries, in order: one flat vector loop (elementwise chains, reshapes), vector loops over
   // rows of the last dim (broadcasts, transposes), scalar loops (other element types,
@@ -153,9 +150,13 @@ void BlockLowerer::emit_pointwise(ValueId v) {
     const bool flat = attempt == 0, vec = attempt < 2;
     if (vec && t != DType::F32) continue;
     if (flat && d.size() <= 1) continue;
-    Code body;
-    body.indent = code_.indent + 1;
-    Program prog;
+    Stage st;
+    st.kind = Stage::Kind::Loop;
+    LoopStage& loop = st.loop;
+    loop.value = v;
+    loop.total = total;
+    loop.flat = flat;
+    Program& prog = loop.body;
     prog.mode = vec ? Mode::Vector : Mode::Scalar;
     VarTable& vt = prog.vars;
     std::vector<IExpr> idx;
@@ -164,8 +165,8 @@ void BlockLowerer::emit_pointwise(ValueId v) {
     // SE gate times weights [M, C, 1, 1]) would otherwise make rows of one element.
     size_t last = d.empty() ? 0 : d.size() - 1;
     while (!flat && last > 0 && d[last] == 1) --last;
-    const int64_t L = flat ? std::min<int64_t>(total, 4096) : (d.empty() ? 1 : d[last]);
-    const int64_t rows = (total + L - 1) / L;
+    loop.row_len = flat ? std::min<int64_t>(total, 4096) : (d.empty() ? 1 : d[last]);
+    loop.rows = (total + loop.row_len - 1) / loop.row_len;
     try {
       if (flat) {
         inner = vt.add("j", total);
@@ -177,28 +178,16 @@ void BlockLowerer::emit_pointwise(ValueId v) {
           int var = vt.add("i" + std::to_string(k), d[k]);
           idx.push_back(IExpr::var(var));
           // Declared even for a dim of 1: conditions (Trilu) may name it.
-          body.line("const long i" + std::to_string(k) + " = (o / " +
-                      std::to_string(strides[k] / strides[last] / (d.empty() ? 1 : d[last])) + "L) % " +
-                      std::to_string(d[k]) + "L;");
+          loop.index_vars.push_back({static_cast<int>(k), strides[k] / strides[last] / (d.empty() ? 1 : d[last]),
+                                     d[k], false});
         }
         inner = vt.add("j", d.empty() ? 1 : d[last]);
         if (!d.empty()) idx.push_back(IExpr::var(inner));
         for (size_t k = last + 1; k < d.size(); ++k) {  // trailing dims of 1
           int var = vt.add("i" + std::to_string(k), 1);
           idx.push_back(IExpr::var(var));
-          body.line("const long i" + std::to_string(k) + " = 0;");
+          loop.index_vars.push_back({static_cast<int>(k), 1, 1, true});
         }
-      }
-      if (flat) {
-        body.open("for (long j = o * " + std::to_string(L) + "L, je = std::min<long>(j + " +
-                  std::to_string(L) + "L, " + std::to_string(total) + "L); j < je; j += " +
-                  (vec ? "cg::W" : "1") + ")");
-        body.line("const int n = static_cast<int>(std::min<long>(cg::W, je - j));");
-      } else {
-        body.open("for (long j = 0; j < " + std::to_string(L) + "L; j += " +
-                  std::string(vec ? "cg::W" : "1") + ")");
-        if (vec) body.line("const int n = static_cast<int>(std::min<long>(cg::W, " +
-                           std::to_string(L) + "L - j));");
       }
       prog.inner = vec ? inner : -1;
       ExprBuilder em(g_, leaves_, prog);
@@ -206,44 +195,35 @@ void BlockLowerer::emit_pointwise(ValueId v) {
       Ref val = em.eval(v, idx);
       em.store(v, linearize(idx, d, vt), val);
       if (flat && em.gathers > 0) continue;
-      cpu::render_program(prog, body);
-      body.close();
     } catch (const NeedScalar&) {
       continue;
     }
-    code_.open("cg::par_rows(" + std::to_string(rows) + "L, " + std::to_string(L) +
-               "L, [&](long o0, long o1)");
-    code_.open("for (long o = o0; o < o1; ++o)");
-    code_.text += body.text;
-    code_.close();
-    code_.close("});");
-    stages_.push_back(std::string(vec ? "vector" : "scalar") + " loop " + dtype_name(t) +
-                      "[" + std::to_string(total) + "]");
+    st.label = std::string(vec ? "vector" : "scalar") + " loop " + dtype_name(t) + "[" + std::to_string(total) + "]";
+    plan_.stages.push_back(std::move(st));
     return;
   }
   throw InternalError("codegen: no loop form for a pointwise value");
 }
 
 void BlockLowerer::choose_epilogue(const Node& L) {
-  if (!has_epilogue(L)) return;
+  const AnchorRow* row = anchor_row(L.op);
+  if (!row || !row->takes_epilogue || !row->takes_epilogue(L)) return;
   const ValueId o = L.outputs[0];
   if (g_.value(o).type.dtype != DType::F32) return;
   const std::vector<int64_t> od = dims_of(g_, o);
   if (numel(od) == 0) return;  // nothing to compute, nothing to fuse
-  const auto [R, C] = anchor_view(L);
+  const auto [R, C] = row->view(g_, L);
   Program trial_prog;
   trial_prog.mode = Mode::Vector;
   VarTable& vt = trial_prog.vars;
-  int row = vt.add("row", R);
+  int rowv = vt.add("row", R);
   int j = vt.add("j", C);
   trial_prog.inner = j;
   std::map<ValueId, std::vector<IExpr>> idx;
-  idx[o] = delinearize(add(scale(IExpr::var(row), C, vt), IExpr::var(j), vt), od, vt);
-  const auto pos = [&](NodeId id) {
-    return std::find(b_.nodes.begin(), b_.nodes.end(), id) - b_.nodes.begin();
-  };
+  idx[o] = delinearize(add(scale(IExpr::var(rowv), C, vt), IExpr::var(j), vt), od, vt);
+  const auto pos = [&](NodeId id) { return std::find(b_.nodes.begin(), b_.nodes.end(), id) - b_.nodes.begin(); };
   const long lpos = pos(L.id);
-  // A trial emission decides whether each candidate runs on vectors: an operand of another
+  // A trial build decides whether each candidate runs on vectors: an operand of another
   // element type, or a Concat/Pad/gather along the vector, keeps the op out of the epilogue.
   Leaves trial_leaves;
   auto add_leaf = [&](ValueId v) {  // values in memory before the anchor runs
@@ -266,7 +246,10 @@ void BlockLowerer::choose_epilogue(const Node& L) {
     bool touches = false, ok = true;
     for (ValueId x : n.inputs) {
       if (x == kNoValue) continue;
-      if (idx.count(x)) { touches = true; continue; }
+      if (idx.count(x)) {
+        touches = true;
+        continue;
+      }
       const Value& xv = g_.value(x);
       // Other operands are recomputed from memory inside the epilogue: only values that
       // exist before the anchor runs qualify.
@@ -288,15 +271,98 @@ void BlockLowerer::choose_epilogue(const Node& L) {
   epilogues_[L.id] = plan;
 }
 
-std::string BlockLowerer::lower(const std::string& name, KernelInfo& info) {
+void BlockLowerer::epilogue(const Node& n, AnchorStage& st, const std::function<void(ExprBuilder&)>& pre) {
+  const ValueId o = n.outputs[0];
+  const std::vector<int64_t> od = dims_of(g_, o);
+  const bool o_mem = materialised_.count(o) > 0;
+  auto it = epilogues_.find(n.id);
+  if (it == epilogues_.end() && !pre) {
+    if (!o_mem) throw InternalError("codegen: an anchor output with no epilogue is not in memory");
+    st.y = o;
+    return;
+  }
+  Epilogue& ep = st.ep;
+  ep.present = true;
+  ep.fused_ops = fused_ops(n);
+  const AnchorRow* row = anchor_row(n.op);
+  std::tie(ep.R, ep.C) = row->view(g_, n);
+  Program& prog = ep.prog;
+  prog.mode = Mode::Vector;
+  VarTable& vt = prog.vars;
+  int rowv = vt.add("row", ep.R);
+  int j = vt.add("j", ep.C);
+  prog.inner = j;
+  ExprBuilder em(g_, leaves_, prog);
+  std::map<ValueId, std::vector<IExpr>> idx;
+  idx[o] = delinearize(add(scale(IExpr::var(rowv), ep.C, vt), IExpr::var(j), vt), od, vt);
+  if (pre) pre(em);
+  const Ref a0 = em.define(o, idx[o], "a0");
+  ValueId y_value = kNoValue;  // the stored value the kernel's own store can write
+  if (it != epilogues_.end()) {
+    for (NodeId e : it->second.nodes) {
+      const Node& en = g_.node(e);
+      std::vector<IExpr> out;
+      if (!forward_index(g_, en, idx, vt, out))
+        throw InternalError("codegen: epilogue index changed between planning and emission");
+      idx[en.outputs[0]] = out;
+    }
+    const std::string o_flat = render(linearize(idx[o], od, vt), vt);
+    for (ValueId s : it->second.stores) try {
+        Ref val = em.eval(s, idx[s]);
+        IExpr flat = linearize(idx[s], dims_of(g_, s), vt);
+        if (!o_mem && y_value == kNoValue && render(flat, vt) == o_flat) {
+          em.accumulate("", val);
+          y_value = s;
+          continue;
+        }
+        em.store(s, flat, val);
+      } catch (const NeedScalar& e) {
+        std::string ops;
+        for (NodeId x : it->second.nodes) ops += " " + g_.node(x).name;
+        throw InternalError("codegen: the epilogue of '" + n.name + "' (" + ops + " ) cannot store '" +
+                            g_.value(s).name + "' on vectors: " + e.what());
+      }
+  }
+  if (o_mem) {
+    st.y = o;
+    if (pre) em.accumulate("", a0);
+  } else if (y_value != kNoValue) {
+    st.y = y_value;
+  } else {
+    ep.stores = true;
+    st.y = kNoValue;
+    st.y_scratch = scratch(numel(od) * 4);
+  }
+}
+
+void BlockLowerer::emit_anchor(const Node& n) {
+  const AnchorRow* row = anchor_row(n.op);
+  if (!row) {
+    if (n.op == OpKind::NonMaxSuppression)
+      throw UnsupportedOperatorError("code generation does not support NonMaxSuppression yet: the length of its "
+                                     "output depends on the data, and the memory plan needs static shapes (node '" +
+                                     n.name + "')");
+    throw UnsupportedOperatorError(std::string("code generation does not support ") + op_info(n.op).name +
+                                   " yet (node '" + n.name + "')");
+  }
+  Stage st;
+  st.kind = Stage::Kind::Anchor;
+  st.anchor.kind = row->kind;
+  st.anchor.node = &n;
+  row->lower(*this, n, st);
+  plan_.stages.push_back(std::move(st));
+}
+
+BlockPlan BlockLowerer::lower() {
+  plan_.block = b_.id;
+  plan_.operators = b_.nodes.size();
   // 1. What must be in memory.
   for (ValueId v : b_.outputs) materialised_.insert(v);
   for (NodeId id : b_.nodes) {
     const Node& n = g_.node(id);
     if (!is_anchor(n)) continue;
     for (ValueId x : n.inputs)
-      if (x != kNoValue && g_.value(x).producer >= 0 && inside_.count(g_.value(x).producer))
-        materialised_.insert(x);
+      if (x != kNoValue && g_.value(x).producer >= 0 && inside_.count(g_.value(x).producer)) materialised_.insert(x);
     for (ValueId y : n.outputs) materialised_.insert(y);
   }
   // 2. Epilogues: an anchor output only its epilogue reads leaves memory.
@@ -329,13 +395,12 @@ std::string BlockLowerer::lower(const std::string& name, KernelInfo& info) {
   }
   // 3. Buffers: block inputs and outputs live where the module put them; other
   // materialised values get kernel-local scratch.
-  std::map<ValueId, std::string> where;
+  std::map<ValueId, Location> where;
   for (ValueId v : b_.inputs) where[v] = locate_(v);
   for (ValueId v : b_.outputs) where[v] = locate_(v);
   for (ValueId v : materialised_)
-    if (!where.count(v)) where[v] = scratch(static_cast<int64_t>(g_.value(v).type.nbytes()));
+    if (!where.count(v)) where[v] = {Location::Kind::Scratch, scratch(static_cast<int64_t>(g_.value(v).type.nbytes()))};
   for (ValueId v : b_.inputs) {
-    ptr(v);
     Leaf l;
     l.dtype = g_.value(v).type.dtype;
     l.shape = dims_of(g_, v);
@@ -346,7 +411,6 @@ std::string BlockLowerer::lower(const std::string& name, KernelInfo& info) {
   std::set<NodeId> in_epilogue;
   for (auto& [id, plan] : epilogues_) in_epilogue.insert(plan.nodes.begin(), plan.nodes.end());
   auto materialise = [&](ValueId v) {
-    ptr(v);
     Leaf l;
     l.dtype = g_.value(v).type.dtype;
     l.shape = dims_of(g_, v);
@@ -356,10 +420,10 @@ std::string BlockLowerer::lower(const std::string& name, KernelInfo& info) {
     const Node& n = g_.node(id);
     if (is_anchor(n)) {
       bool empty = true;
-      for (ValueId y : n.outputs)
-        empty = empty && g_.value(y).type.is_static() && g_.value(y).type.numel() == 0;
+      for (ValueId y : n.outputs) empty = empty && g_.value(y).type.is_static() && g_.value(y).type.numel() == 0;
       if (!empty) emit_anchor(n);  // an empty result needs no code (nor its inputs)
-      for (ValueId y : n.outputs) if (materialised_.count(y)) materialise(y);
+      for (ValueId y : n.outputs)
+        if (materialised_.count(y)) materialise(y);
       auto it = epilogues_.find(id);
       if (it != epilogues_.end())
         for (ValueId s : it->second.stores) materialise(s);
@@ -372,23 +436,20 @@ std::string BlockLowerer::lower(const std::string& name, KernelInfo& info) {
       materialise(y);
     }
   }
-  // 5. The function: pointer declarations, then the stages.
-  std::string fn = "// block " + std::to_string(b_.id) + ": " + std::to_string(b_.nodes.size()) +
-                   " operators\nstatic void " + name + "(const Ctx& x) {\n";
-  for (auto& [v, p] : ptrs_) {
+  // 5. The buffers the block's code names: its inputs and what it materialises.
+  std::set<ValueId> named(b_.inputs.begin(), b_.inputs.end());
+  named.insert(materialised_.begin(), materialised_.end());
+  for (ValueId v : named) {
     auto w = where.find(v);
     if (w == where.end()) throw InternalError("codegen: value without a buffer");
-    std::string t = cpu::ctype(g_.value(v).type.dtype);
-    bool input = !materialised_.count(v) || std::find(b_.inputs.begin(), b_.inputs.end(), v) != b_.inputs.end();
-    fn += "  " + std::string(input ? "const " : "") + t + "* const " + p + " = reinterpret_cast<" +
-          (input ? "const " : "") + t + "*>(" + w->second + ");\n";
+    Buffer buf;
+    buf.value = v;
+    buf.dtype = g_.value(v).type.dtype;
+    buf.written = materialised_.count(v) && std::find(b_.inputs.begin(), b_.inputs.end(), v) == b_.inputs.end();
+    buf.where = w->second;
+    plan_.buffers.push_back(buf);
   }
-  fn += code_.text + "}\n";
-  info.function = name;
-  info.block = b_.id;
-  info.stages = stages_;
-  info.scratch_bytes = scratch_bytes_;
-  return fn;
+  return std::move(plan_);
 }
 
 }  // namespace dnnf::cg

@@ -1,0 +1,292 @@
+// The CPU renderer of one block's kernel plan (paper §4.4): a C++ function over the prelude.
+// Pointwise stages become cg::par_rows loops over the SIMD vocabulary; anchors become calls
+// of the prelude's kernels with the epilogue as a lambda the kernel applies to each output
+// vector (cg::make_ep).
+#include "codegen/cpu/render.h"
+
+#include "ir/errors.h"
+
+namespace dnnf::cg::cpu {
+
+namespace {
+
+std::string where(const Location& l) {
+  switch (l.kind) {
+    case Location::Kind::GraphInput: return "x.in[" + std::to_string(l.at) + "]";
+    case Location::Kind::GraphOutput: return "x.out[" + std::to_string(l.at) + "]";
+    case Location::Kind::Arena: return "(x.arena + " + std::to_string(l.at) + ")";
+    case Location::Kind::Constant: return "x.st->c[" + std::to_string(l.at) + "]";
+    case Location::Kind::Scratch: return "(x.scratch + " + std::to_string(l.at) + ")";
+  }
+  throw InternalError("codegen: a buffer of unknown kind");
+}
+
+std::string ints3(const std::vector<int64_t>& v, size_t at) {
+  return "{" + std::to_string(v[at]) + ", " + std::to_string(v[at + 1]) + ", " + std::to_string(v[at + 2]) + "}";
+}
+
+}  // namespace
+
+std::string shape_literal(const AnchorArg& a) {
+  const std::vector<int64_t>& v = a.ints;
+  if (a.name == "conv") {  // nd, N, C, M, group, in, out, kernel, stride, dilation, begin
+    std::string s = "dnnf::conv::ConvShape{";
+    for (size_t i = 0; i < 5; ++i) s += std::to_string(v[i]) + ", ";
+    for (size_t k = 0; k < 6; ++k) s += ints3(v, 5 + 3 * k) + (k < 5 ? ", " : "}");
+    return s;
+  }
+  // pool: nd, N, C, in, out, kernel, stride, dilation, begin, end, count_include_pad
+  std::string s = "dnnf::pool::PoolShape{";
+  for (size_t i = 0; i < 3; ++i) s += std::to_string(v[i]) + ", ";
+  for (size_t k = 0; k < 7; ++k) s += ints3(v, 3 + 3 * k) + ", ";
+  return s + (v[24] ? "true" : "false") + "}";
+}
+
+namespace {
+
+class BlockRenderer {
+ public:
+  explicit BlockRenderer(const BlockPlan& b) : b_(b) {}
+
+  std::string render(const std::string& name) {
+    std::string fn = "// block " + std::to_string(b_.block) + ": " + std::to_string(b_.operators) +
+                     " operators\nstatic void " + name + "(const Ctx& x) {\n";
+    for (const Buffer& buf : b_.buffers) {
+      const std::string t = ctype(buf.dtype), c = buf.written ? "" : "const ";
+      fn += "  " + c + t + "* const " + ptr(buf.value) + " = reinterpret_cast<" + c + t + "*>(" + where(buf.where) +
+            ");\n";
+    }
+    for (const Stage& s : b_.stages) {
+      switch (s.kind) {
+        case Stage::Kind::Loop: loop(s.loop); break;
+        case Stage::Kind::Transpose: transpose(s.transpose); break;
+        case Stage::Kind::Anchor: anchor(s.anchor); break;
+      }
+    }
+    return fn + code_.text + "}\n";
+  }
+
+ private:
+  void loop(const LoopStage& l) {
+    const bool vec = l.body.mode == Mode::Vector;
+    const std::string len = std::to_string(l.row_len);
+    Code body;
+    body.indent = code_.indent + 1;
+    for (const LoopStage::IndexVar& v : l.index_vars)
+      body.line("const long i" + std::to_string(v.k) + " = " +
+                (v.zero ? std::string("0") : "(o / " + std::to_string(v.div) + "L) % " + std::to_string(v.mod) + "L") + ";");
+    if (l.flat) {
+      body.open("for (long j = o * " + len + "L, je = std::min<long>(j + " + len + "L, " + std::to_string(l.total) +
+                "L); j < je; j += " + (vec ? "cg::W" : "1") + ")");
+      body.line("const int n = static_cast<int>(std::min<long>(cg::W, je - j));");
+    } else {
+      body.open("for (long j = 0; j < " + len + "L; j += " + std::string(vec ? "cg::W" : "1") + ")");
+      if (vec) body.line("const int n = static_cast<int>(std::min<long>(cg::W, " + len + "L - j));");
+    }
+    render_program(l.body, body);
+    body.close();
+    code_.open("cg::par_rows(" + std::to_string(l.rows) + "L, " + len + "L, [&](long o0, long o1)");
+    code_.open("for (long o = o0; o < o1; ++o)");
+    code_.text += body.text;
+    code_.close();
+    code_.close("});");
+  }
+
+  void transpose(const TransposeStage& t) {
+    std::string dims, ps;
+    for (size_t k = 0; k < t.dims.size(); ++k) {
+      dims += (k ? ", " : "") + std::to_string(t.dims[k]) + "L";
+      ps += (k ? ", " : "") + std::to_string(t.perm[k]);
+    }
+    code_.open("");
+    code_.line("static const long dims[] = {" + dims + "};");
+    code_.line("static const int perm[] = {" + ps + "};");
+    code_.line("cg::transpose(" + ptr(t.in) + ", " + ptr(t.out) + ", " + std::to_string(t.dims.size()) +
+               ", dims, perm);");
+    code_.close();
+  }
+
+  // The epilogue as a lambda declared here; returns the expression the kernel takes.
+  std::string epilogue(const AnchorStage& a, const std::string& row_offset) {
+    if (!a.ep.present) return "dnnf::gemm::EpNone{}";
+    Code body;
+    body.indent = 2;
+    render_program(a.ep.prog, body);
+    const std::string f = "f" + std::to_string(lambdas_++);
+    code_.open("const auto " + f + " = [&](V::vf& v, long row, long j, int n)");
+    code_.text += body.text;
+    code_.line("(void)row; (void)j; (void)n;");
+    code_.close("};");
+    return "cg::make_ep<" + std::string(a.ep.stores ? "true" : "false") + ">(" + f + ", " + row_offset + ")";
+  }
+
+  std::string y(const AnchorStage& a) const {
+    if (a.y != kNoValue) return ptr(a.y);
+    return "reinterpret_cast<float*>(x.scratch + " + std::to_string(a.y_scratch) + ")";
+  }
+
+  std::string arg(const AnchorArg& a, const AnchorStage& st, const std::string& ep) const {
+    switch (a.kind) {
+      case AnchorArg::Kind::Int:
+        return a.bare ? std::to_string(a.i) + (a.name == "unsigned" ? "u" : "") : L(a.i);
+      case AnchorArg::Kind::Float: return literal(a.f, a.dtype);
+      case AnchorArg::Kind::Bool: return a.i ? "true" : "false";
+      case AnchorArg::Kind::Buffer: return ptr(a.value);
+      case AnchorArg::Kind::Y: return y(st);
+      case AnchorArg::Kind::Null: return "nullptr";
+      case AnchorArg::Kind::Ints:
+      case AnchorArg::Kind::Floats: return a.name;
+      case AnchorArg::Kind::Shape: return shape_literal(a);
+      case AnchorArg::Kind::Enum: return a.name;
+      case AnchorArg::Kind::Packed: return "*x.st->w" + std::to_string(a.i);
+      case AnchorArg::Kind::Ep: return ep;
+    }
+    throw InternalError("codegen: an anchor argument of unknown kind");
+  }
+
+  std::string call(const char* fn, const std::vector<AnchorArg>& args, const AnchorStage& st, const std::string& ep,
+                   size_t from = 0) const {
+    std::string s = std::string(fn) + "(";
+    for (size_t i = from; i < args.size(); ++i) s += (i > from ? ", " : "") + arg(args[i], st, ep);
+    return s + ");";
+  }
+
+  // Static arrays an anchor's call names, declared before it.
+  void arrays(const std::vector<AnchorArg>& args) {
+    std::string pending;
+    auto flush = [&] {
+      if (!pending.empty()) code_.line(pending + ";");
+      pending.clear();
+    };
+    for (const AnchorArg& a : args) {
+      if (a.kind != AnchorArg::Kind::Ints && a.kind != AnchorArg::Kind::Floats) continue;
+      std::string list;
+      if (a.kind == AnchorArg::Kind::Ints)
+        for (int64_t v : a.ints) list += (list.empty() ? "" : ", ") + L(v);
+      else
+        for (double v : a.floats) list += (list.empty() ? "" : ", ") + literal(v, a.dtype);
+      if (a.joined && !pending.empty()) {
+        pending += ", " + a.name + "[] = {" + list + "}";
+        continue;
+      }
+      flush();
+      const std::string t = a.kind == AnchorArg::Kind::Ints ? "long" : ctype(a.dtype);
+      pending = "static const " + t + " " + a.name + "[] = {" + list + "}";
+    }
+    flush();
+  }
+
+  void gemm(const AnchorStage& a) {
+    const GemmCall& g = a.gemm;
+    const std::string M = std::to_string(g.M), N = std::to_string(g.N), K = std::to_string(g.K);
+    code_.open("");
+    if (!g.batched) {
+      const std::string ep = epilogue(a, "0L");
+      code_.line("dnnf::gemm::Options opt;");
+      if (g.packed_b >= 0) {
+        code_.line("dnnf::gemm::gemm_f32_packed(" + M + ", " + ptr(g.a) + ", " + L(g.rs_a) + ", " + L(g.cs_a) +
+                   ", x.st->w" + std::to_string(g.packed_b) + ".view(), " + y(a) + ", " + L(g.N) + ", " + ep +
+                   ", dnnf::gemm::ProNone{}, opt);");
+      } else {
+        code_.line("dnnf::gemm::gemm_f32(" + M + ", " + N + ", " + K + ", " + ptr(g.a) + ", " + L(g.rs_a) + ", " +
+                   L(g.cs_a) + ", " + ptr(g.b) + ", " + L(g.rs_b) + ", " + L(g.cs_b) + ", " + y(a) + ", " + L(g.N) +
+                   ", " + ep + ", dnnf::gemm::ProNone{}, opt);");
+      }
+      code_.close();
+      return;
+    }
+    const std::string ep = epilogue(a, "b * " + L(g.M));
+    const std::string offa = index(a.offset_a, a.batch_vars), offb = index(a.offset_b, a.batch_vars);
+    code_.line("const bool par = cg::batch_parallel(" + L(a.batch) + ", " + std::to_string(a.flops_per_batch) + ");");
+    code_.open("auto one = [&](long b)");
+    code_.line("(void)b;");
+    code_.line("dnnf::gemm::Options opt;");
+    code_.line("opt.n_threads = par ? 1 : 0;");
+    const std::string out = y(a) + " + b * " + L(g.M * g.N);
+    if (g.packed_b >= 0) {
+      code_.line("dnnf::gemm::gemm_f32_packed(" + M + ", " + ptr(g.a) + " + (" + offa + "), " + L(g.K) +
+                 ", 1L, x.st->w" + std::to_string(g.packed_b) + ".view(), " + out + ", " + L(g.N) + ", " + ep +
+                 ", dnnf::gemm::ProNone{}, opt);");
+    } else {
+      code_.line("dnnf::gemm::gemm_f32(" + M + ", " + N + ", " + K + ", " + ptr(g.a) + " + (" + offa + "), " +
+                 L(g.K) + ", 1L, " + ptr(g.b) + " + (" + offb + "), " + L(g.N) + ", 1L, " + out + ", " + L(g.N) +
+                 ", " + ep + ", dnnf::gemm::ProNone{}, opt);");
+    }
+    code_.close("};");
+    code_.line("if (par) dnnf::parallel_for(" + std::to_string(a.batch) + ", [&](int b) { one(b); });");
+    code_.line("else for (long b = 0; b < " + L(a.batch) + "; ++b) one(b);");
+    code_.close();
+  }
+
+  void anchor(const AnchorStage& a) {
+    using K = AnchorKind;
+    if (a.kind == K::MatMul || a.kind == K::Gemm) return gemm(a);
+    const char* fn = nullptr;
+    switch (a.kind) {
+      case K::Conv: fn = "dnnf::conv::conv_f32"; break;
+      case K::ConvTranspose: fn = "dnnf::conv::conv_transpose_f32"; break;
+      case K::NhwcConv: fn = "dnnf::conv::conv_nhwc_f32"; break;
+      case K::MaxPool: fn = "dnnf::pool::max_pool_f32"; break;
+      case K::AvgPool: fn = "dnnf::pool::avg_pool_f32"; break;
+      case K::NhwcMaxPool: fn = "dnnf::pool::max_pool_nhwc_f32"; break;
+      case K::NhwcAvgPool: fn = "dnnf::pool::avg_pool_nhwc_f32"; break;
+      case K::GlobalAvgPool: fn = "dnnf::pool::global_avg_pool_f32"; break;
+      case K::GlobalMaxPool: fn = "dnnf::pool::global_max_pool_f32"; break;
+      case K::Softmax: fn = "dnnf::rowops::softmax_f32"; break;
+      case K::LogSoftmax: fn = "dnnf::rowops::log_softmax_f32"; break;
+      case K::LayerNorm: fn = "dnnf::rowops::layer_norm_f32"; break;
+      case K::InstanceNorm: fn = "dnnf::rowops::instance_norm_f32"; break;
+      case K::CumSum: fn = "dnnf::rowops::cumsum_f32"; break;
+      case K::RoiAlign: fn = "dnnf::irr::roi_align_f32"; break;
+      case K::ArgReduce:  // no epilogue, no block
+        code_.line(call("dnnf::rowops::arg_reduce_i64", a.args, a, ""));
+        return;
+      case K::TopK:
+        code_.line(call("dnnf::irr::topk_f32", a.args, a, ""));
+        return;
+      case K::Reduce: {  // the kind is a template argument
+        code_.open("");
+        arrays(a.args);
+        const std::string ep = epilogue(a, "0L");
+        const std::string f = "dnnf::rowops::reduce_f32<dnnf::rowops::" + a.args[0].name + ">";
+        code_.line(call(f.c_str(), a.args, a, ep, 1));
+        code_.close();
+        return;
+      }
+      case K::Resize: {  // mode .. extrapolation value form one ResizeAttrs
+        code_.open("");
+        arrays(a.args);
+        const std::string ep = epilogue(a, "0L");
+        std::string attrs = "dnnf::irr::ResizeAttrs{";
+        for (size_t i = 5; i < 12; ++i)
+          attrs += (i > 5 ? ", " : "") + (a.args[i].kind == AnchorArg::Kind::Enum ? "dnnf::irr::" : std::string()) +
+                   arg(a.args[i], a, ep);
+        attrs += "}";
+        code_.line("dnnf::irr::resize_f32(" + arg(a.args[4], a, ep) + ", in_shape, out_shape, scales, " +
+                   (a.args[0].kind == AnchorArg::Kind::Null ? std::string("nullptr") : std::string("roi")) + ", " +
+                   attrs + ", " + arg(a.args[12], a, ep) + ", " + arg(a.args[13], a, ep) + ", " +
+                   arg(a.args[14], a, ep) + ");");
+        code_.close();
+        return;
+      }
+      default:
+        throw InternalError("codegen: the CPU renderer has no kernel for an anchor kind");
+    }
+    code_.open("");
+    arrays(a.args);
+    const std::string ep = epilogue(a, "0L");
+    code_.line(call(fn, a.args, a, ep));
+    if (!a.second.empty()) code_.line(call("dnnf::pool::max_pool_indices", a.second, a, ep));
+    code_.close();
+  }
+
+  const BlockPlan& b_;
+  Code code_;
+  int lambdas_ = 0;
+};
+
+}  // namespace
+
+std::string render_block(const BlockPlan& b, const std::string& name) { return BlockRenderer(b).render(name); }
+
+}  // namespace dnnf::cg::cpu
