@@ -6,6 +6,7 @@
 #include "codegen/anchors.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
@@ -113,22 +114,31 @@ void lower_matmul(BlockLowerer& bl, const Node& n, Stage& st) {
   gc.rs_a = gc.K;
   gc.rs_b = gc.N;
   gc.batched = true;
+  // An operand made by Transpose/Reshape of a value in memory is read there, through strides
+  // (attention's K^T: the packing of B reads K's rows).
+  const StridedView* va = bl.strided(A);
+  const StridedView* vb = bl.strided(B);
+  if (va) std::tie(gc.a, gc.rs_a, gc.cs_a) = std::make_tuple(va->root, va->strides[ad.size() - 2], va->strides.back());
+  if (vb) std::tie(gc.b, gc.rs_b, gc.cs_b) = std::make_tuple(vb->root, vb->strides[bd.size() - 2], vb->strides.back());
   std::vector<int64_t> batch_dims(od.begin(), od.end() - (a1 ? 0 : 1) - (b1 ? 0 : 1));
   a.batch = numel(batch_dims);
   VarTable& vt = a.batch_vars;
   int bv = vt.add("b", a.batch);
   std::vector<IExpr> bidx = delinearize(IExpr::var(bv), batch_dims, vt);
-  auto batch_offset = [&](const std::vector<int64_t>& d, bool vec, int64_t mat) {
+  auto batch_offset = [&](const std::vector<int64_t>& d, bool vec, int64_t mat, const StridedView* v) {
     std::vector<int64_t> bd2(d.begin(), d.end() - (vec ? 1 : 2));
     std::vector<IExpr> i(bd2.size());
     size_t lead = batch_dims.size() - bd2.size();
     for (size_t k = 0; k < bd2.size(); ++k) i[k] = bd2[k] == 1 ? IExpr::constant(0) : bidx[lead + k];
-    return std::make_pair(scale(linearize(i, bd2, vt), mat, vt), numel(bd2));
+    if (!v) return std::make_pair(scale(linearize(i, bd2, vt), mat, vt), numel(bd2));
+    IExpr off = IExpr::constant(0);
+    for (size_t k = 0; k < bd2.size(); ++k) off = add(off, scale(i[k], v->strides[k], vt), vt);
+    return std::make_pair(off, numel(bd2));
   };
   int64_t nb;
-  std::tie(a.offset_a, std::ignore) = batch_offset(ad, a1, gc.M * gc.K);
-  std::tie(a.offset_b, nb) = batch_offset(bd, b1, gc.K * gc.N);
-  if (g.value(B).constant && nb == 1) {
+  std::tie(a.offset_a, std::ignore) = batch_offset(ad, a1, gc.M * gc.K, va);
+  std::tie(a.offset_b, nb) = batch_offset(bd, b1, gc.K * gc.N, vb);
+  if (g.value(B).constant && nb == 1 && !vb) {
     PackedConstant p;
     p.kind = PackedConstant::Kind::GemmB;
     p.value = B;
@@ -161,7 +171,12 @@ void lower_gemm(BlockLowerer& bl, const Node& n, Stage& st) {
   gc.cs_a = ta ? gc.M : 1;
   gc.rs_b = tb ? 1 : gc.N;
   gc.cs_b = tb ? gc.K : 1;
-  if (g.value(B).constant) {
+  // Operands made by Transpose/Reshape of a value in memory are read there, through strides.
+  if (const StridedView* v = bl.strided(A))
+    std::tie(gc.a, gc.rs_a, gc.cs_a) = std::make_tuple(v->root, v->strides[ta ? 1 : 0], v->strides[ta ? 0 : 1]);
+  const StridedView* vb = bl.strided(B);
+  if (vb) std::tie(gc.b, gc.rs_b, gc.cs_b) = std::make_tuple(vb->root, vb->strides[tb ? 1 : 0], vb->strides[tb ? 0 : 1]);
+  if (g.value(B).constant && !vb) {
     PackedConstant p;
     p.kind = PackedConstant::Kind::GemmB;
     p.value = B;

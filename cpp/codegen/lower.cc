@@ -335,6 +335,66 @@ void BlockLowerer::epilogue(const Node& n, AnchorStage& st, const std::function<
   }
 }
 
+const StridedView* BlockLowerer::strided(ValueId v) const {
+  auto it = views_.find(v);
+  return it == views_.end() || it->second.contiguous ? nullptr : &it->second;
+}
+
+// Whether every anchor reading x inside the block takes it through strides: a GEMM operand
+// (MatMul's A or B, Gemm's A or B) of rank 2 or more.
+static bool strided_readers_only(const Graph& g, const std::set<NodeId>& inside, ValueId x) {
+  if (dims_of(g, x).size() < 2) return false;
+  for (NodeId c : g.consumers(x)) {
+    if (!inside.count(c)) continue;
+    const Node& n = g.node(c);
+    if (op_info(n.op).mapping != MappingType::ManyToMany && n.op != OpKind::Resize) continue;
+    if (n.op != OpKind::MatMul && n.op != OpKind::Gemm) return false;
+    if (n.inputs.size() > 2 && n.inputs[2] == x) return false;
+    for (ValueId o : {n.inputs[0], n.inputs[1]})
+      if (dims_of(g, o).size() < 2) return false;
+  }
+  return true;
+}
+
+// Anchor input x, made in this block by a chain of view ops from a value in memory (or from
+// a pointwise value this block then materialises instead of x), is read where that value is.
+void BlockLowerer::find_view(ValueId x, const std::set<NodeId>& in_epilogue) {
+  const auto in_memory = [&](ValueId v) {
+    return materialised_.count(v) > 0 || std::find(b_.inputs.begin(), b_.inputs.end(), v) != b_.inputs.end();
+  };
+  std::vector<const Node*> chain;
+  ValueId cur = x;
+  while (cur == x || !in_memory(cur)) {
+    const NodeId p = g_.value(cur).producer;
+    if (p < 0 || !inside_.count(p) || in_epilogue.count(p)) break;
+    const Node& pn = g_.node(p);
+    if (!is_view_op(pn.op) || pn.outputs.size() != 1) break;
+    chain.push_back(&pn);
+    cur = pn.inputs[0];
+  }
+  if (chain.empty() || g_.value(cur).type.dtype != g_.value(x).type.dtype) return;
+  if (!in_memory(cur)) {  // computed by a pointwise loop of this block
+    const NodeId p = g_.value(cur).producer;
+    if (p < 0 || !inside_.count(p) || is_anchor(g_.node(p)) || in_epilogue.count(p)) return;
+  }
+  const std::vector<int64_t> rd = dims_of(g_, cur);
+  if (numel(rd) == 0) return;
+  std::vector<int64_t> strides = contiguous_strides(rd);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    std::optional<std::vector<int64_t>> s = view_strides(g_, **it, strides);
+    if (!s) return;
+    strides = std::move(*s);
+  }
+  StridedView v;
+  v.root = cur;
+  v.contiguous = is_contiguous(dims_of(g_, x), strides);
+  v.strides = std::move(strides);
+  if (!v.contiguous && !strided_readers_only(g_, inside_, x)) return;
+  materialised_.insert(cur);
+  materialised_.erase(x);
+  views_[x] = std::move(v);
+}
+
 void BlockLowerer::emit_anchor(const Node& n) {
   const AnchorRow* row = anchor_row(n.op);
   if (!row) {
@@ -393,13 +453,26 @@ BlockPlan BlockLowerer::lower() {
       }
     }
   }
+  std::set<NodeId> in_epilogue;
+  for (auto& [id, plan] : epilogues_) in_epilogue.insert(plan.nodes.begin(), plan.nodes.end());
+  // 2b. Views: an anchor input that only re-indexes a value in memory is read in place.
+  for (NodeId id : b_.nodes) {
+    const Node& n = g_.node(id);
+    if (!is_anchor(n)) continue;
+    for (ValueId x : n.inputs)
+      if (x != kNoValue && materialised_.count(x) && !block_outputs_.count(x) && !stored_by_epilogue_.count(x) &&
+          !views_.count(x))
+        find_view(x, in_epilogue);
+  }
   // 3. Buffers: block inputs and outputs live where the module put them; other
-  // materialised values get kernel-local scratch.
+  // materialised values get kernel-local scratch; a contiguous view is its root's bytes.
   std::map<ValueId, Location> where;
   for (ValueId v : b_.inputs) where[v] = locate_(v);
   for (ValueId v : b_.outputs) where[v] = locate_(v);
   for (ValueId v : materialised_)
     if (!where.count(v)) where[v] = {Location::Kind::Scratch, scratch(static_cast<int64_t>(g_.value(v).type.nbytes()))};
+  for (const auto& [x, v] : views_)
+    if (v.contiguous) where[x] = where.at(v.root);
   for (ValueId v : b_.inputs) {
     Leaf l;
     l.dtype = g_.value(v).type.dtype;
@@ -408,8 +481,6 @@ BlockPlan BlockLowerer::lower() {
     leaves_[v] = l;
   }
   // 4. Stages in topological order.
-  std::set<NodeId> in_epilogue;
-  for (auto& [id, plan] : epilogues_) in_epilogue.insert(plan.nodes.begin(), plan.nodes.end());
   auto materialise = [&](ValueId v) {
     Leaf l;
     l.dtype = g_.value(v).type.dtype;
@@ -439,6 +510,8 @@ BlockPlan BlockLowerer::lower() {
   // 5. The buffers the block's code names: its inputs and what it materialises.
   std::set<ValueId> named(b_.inputs.begin(), b_.inputs.end());
   named.insert(materialised_.begin(), materialised_.end());
+  for (const auto& [x, v] : views_)
+    if (v.contiguous) named.insert(x);
   for (ValueId v : named) {
     auto w = where.find(v);
     if (w == where.end()) throw InternalError("codegen: value without a buffer");

@@ -15,6 +15,7 @@
 
 #include "codegen/expr.h"
 #include "codegen/kernel.h"
+#include "codegen/views.h"
 #include "plan/plan.h"
 
 namespace dnnf::cg {
@@ -52,6 +53,9 @@ class BlockLowerer {
   // accumulator before the fused operators (Gemm's alpha and C, Conv's bias). Sets the
   // stage's `y` (the buffer the kernel stores) and `ep`.
   void epilogue(const Node& n, AnchorStage& st, const std::function<void(ExprBuilder&)>& pre = nullptr);
+  // An anchor input read in place through strides from another value's memory (a GEMM
+  // operand made by Transpose/Reshape), or nullptr: then the input's own buffer holds it.
+  const StridedView* strided(ValueId v) const;
 
  private:
   bool is_anchor(const Node& n) const;
@@ -60,6 +64,7 @@ class BlockLowerer {
   void emit_pointwise(ValueId v);
   bool emit_transpose(ValueId v);
   void emit_anchor(const Node& n);
+  void find_view(ValueId x, const std::set<NodeId>& in_epilogue);
 
   const Graph& g_;
   const Block& b_;
@@ -78,6 +83,8 @@ class BlockLowerer {
   };
   std::map<NodeId, EpiloguePlan> epilogues_;
   std::set<ValueId> stored_by_epilogue_;
+  // Anchor inputs that are views of a value in memory (not materialised themselves).
+  std::map<ValueId, StridedView> views_;
 };
 
 // The anchor table (anchors.cc): one row per Many-to-Many operator code generation runs on

@@ -204,12 +204,13 @@ class BlockRenderer {
     code_.line("opt.n_threads = par ? 1 : 0;");
     const std::string out = y(a) + " + b * " + L(g.M * g.N);
     if (g.packed_b >= 0) {
-      code_.line("dnnf::gemm::gemm_f32_packed(" + M + ", " + ptr(g.a) + " + (" + offa + "), " + L(g.K) +
-                 ", 1L, x.st->w" + std::to_string(g.packed_b) + ".view(), " + out + ", " + L(g.N) + ", " + ep +
+      code_.line("dnnf::gemm::gemm_f32_packed(" + M + ", " + ptr(g.a) + " + (" + offa + "), " + L(g.rs_a) +
+                 ", " + L(g.cs_a) + ", x.st->w" + std::to_string(g.packed_b) + ".view(), " + out + ", " + L(g.N) + ", " + ep +
                  ", dnnf::gemm::ProNone{}, opt);");
     } else {
       code_.line("dnnf::gemm::gemm_f32(" + M + ", " + N + ", " + K + ", " + ptr(g.a) + " + (" + offa + "), " +
-                 L(g.K) + ", 1L, " + ptr(g.b) + " + (" + offb + "), " + L(g.N) + ", 1L, " + out + ", " + L(g.N) +
+                 L(g.rs_a) + ", " + L(g.cs_a) + ", " + ptr(g.b) + " + (" + offb + "), " + L(g.rs_b) + ", " +
+                 L(g.cs_b) + ", " + out + ", " + L(g.N) +
                  ", " + ep + ", dnnf::gemm::ProNone{}, opt);");
     }
     code_.close("};");

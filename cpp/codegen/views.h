@@ -1,0 +1,34 @@
+// Views (paper §4.3, index composition): Reshape, Flatten, Squeeze, Unsqueeze and Transpose
+// change how a tensor's bytes are indexed, not the bytes. An anchor input made from a value
+// in memory by a chain of them is read where that value is, through strides, instead of
+// being copied to scratch first.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace dnnf::cg {
+
+// A tensor read in place from `root`'s memory: element i of the view is at
+// root + sum_k i[k] * strides[k] (elements). Dims of 1 have stride 0.
+struct StridedView {
+  ValueId root = kNoValue;
+  std::vector<int64_t> strides;
+  bool contiguous = false;  // the same bytes in the same order: any kernel can read it
+};
+
+// Reshape, Flatten, Squeeze, Unsqueeze, Transpose (and Identity).
+bool is_view_op(OpKind k);
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
+bool is_contiguous(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+// The strides of `to` as a reshape of a tensor with dims `from` and `strides`, when the
+// reshape only splits and merges runs of dims laid out one after another; else nullopt.
+std::optional<std::vector<int64_t>> reshape_strides(const std::vector<int64_t>& from,
+                                                    const std::vector<int64_t>& strides,
+                                                    const std::vector<int64_t>& to);
+// The strides of n's output given its data input's strides, or nullopt.
+std::optional<std::vector<int64_t>> view_strides(const Graph& g, const Node& n, const std::vector<int64_t>& in);
+
+}  // namespace dnnf::cg

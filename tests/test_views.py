@@ -1,0 +1,99 @@
+"""Views (issue 13 part 2, paper §4.3 index composition): an anchor input that Reshape,
+Flatten, Squeeze, Unsqueeze or Transpose make from a value in memory is read in place, through
+strides (GEMM operands) or as the same bytes (any anchor), instead of being copied to block
+scratch first. Each case is checked against the NumPy reference under every planner and
+dialect, and under the dnnfusion planner its block has no copy stage and no scratch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dnnfusion as df
+
+onnx = pytest.importorskip("onnx")
+from onnx import helper as h  # noqa: E402
+
+from codegen_runner import assert_matches_reference, compile_only, run  # noqa: E402
+from dialects import compile_only as lacks_here, params  # noqa: E402
+from test_codegen import PLANNERS, f32, i64, model  # noqa: E402
+
+
+def case_kt_4d():
+    """Attention's scores: K [B, S, H, D] -> Transpose(0, 2, 3, 1) -> [B, H, D, S] as MatMul's B
+    (batch dims permuted too)."""
+    q, k = f32(2, 3, 5, 4), f32(2, 5, 3, 4)
+    return model([h.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 3, 1]),
+                  h.make_node("MatMul", ["q", "kt"], ["y"])], {"q": q, "k": k}, ["y"])
+
+
+def case_transposed_a():
+    a, b = f32(3, 7, 6), f32(3, 7, 5)
+    return model([h.make_node("Transpose", ["a"], ["at"], perm=[0, 2, 1]),
+                  h.make_node("MatMul", ["at", "b"], ["y"])], {"a": a, "b": b}, ["y"])
+
+
+def case_reshape_of_pointwise():
+    """Relu -> Reshape -> MatMul: the Relu's value is materialised once and the GEMM reads it
+    as [12, 8] (no second copy for the reshape)."""
+    x, w = f32(2, 6, 8), f32(8, 5)
+    return model([h.make_node("Relu", ["x"], ["r"]), h.make_node("Reshape", ["r", "s"], ["rs"]),
+                  h.make_node("MatMul", ["rs", "w"], ["y"])], {"x": x}, ["y"],
+                 [("s", i64(12, 8)), ("w", w)])
+
+
+def case_gemm_flatten_and_transposed_b():
+    """Gemm(Flatten(x), Transpose(w2), transB=1): A is x's bytes; B' = w2 read through strides."""
+    x, w2 = f32(3, 2, 2, 5), f32(20, 6)
+    return model([h.make_node("Flatten", ["x"], ["f"], axis=1),
+                  h.make_node("Transpose", ["w2"], ["wt"], perm=[1, 0]),
+                  h.make_node("Gemm", ["f", "wt", "c"], ["y"], transB=1, alpha=0.5)],
+                 {"x": x, "w2": w2}, ["y"], [("c", f32(6))])
+
+
+def case_split_heads():
+    """GPT-2's head split: [S, 3*E] -> Reshape [S, H, D] -> Transpose [H, S, D] (A) and
+    [H, D, S] (B) of the same projection."""
+    x = f32(6, 24)
+    return model([h.make_node("Reshape", ["x", "s"], ["r"]),
+                  h.make_node("Transpose", ["r"], ["qa"], perm=[1, 0, 2]),
+                  h.make_node("Transpose", ["r"], ["kb"], perm=[1, 2, 0]),
+                  h.make_node("MatMul", ["qa", "kb"], ["y"])], {"x": x}, ["y"], [("s", i64(6, 3, 8))])
+
+
+CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
+
+
+@pytest.mark.parametrize("isa", params())
+@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_views_match_reference(case, planner, isa):
+    ecg, feeds = CASES[case]()
+    if lacks_here(isa):  # generated and compiled, not run
+        compile_only(ecg, planner, isa)
+        return
+    outs, _ = run(ecg, feeds, planner=planner, isa=isa)
+    assert_matches_reference(ecg, feeds, outs)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_views_are_not_copied(case):
+    ecg, feeds = CASES[case]()
+    outs, gen = run(ecg, feeds, planner="dnnfusion")
+    assert_matches_reference(ecg, feeds, outs)
+    (k,) = [k for k in gen["kernels"] if any(s.startswith("gemm") for s in k["stages"])]
+    copies = [s for s in k["stages"] if not s.startswith("gemm")]
+    if case == "reshape_of_pointwise":  # the Relu's one loop; the reshape reads its bytes
+        assert copies == ["vector loop f32[96]"] and k["scratch_bytes"] == 96 * 4, k
+    else:
+        assert copies == [] and k["scratch_bytes"] == 0, k
+
+
+def test_a_view_that_is_a_block_output_is_still_written():
+    """A reshaped value the graph also outputs must exist in its own buffer."""
+    x, w = f32(4, 6), f32(3, 5)
+    ecg, feeds = model([h.make_node("Relu", ["x"], ["r"]), h.make_node("Reshape", ["r", "s"], ["rs"]),
+                        h.make_node("MatMul", ["rs", "w"], ["y"])], {"x": x}, ["y", "rs"],
+                       [("s", i64(8, 3)), ("w", w)])
+    outs, _ = run(ecg, feeds, planner="dnnfusion")
+    assert_matches_reference(ecg, feeds, outs)
