@@ -97,3 +97,44 @@ def test_a_view_that_is_a_block_output_is_still_written():
                        [("s", i64(8, 3)), ("w", w)])
     outs, _ = run(ecg, feeds, planner="dnnfusion")
     assert_matches_reference(ecg, feeds, outs)
+
+
+# ---- Concat along the channels read in place by a channels-last convolution --------------
+def _concat_conv(k, pad, stride, relu_a):
+    """Channels-last inputs a, b (transposed to NCHW in the graph; the NHWC layout cancels the
+    transposes) [Relu(a)] -> Concat -> Conv(k) -> Relu: the convolution reads the Concat's
+    inputs in place, one pointer each (a computed input is materialised by its own loop)."""
+    a, b = f32(2, 9, 11, 5), f32(2, 9, 11, 6)
+    nodes = [h.make_node("Transpose", ["a"], ["at"], perm=[0, 3, 1, 2]),
+             h.make_node("Transpose", ["b"], ["bt"], perm=[0, 3, 1, 2])]
+    if relu_a:
+        nodes.append(h.make_node("Relu", ["at"], ["ar"]))
+    nodes += [h.make_node("Concat", ["ar" if relu_a else "at", "bt"], ["c"], axis=1),
+              h.make_node("Conv", ["c", "wc", "bc"], ["z"], pads=[pad] * 4, strides=[stride] * 2),
+              h.make_node("Relu", ["z"], ["out"])]
+    ecg, feeds = model(nodes, {"a": a, "b": b}, ["out"], [("wc", f32(12, 11, k, k)), ("bc", f32(12))])
+    return df.rewrite.select_layout(ecg, "nhwc")[0], feeds
+
+
+CONCAT_CASES = {
+    "k3": dict(k=3, pad=1, stride=1, relu_a=False),
+    "k1": dict(k=1, pad=0, stride=1, relu_a=False),
+    "k3s2_one_computed": dict(k=3, pad=1, stride=2, relu_a=True),
+}
+
+
+@pytest.mark.parametrize("isa", params())
+@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("case", sorted(CONCAT_CASES))
+def test_concat_read_by_conv_matches_reference(case, planner, isa):
+    ecg, feeds = _concat_conv(**CONCAT_CASES[case])
+    if lacks_here(isa):
+        compile_only(ecg, planner, isa)
+        return
+    outs, gen = run(ecg, feeds, planner=planner, isa=isa)
+    assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
+    if planner == "dnnfusion":  # the Concat and the conv share a block: no concatenated copy
+        (k,) = [k for k in gen["kernels"] if any("NhwcConv" in s for s in k["stages"])]
+        assert "concat(2)" in k["stages"][-1], k
+        relu = ["vector loop f32[990]"] if CONCAT_CASES[case]["relu_a"] else []
+        assert k["stages"][:-1] == relu, k

@@ -299,17 +299,33 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
   }
   AnchorArg shape = conv_shape(nd, id[0], id[1], M, group, in, out, w, begin);
   a.args.push_back(shape);
-  a.args.push_back(buffer_arg(n.inputs[0]));
-  if (!tr && g.value(W).constant) {  // packed once when the model is created
+  const std::vector<ValueId>* segs = last ? bl.segments(n.inputs[0]) : nullptr;
+  if (segs) {  // a Concat along the channels, read in place: a pointer per input
+    AnchorArg x = kind_arg(AnchorArg::Kind::Segments);
+    x.values = *segs;
+    for (ValueId u : *segs) x.ints.push_back(dims_of(g, u).back());
     PackedConstant p;
-    p.kind = last ? PackedConstant::Kind::NhwcConvWeights : PackedConstant::Kind::ConvWeights;
+    p.kind = PackedConstant::Kind::SegmentedNhwcConvWeights;
     p.value = W;
     p.ints = shape.ints;
+    p.ints.insert(p.ints.end(), x.ints.begin(), x.ints.end());
     AnchorArg packed = kind_arg(AnchorArg::Kind::Packed);
     packed.i = bl.module().pack(p);
+    a.args.push_back(x);
     a.args.push_back(packed);
   } else {
-    a.args.push_back(buffer_arg(W));
+    a.args.push_back(buffer_arg(n.inputs[0]));
+    if (!tr && g.value(W).constant) {  // packed once when the model is created
+      PackedConstant p;
+      p.kind = last ? PackedConstant::Kind::NhwcConvWeights : PackedConstant::Kind::ConvWeights;
+      p.value = W;
+      p.ints = shape.ints;
+      AnchorArg packed = kind_arg(AnchorArg::Kind::Packed);
+      packed.i = bl.module().pack(p);
+      a.args.push_back(packed);
+    } else {
+      a.args.push_back(buffer_arg(W));
+    }
   }
   a.args.push_back(kind_arg(AnchorArg::Kind::Y));
   a.args.push_back(kind_arg(AnchorArg::Kind::Ep));
@@ -323,7 +339,8 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
     bl.epilogue(n, a);
   }
   st.label = std::string(last ? "NhwcConv" : op_info(n.op).name) + " k" + std::to_string(w.kernel[0]) + " s" +
-             std::to_string(w.strides[0]) + " g" + std::to_string(group) + epilogue_label(bl, n, true);
+             std::to_string(w.strides[0]) + " g" + std::to_string(group) +
+             (segs ? " concat(" + std::to_string(segs->size()) + ")" : "") + epilogue_label(bl, n, true);
 }
 
 // MaxPool, AveragePool: [shape, x, y, ep], and MaxPool's Indices as a second call

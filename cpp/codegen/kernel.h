@@ -169,12 +169,14 @@ struct AnchorArg {
     Enum,    // a named constant of the kernel's interface (`name`, e.g. "ReduceKind::Sum")
     Packed,  // a weight packed once when the model is created (`i`: its slot)
     Ep,      // the epilogue
+    Segments,  // an input read in place as channel segments: `values`, their channels in `ints`
   };
   Kind kind = Kind::Int;
   int64_t i = 0;
   double f = 0;
   DType dtype = DType::F32;
   ValueId value = kNoValue;
+  std::vector<ValueId> values;  // Segments
   std::vector<int64_t> ints;
   std::vector<double> floats;
   std::string name;
@@ -235,11 +237,12 @@ struct BlockPlan {
 
 // A constant weight packed into the layout a kernel reads, once, when the model is created.
 struct PackedConstant {
-  enum class Kind : uint8_t { GemmB, ConvWeights, NhwcConvWeights };
+  // SegmentedNhwcConvWeights: NhwcConv weights for an input in channel segments.
+  enum class Kind : uint8_t { GemmB, ConvWeights, NhwcConvWeights, SegmentedNhwcConvWeights };
   Kind kind = Kind::GemmB;
   ValueId value = kNoValue;
   int constant = -1;                  // index in the module's constants
-  std::vector<int64_t> ints;          // GemmB: rs, cs, K, N; conv: the ConvShape's ints
+  std::vector<int64_t> ints;          // GemmB: rs, cs, K, N; conv: the ConvShape's ints (+ segments)
 };
 
 // A whole model for one target: blocks in plan order and what they share.

@@ -358,10 +358,17 @@ static bool strided_readers_only(const Graph& g, const std::set<NodeId>& inside,
 
 // Anchor input x, made in this block by a chain of view ops from a value in memory (or from
 // a pointwise value this block then materialises instead of x), is read where that value is.
+bool BlockLowerer::in_memory(ValueId v) const {
+  return materialised_.count(v) > 0 || std::find(b_.inputs.begin(), b_.inputs.end(), v) != b_.inputs.end();
+}
+
+bool BlockLowerer::can_materialise(ValueId v, const std::set<NodeId>& in_epilogue) const {
+  if (in_memory(v)) return true;
+  const NodeId p = g_.value(v).producer;
+  return p >= 0 && inside_.count(p) && !is_anchor(g_.node(p)) && !in_epilogue.count(p);
+}
+
 void BlockLowerer::find_view(ValueId x, const std::set<NodeId>& in_epilogue) {
-  const auto in_memory = [&](ValueId v) {
-    return materialised_.count(v) > 0 || std::find(b_.inputs.begin(), b_.inputs.end(), v) != b_.inputs.end();
-  };
   std::vector<const Node*> chain;
   ValueId cur = x;
   while (cur == x || !in_memory(cur)) {
@@ -372,11 +379,7 @@ void BlockLowerer::find_view(ValueId x, const std::set<NodeId>& in_epilogue) {
     chain.push_back(&pn);
     cur = pn.inputs[0];
   }
-  if (chain.empty() || g_.value(cur).type.dtype != g_.value(x).type.dtype) return;
-  if (!in_memory(cur)) {  // computed by a pointwise loop of this block
-    const NodeId p = g_.value(cur).producer;
-    if (p < 0 || !inside_.count(p) || is_anchor(g_.node(p)) || in_epilogue.count(p)) return;
-  }
+  if (chain.empty() || g_.value(cur).type.dtype != g_.value(x).type.dtype || !can_materialise(cur, in_epilogue)) return;
   const std::vector<int64_t> rd = dims_of(g_, cur);
   if (numel(rd) == 0) return;
   std::vector<int64_t> strides = contiguous_strides(rd);
@@ -393,6 +396,52 @@ void BlockLowerer::find_view(ValueId x, const std::set<NodeId>& in_epilogue) {
   materialised_.insert(cur);
   materialised_.erase(x);
   views_[x] = std::move(v);
+}
+
+const std::vector<ValueId>* BlockLowerer::segments(ValueId v) const {
+  auto it = segments_.find(v);
+  return it == segments_.end() ? nullptr : &it->second;
+}
+
+// Whether every anchor reading x in the block is a channels-last convolution of one group
+// with packed weights, x its data input.
+static bool segment_readers_only(const Graph& g, const std::set<NodeId>& inside, ValueId x) {
+  for (NodeId c : g.consumers(x)) {
+    if (!inside.count(c)) continue;
+    const Node& n = g.node(c);
+    if (op_info(n.op).mapping != MappingType::ManyToMany && n.op != OpKind::Resize) continue;
+    if (n.op != OpKind::NhwcConv || n.inputs[0] != x || !g.value(n.inputs[1]).constant) return false;
+    if (InferCtx(g, n).attr_int("group", 1) != 1) return false;
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (n.inputs[i] == x) return false;
+  }
+  return true;
+}
+
+// x = Concat(u...) along the last dim (the channels of a channels-last value) feeding
+// convolutions: they read the u in place, one pointer per segment; no concatenated copy.
+void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue) {
+  const NodeId p = g_.value(x).producer;
+  if (p < 0 || !inside_.count(p) || in_epilogue.count(p)) return;
+  const Node& cat = g_.node(p);
+  const std::vector<int64_t> xd = dims_of(g_, x);
+  if (cat.op != OpKind::Concat || xd.size() < 3 || g_.value(x).type.dtype != DType::F32) return;
+  int64_t axis = InferCtx(g_, cat).attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(xd.size());
+  if (axis != static_cast<int64_t>(xd.size()) - 1 || cat.inputs.size() < 2 || cat.inputs.size() > 8) return;
+  // Values in memory, and at most one computed here: that one costs a loop of its own, as
+  // the Concat's loop did, but writes only its own channels; two would cost a pass more.
+  int computed = 0;
+  for (ValueId u : cat.inputs) {
+    if (u == kNoValue || u == x || !can_materialise(u, in_epilogue)) return;
+    if (!in_memory(u) && ++computed > 1) return;
+    std::vector<int64_t> ud = dims_of(g_, u);
+    if (ud.size() != xd.size() || ud.back() == 0 || !std::equal(ud.begin(), ud.end() - 1, xd.begin())) return;
+  }
+  if (!segment_readers_only(g_, inside_, x)) return;
+  for (ValueId u : cat.inputs) materialised_.insert(u);
+  materialised_.erase(x);
+  segments_[x] = cat.inputs;
 }
 
 void BlockLowerer::emit_anchor(const Node& n) {
@@ -455,14 +504,17 @@ BlockPlan BlockLowerer::lower() {
   }
   std::set<NodeId> in_epilogue;
   for (auto& [id, plan] : epilogues_) in_epilogue.insert(plan.nodes.begin(), plan.nodes.end());
-  // 2b. Views: an anchor input that only re-indexes a value in memory is read in place.
+  // 2b. Anchor inputs read in place: views of a value in memory (Reshape, Transpose, ...)
+  // and channel Concats feeding channels-last convolutions.
   for (NodeId id : b_.nodes) {
     const Node& n = g_.node(id);
     if (!is_anchor(n)) continue;
     for (ValueId x : n.inputs)
       if (x != kNoValue && materialised_.count(x) && !block_outputs_.count(x) && !stored_by_epilogue_.count(x) &&
-          !views_.count(x))
+          !views_.count(x) && !segments_.count(x)) {
         find_view(x, in_epilogue);
+        if (!views_.count(x)) find_segments(x, in_epilogue);
+      }
   }
   // 3. Buffers: block inputs and outputs live where the module put them; other
   // materialised values get kernel-local scratch; a contiguous view is its root's bytes.

@@ -56,6 +56,9 @@ class BlockLowerer {
   // An anchor input read in place through strides from another value's memory (a GEMM
   // operand made by Transpose/Reshape), or nullptr: then the input's own buffer holds it.
   const StridedView* strided(ValueId v) const;
+  // A channels-last convolution's input that is a Concat along the channels, read in place:
+  // the concatenated values, or nullptr.
+  const std::vector<ValueId>* segments(ValueId v) const;
 
  private:
   bool is_anchor(const Node& n) const;
@@ -65,6 +68,11 @@ class BlockLowerer {
   bool emit_transpose(ValueId v);
   void emit_anchor(const Node& n);
   void find_view(ValueId x, const std::set<NodeId>& in_epilogue);
+  void find_segments(ValueId x, const std::set<NodeId>& in_epilogue);
+  // Whether v is in memory when the block's anchors run, or can be (a value of a pointwise
+  // loop of this block outside any epilogue).
+  bool in_memory(ValueId v) const;
+  bool can_materialise(ValueId v, const std::set<NodeId>& in_epilogue) const;
 
   const Graph& g_;
   const Block& b_;
@@ -85,6 +93,7 @@ class BlockLowerer {
   std::set<ValueId> stored_by_epilogue_;
   // Anchor inputs that are views of a value in memory (not materialised themselves).
   std::map<ValueId, StridedView> views_;
+  std::map<ValueId, std::vector<ValueId>> segments_;
 };
 
 // The anchor table (anchors.cc): one row per Many-to-Many operator code generation runs on

@@ -140,6 +140,14 @@ class BlockRenderer {
       case AnchorArg::Kind::Enum: return a.name;
       case AnchorArg::Kind::Packed: return "*x.st->w" + std::to_string(a.i);
       case AnchorArg::Kind::Ep: return ep;
+      case AnchorArg::Kind::Segments: {
+        std::string xs, cs;
+        for (size_t k = 0; k < a.values.size(); ++k) {
+          xs += (k ? ", " : "") + ptr(a.values[k]);
+          cs += (k ? ", " : "") + std::to_string(a.ints[k]);
+        }
+        return "dnnf::conv::InputSegments{" + std::to_string(a.values.size()) + ", {" + xs + "}, {" + cs + "}}";
+      }
     }
     throw InternalError("codegen: an anchor argument of unknown kind");
   }

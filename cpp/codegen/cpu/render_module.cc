@@ -34,7 +34,9 @@ std::string packed_member(const PackedConstant& p, const std::string& name) {
   switch (p.kind) {
     case PackedConstant::Kind::GemmB: return "dnnf::gemm::PackedB " + name + ";";
     case PackedConstant::Kind::ConvWeights: return "std::unique_ptr<dnnf::conv::PackedConvWeights> " + name + ";";
-    case PackedConstant::Kind::NhwcConvWeights: return "std::unique_ptr<dnnf::conv::PackedNhwcWeights> " + name + ";";
+    case PackedConstant::Kind::NhwcConvWeights:
+    case PackedConstant::Kind::SegmentedNhwcConvWeights:
+      return "std::unique_ptr<dnnf::conv::PackedNhwcWeights> " + name + ";";
   }
   throw InternalError("codegen: a packed constant of unknown kind");
 }
@@ -49,7 +51,11 @@ std::string packed_create(const PackedConstant& p, const std::string& name) {
   shape.name = "conv";
   shape.ints = p.ints;
   const char* type = p.kind == PackedConstant::Kind::ConvWeights ? "PackedConvWeights" : "PackedNhwcWeights";
-  return "st->" + name + " = std::make_unique<dnnf::conv::" + type + ">(" + shape_literal(shape) + ", " + src + ");";
+  std::string segments;  // the channels of each input segment, after the shape's 23 ints
+  for (size_t k = 23; k < p.ints.size(); ++k) segments += (k > 23 ? ", " : "") + std::to_string(p.ints[k]);
+  if (p.kind == PackedConstant::Kind::SegmentedNhwcConvWeights) segments = ", std::vector<int>{" + segments + "}";
+  return "st->" + name + " = std::make_unique<dnnf::conv::" + type + ">(" + shape_literal(shape) + ", " + src +
+         segments + ");";
 }
 
 std::string location(const Location& l) {

@@ -14,6 +14,11 @@
 // 438 -> 515, 512ch 14x14 487 -> 540; the copies into im2col and into packed A were the
 // difference. Weights are packed once: [group][m-block][chunk][tap][c][NR], zero-padded to
 // NR columns; a chunk splits the input channels so that one m-block's weights stay in L2.
+//
+// The input may come in channel segments (InputSegments: a Concat along the channels that
+// the convolution reads in place, paper §4.3's fused Concat -> Conv): chunks then never
+// straddle two segments, and each chunk's rows point into its segment, whose pixel stride is
+// the segment's channel count. No concatenated copy is written.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +30,14 @@
 #include "conv.h"
 
 namespace dnnf::conv {
+
+// x given as up to 8 channel segments: channels [start_s, start_s + c[s]) of pixel p are at
+// x[s] + p * c[s]. One segment {x, C} is a plain channels-last tensor.
+struct InputSegments {
+  int n;
+  const float* x[8];
+  int c[8];
+};
 
 namespace direct {
 
@@ -84,22 +97,32 @@ inline int chunk_channels(int taps, int Cg) {
 class DirectWeights {
  public:
   DirectWeights() = default;
-  DirectWeights(const ConvShape& s, const float* w) {
+  // `segments`: the channel counts of the input's segments (empty: one segment); a chunk
+  // never straddles two.
+  DirectWeights(const ConvShape& s, const float* w, const std::vector<int>& segments = {}) {
     const window::Geom g = detail::geom(s);
     const int taps = g.taps();
     Cg_ = s.C / s.group;
     Mg_ = s.M / s.group;
-    cc_ = direct::chunk_channels(taps, Cg_);
+    const int cc = direct::chunk_channels(taps, Cg_);
+    int seg0 = 0;
+    for (int sc : segments.empty() ? std::vector<int>{Cg_} : segments) {
+      if (sc <= 0 || seg0 + sc > Cg_) throw std::invalid_argument("conv_direct: channel segments exceed the input's");
+      for (int c0 = 0; c0 < sc; c0 += cc) chunks_.push_back({seg0 + c0, std::min(cc, sc - c0)});
+      seg0 += sc;
+    }
+    if (seg0 != Cg_) throw std::invalid_argument("conv_direct: channel segments do not cover the input's");
+    int widest = 1;
+    for (const auto& ch : chunks_) widest = std::max(widest, ch.second);
     mblocks_ = (Mg_ + direct::kNR - 1) / direct::kNR;
     per_block_ = static_cast<size_t>(taps) * Cg_ * direct::kNR;
     const size_t total = per_block_ * mblocks_ * s.group;
     data_.reset(gemm::detail::alloc_floats(std::max<size_t>(1, total)));  // 64-byte aligned rows
     std::fill(data_.get(), data_.get() + total, 0.0f);
-    zeros_.assign(static_cast<size_t>(cc_) * g.k[2], 0.0f);
+    zeros_.assign(static_cast<size_t>(widest) * g.k[2], 0.0f);
     for (int gi = 0; gi < s.group; ++gi)
       for (int mb = 0; mb < mblocks_; ++mb)
-        for (int c0 = 0; c0 < Cg_; c0 += cc_) {
-          const int cn = std::min(cc_, Cg_ - c0);
+        for (const auto& [c0, cn] : chunks_) {
           float* d = block(gi, mb, c0);
           for (int j = 0; j < direct::kNR && mb * direct::kNR + j < Mg_; ++j) {
             const float* wm = w + (static_cast<long>(gi) * Mg_ + mb * direct::kNR + j) * Cg_ * taps;
@@ -109,30 +132,35 @@ class DirectWeights {
           }
         }
   }
-  // Group gi, m-block mb, the chunk starting at input channel c0: [taps][cn][NR].
+  // Group gi, m-block mb, the chunk starting at input channel c0: [taps][cn][NR] (chunks lie
+  // one after another, so the chunk at c0 starts c0 * taps * NR floats into the m-block).
   const float* block(int gi, int mb, int c0) const {
     return data_.get() + (static_cast<size_t>(gi) * mblocks_ + mb) * per_block_ +
            static_cast<size_t>(c0) * (per_block_ / Cg_);
   }
-  int chunk() const { return cc_; }
+  // The chunks of a group's input channels: (first channel, channels), in order.
+  const std::vector<std::pair<int, int>>& chunks() const { return chunks_; }
   int mblocks() const { return mblocks_; }
   const float* zeros() const { return zeros_.data(); }
 
  private:
   float* block(int gi, int mb, int c0) { return const_cast<float*>(std::as_const(*this).block(gi, mb, c0)); }
-  int Cg_ = 0, Mg_ = 0, cc_ = 1, mblocks_ = 0;
+  int Cg_ = 0, Mg_ = 0, mblocks_ = 0;
+  std::vector<std::pair<int, int>> chunks_;
   size_t per_block_ = 0;
   gemm::detail::Buffer data_;
   std::vector<float> zeros_;
 };
 
-// y [N, out..., M] = ep(conv(x [N, in..., C], w)) for any group, stride, dilation and padding.
+// y [N, out..., M] = ep(conv(x [N, in..., C], w)) for any group, stride, dilation and padding;
+// x in channel segments (one group) when w was packed for them.
 template <class Ep>
-void conv_direct_f32(const ConvShape& s, const float* x, const DirectWeights& w, float* y, const Ep& ep) {
+void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWeights& w, float* y, const Ep& ep) {
   using direct::kMR;
   using direct::kNR;
   const window::Geom g = detail::geom(s);
-  const int C = s.C, M = s.M, G = s.group, Cg = C / G, Mg = M / G, taps = g.taps();
+  const int M = s.M, G = s.group, Cg = s.C / G, Mg = M / G, taps = g.taps();
+  if (xs.n < 1 || xs.n > 8 || (xs.n > 1 && G != 1)) throw std::invalid_argument("conv_direct: bad input segments");
   const long pixels = static_cast<long>(s.N) * g.out_plane();
   const long tiles = (pixels + kMR - 1) / kMR;
   const int T = get_num_threads();
@@ -150,8 +178,13 @@ void conv_direct_f32(const ConvShape& s, const float* x, const DirectWeights& w,
     rows.resize(static_cast<size_t>(taps) * kMR);
     thread_local std::vector<int> tap;
     tap.resize(static_cast<size_t>(taps));
-    for (int c0 = 0; c0 < Cg; c0 += w.chunk()) {
-      const int cn = std::min(w.chunk(), Cg - c0);
+    int si = 0, s0 = 0;  // the segment holding the chunk, and its first channel
+    for (const auto& [c0, cn] : w.chunks()) {
+      while (si + 1 < xs.n && c0 >= s0 + xs.c[si]) s0 += xs.c[si++];
+      // The chunk's pointer, pixel stride and first channel within its segment.
+      const float* x = xs.x[si];
+      const int C = xs.c[si];
+      const long cfirst = xs.n == 1 ? gi * Cg + c0 : c0 - s0;
       const float* b = w.block(gi, mb, c0);
       const bool first = c0 == 0, last = c0 + cn == Cg;
       for (long ti = t0; ti < t1; ++ti) {
@@ -171,7 +204,7 @@ void conv_direct_f32(const ConvShape& s, const float* x, const DirectWeights& w,
             oy[i] = y0 * g.stride[1] - g.pad[1];
             ox[i] = x0 * g.stride[2] - g.pad[2];
             org[i] = ((nimg * g.in[0] + oz[i]) * static_cast<long>(g.in[1]) * g.in[2] +
-                          static_cast<long>(oy[i]) * g.in[2] + ox[i]) * C + gi * Cg + c0;
+                          static_cast<long>(oy[i]) * g.in[2] + ox[i]) * C + cfirst;
             inside = inside && oz[i] >= 0 && oz[i] + (g.k[0] - 1) * g.dil[0] < g.in[0] && oy[i] >= 0 &&
                      oy[i] + (g.k[1] - 1) * g.dil[1] < g.in[1] && ox[i] >= 0 &&
                      ox[i] + (g.k[2] - 1) * g.dil[2] < g.in[2];
@@ -220,6 +253,11 @@ void conv_direct_f32(const ConvShape& s, const float* x, const DirectWeights& w,
   } else {
     parallel_for(static_cast<int>(tasks), [&](int t) { task(t); });
   }
+}
+
+template <class Ep>
+void conv_direct_f32(const ConvShape& s, const float* x, const DirectWeights& w, float* y, const Ep& ep) {
+  conv_direct_f32(s, InputSegments{1, {x}, {s.C}}, w, y, ep);
 }
 
 }  // namespace dnnf::conv

@@ -156,6 +156,14 @@ class PackedNhwcWeights {
       direct_ = DirectWeights(s, w);
     }
   }
+  // For an input in channel segments (`segments`: their channel counts; one group): the
+  // direct kernel's packing with chunks inside the segments, whatever the kernel size.
+  PackedNhwcWeights(const ConvShape& s, const float* w, const std::vector<int>& segments)
+      : s_(s), segmented_(true) {
+    detail::check(s);
+    if (s.group != 1) throw std::invalid_argument("conv_nhwc: channel segments need one group");
+    direct_ = DirectWeights(s, w, segments);
+  }
   // 1x1, stride 1, no padding, one group: a plain GEMM over the pixels.
   static bool pointwise_gemm(const ConvShape& s) {
     return s.group == 1 && detail::is_pointwise(detail::geom(s));
@@ -165,12 +173,14 @@ class PackedNhwcWeights {
     for (int i = 0; i < s.nd && same; ++i) same = s.k[i] == s_.k[i];
     return same && pointwise_gemm(s) == pointwise_gemm(s_);
   }
+  bool segmented() const { return segmented_; }
   const float* depthwise() const { return depthwise_.data(); }
   const gemm::PackedBView& gemm() const { return gemm_.view(); }
   const DirectWeights& direct() const { return direct_; }
 
  private:
   ConvShape s_;
+  bool segmented_ = false;
   std::vector<float> depthwise_;
   gemm::PackedB gemm_;
   DirectWeights direct_;
@@ -179,7 +189,7 @@ class PackedNhwcWeights {
 template <class Ep = gemm::EpNone>
 void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& w, float* y,
                    const Ep& ep = {}) {
-  if (!w.fits(s)) throw std::invalid_argument("conv_nhwc: weights were packed for another shape");
+  if (!w.fits(s) || w.segmented()) throw std::invalid_argument("conv_nhwc: weights were packed for another shape");
   const window::Geom g = detail::geom(s);
   const long pixels = static_cast<long>(s.N) * g.out_plane();
   if (detail::is_depthwise(s)) {
@@ -205,6 +215,14 @@ void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& 
     return;
   }
   conv_direct_f32(s, x, w.direct(), y, ep);
+}
+
+// x as channel segments (a Concat along the channels read in place), weights packed for them.
+template <class Ep = gemm::EpNone>
+void conv_nhwc_f32(const ConvShape& s, const InputSegments& xs, const PackedNhwcWeights& w, float* y,
+                   const Ep& ep = {}) {
+  if (!w.segmented() || !w.fits(s)) throw std::invalid_argument("conv_nhwc: weights were not packed for these channel segments");
+  conv_direct_f32(s, xs, w.direct(), y, ep);
 }
 
 // Weights computed in the same run (e.g. W * s from fold_input_scale): packed per call.
