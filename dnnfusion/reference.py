@@ -660,6 +660,13 @@ def _range(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     return [(float(start) + np.arange(n) * float(delta)).astype(dtype)]
 
 
+def _is_inf(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x = inputs[0]
+    pos = np.isposinf(x) if attrs.get("detect_positive", 1) else np.zeros(x.shape, bool)
+    neg = np.isneginf(x) if attrs.get("detect_negative", 1) else np.zeros(x.shape, bool)
+    return [pos | neg]
+
+
 def _identity(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     return [inputs[0]]
 
@@ -674,6 +681,8 @@ KERNELS: dict[str, Kernel] = {
     **{name: _variadic_kernel(fn) for name, fn in _VARIADIC.items()},
     **{name: _reduce_kernel(name) for name in _REDUCERS},
     "Not": lambda inputs, attrs: [np.logical_not(inputs[0])],
+    "IsNaN": lambda inputs, attrs: [np.isnan(inputs[0])],
+    "IsInf": _is_inf,
     "Cast": _cast,
     "Clip": _clip,
     "Identity": _identity,

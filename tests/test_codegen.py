@@ -226,6 +226,17 @@ def case_scan_select_resize():
                   ("scales", np.array([1, 1, 2, 1.5], np.float32)), ("sizes", i64(2, 3, 9, 13))])
 
 
+def case_nan_inf_tests():
+    """IsNaN / IsInf (each detect_* form) of values computed in the block, into bool logic."""
+    x = np.array([[1, np.nan, np.inf, -np.inf, 0, -2.5, 3e38] * 3] * 2, np.float32)
+    return model([h.make_node("Mul", ["x", "k"], ["m"]),  # 3e38 * 2 overflows to inf
+                  h.make_node("IsNaN", ["m"], ["a"]), h.make_node("IsInf", ["m"], ["b"]),
+                  h.make_node("IsInf", ["m"], ["p"], detect_negative=0),
+                  h.make_node("IsInf", ["m"], ["q"], detect_positive=0),
+                  h.make_node("Or", ["a", "b"], ["y"]), h.make_node("Xor", ["p", "q"], ["z"])],
+                 {"x": x}, ["y", "z"], [("k", np.array(2, np.float32))])
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 

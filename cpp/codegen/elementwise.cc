@@ -161,6 +161,15 @@ Ew scalar_form(const Graph& g, const Node& n, const std::vector<DType>& types, b
       if (is_integer(ot) && fl) return cast(ot, libm("trunc", {a(0)}));
       return cast(ot, a(0));
     case OpKind::Not: return text("!$0", {a(0)});
+    // Without -ffast-math (never in the flags): NaN is the value unequal to itself; an
+    // infinity is a number whose difference with itself is NaN.
+    case OpKind::IsNaN: return text("($0 != $0)", {a(0)});
+    case OpKind::IsInf: {
+      const bool neg = c.attr_int("detect_negative", 1) != 0, pos = c.attr_int("detect_positive", 1) != 0;
+      if (!neg && !pos) return text("($0 != $0 && $0 == $0)", {a(0)});  // false, typed bool
+      return text(std::string("($0 == $0 && $0 - $0 != $0 - $0") + (neg && pos ? "" : pos ? " && $0 > 0" : " && $0 < 0") +
+                  ")", {a(0)});
+    }
     case OpKind::Relu: return cast(ot, text("$0 > 0 ? $0 : 0", {a(0)}));
     case OpKind::Neg: return cast(ot, text("-$0", {a(0)}));
     case OpKind::Abs: return cast(ot, text("$0 < 0 ? -$0 : $0", {a(0)}));

@@ -15,6 +15,11 @@ void float_unary(InferCtx& c) {
   same_as_input0(c);
 }
 
+void float_test(InferCtx& c) {  // IsNaN, IsInf: float in, bool out
+  if (!is_float(c.dtype(0))) c.fail("needs a float input, got " + c.in(0).str());
+  c.out[0] = {DType::Bool, c.shape(0)};
+}
+
 void bool_unary(InferCtx& c) {
   if (c.dtype(0) != DType::Bool) c.fail("needs a bool input, got " + c.in(0).str());
   same_as_input0(c);
@@ -129,6 +134,8 @@ void add_elementwise_shape_rules(ShapeRuleTable& t) {
   for (OpKind k : {OpKind::Neg, OpKind::Abs, OpKind::Sign, OpKind::Identity})
     t.set(k, same_as_input0);
   t.set(OpKind::Not, bool_unary);
+  t.set(OpKind::IsNaN, float_test);
+  t.set(OpKind::IsInf, float_test);
   for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Mod, OpKind::Max,
                    OpKind::Min, OpKind::Sum, OpKind::Mean})
     t.set(k, binary_math);

@@ -92,6 +92,8 @@ CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
     "Gelu": (20,), "Erf": (13,), "Sqrt": (13,), "Reciprocal": (13,), "Exp": (13,),
     "Log": (13,), "Neg": (13,), "Abs": (13,), "Floor": (13,), "Ceil": (13,),
     "Round": (11, 22), "Sign": (13,), "Sin": (7, 22), "Cos": (7, 22), "Not": (1,),
+    # 20 adds float8 inputs: the same test.
+    "IsNaN": (13, 20), "IsInf": (10, 20),
     # 19 adds `saturate`, 24 `round_mode`: both only affect float8 targets.
     "Cast": (13, 19, 21, 23, 24, 25, 28),
     "Clip": (13,),
