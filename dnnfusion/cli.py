@@ -197,7 +197,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     cold = "from the kernel cache" if s["cache_hit"] else f"cold, C++ compile {s['cc_seconds']:.2f} s"
     print(f"model      {title}")
     print(f"operators  {s['operators_before']} before, {s['operators_after_rewrite']} after rewrites"
-          f" -> {s['kernels_after']} kernels ({s['planner']} planner, {s['isa']})")
+          f" -> {s['kernels']} kernels, {s['passes']} passes over memory,"
+          f" {s['intermediate_bytes_written'] / 1e6:.1f} MB intermediates written"
+          f" ({s['plan_blocks']} plan blocks; {s['planner']} planner, {s['isa']})")
     print(f"compile    {s['compile_seconds']:.2f} s ({cold})")
     print("check      " + "; ".join(checks))
     print(f"latency    median of {args.repeat} runs, {threads} thread{'s' if threads != 1 else ''}")

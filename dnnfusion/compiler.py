@@ -181,7 +181,8 @@ class CompiledModel:
 
     @property
     def kernels(self) -> list[dict]:
-        """One dict per generated kernel: block, function, stages, scratch_bytes."""
+        """One dict per generated kernel: block, function, stages, scratch_bytes, passes,
+        intermediate_bytes_written."""
         return self.generated.kernels
 
     @property
@@ -191,7 +192,13 @@ class CompiledModel:
     def __repr__(self) -> str:
         s = self.stats
         return (f"<CompiledModel {self.graph.name!r} ({s['planner']}, {s['isa']}, {s['threads']} "
-                f"threads): {s['operators_before']} operators -> {s['kernels_after']} kernels>")
+                f"threads): {s['operators_before']} operators -> {s['kernels']} kernels, "
+                f"{s['passes']} passes over memory, {_mb(s['intermediate_bytes_written'])} "
+                "intermediates written>")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} KB"
 
 
 class KernelProfile:
@@ -308,9 +315,19 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     t_done = time.perf_counter()
 
     plan_stats = fusion.stats
+    counts = generated.counts
     stats: dict[str, Any] = {
         "operators_before": operators_before,
         "operators_after_rewrite": len(ecg),
+        # What the generated code does per inference, counted from its kernel plan.
+        "kernels": counts["kernels"],
+        "passes": counts["passes"],
+        "intermediate_bytes_written": counts["intermediate_bytes_written"],
+        # What the fusion plan intends (an estimate: anchors' inputs produced in a block may
+        # still go through block scratch; see the measured counts above).
+        "plan_blocks": len(fusion.blocks),
+        "estimated_intermediate_bytes_saved": plan_stats["intermediate_bytes_removed"],
+        # Deprecated aliases of plan_blocks and estimated_intermediate_bytes_saved.
         "kernels_after": len(fusion.blocks),
         "intermediate_bytes_removed": plan_stats["intermediate_bytes_removed"],
         "arena_bytes": generated.arena_bytes,

@@ -87,7 +87,10 @@ class FusionPlan:
 
     @property
     def stats(self) -> dict[str, int]:
-        """operators_before, kernels_after, intermediates_removed, intermediate_bytes_removed."""
+        """What the plan intends: operators_before, kernels_after (its blocks),
+        intermediates_removed, intermediate_bytes_removed (an estimate: an anchor's input made in
+        its block still goes through block scratch). What the generated code does is in
+        ``CompiledModel.stats`` (kernels, passes, intermediate_bytes_written)."""
         return self.core.stats
 
     def block_of(self, node: Any) -> Block:
@@ -105,7 +108,7 @@ class FusionPlan:
     def __repr__(self) -> str:
         s = self.stats
         return (f"<FusionPlan {self.planner!r}: {s['operators_before']} operators -> "
-                f"{s['kernels_after']} kernels>")
+                f"{s['kernels_after']} blocks>")
 
     # Output --------------------------------------------------------------------------
     def explain(self) -> str:
@@ -113,9 +116,10 @@ class FusionPlan:
         every pair that was not fused, with its reason."""
         s = self.stats
         lines = [f"{self.planner} plan of graph {self.graph.name!r}: {s['operators_before']} "
-                 f"operators -> {s['kernels_after']} kernels; {s['intermediates_removed']} "
+                 f"operators -> {s['kernels_after']} fused blocks; {s['intermediates_removed']} "
                  f"intermediate tensors ({_size(s['intermediate_bytes_removed'])}) no longer "
-                 "reach memory."]
+                 "cross blocks (estimate; the generated code's passes and bytes written are in "
+                 "CompiledModel.stats)."]
         inside: dict[int, list[Reason]] = {}
         rejected: list[Reason] = []
         for r in self.reasons:

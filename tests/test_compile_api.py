@@ -116,13 +116,15 @@ def test_stats_explain_source_and_cache_hit():
     model, inputs = transpose_reshape()
     m = df.compile(model, threads=1)
     s = m.stats
-    for key in ("operators_before", "operators_after_rewrite", "kernels_after",
-                "intermediate_bytes_removed", "arena_bytes", "compile_seconds", "codegen_seconds",
+    for key in ("operators_before", "operators_after_rewrite", "kernels", "passes",
+                "intermediate_bytes_written", "plan_blocks", "estimated_intermediate_bytes_saved",
+                "kernels_after", "intermediate_bytes_removed", "arena_bytes", "compile_seconds", "codegen_seconds",
                 "cc_seconds", "cache_hit", "isa", "threads", "planner"):
         assert key in s, key
-    assert s["operators_before"] == 3 and s["kernels_after"] == len(m.plan.blocks) >= 1
+    assert s["operators_before"] == 3 and s["plan_blocks"] == s["kernels_after"] == len(m.plan.blocks) >= 1
+    assert s["kernels"] == len(m.kernels) and s["passes"] == sum(k["passes"] for k in m.kernels)
     assert s["threads"] == 1 and s["isa"] == _core.cpu_features()["isa"]
-    assert "dnnf_run" in m.source() and "kernels" in m.explain()
+    assert "dnnf_run" in m.source() and "fused blocks" in m.explain()
     assert isinstance(m.plan, df.FusionPlan) and isinstance(m.graph, df.ECG)
     again = df.compile(model, threads=1)
     assert again.stats["cache_hit"] and again.library_path == m.library_path

@@ -517,7 +517,9 @@ def prepare_dnnfusion(ctx: Context) -> Prepared:
             return [np.asarray(o) for o in out]
         return [np.asarray(out)]
 
-    return Prepared(run, stats.get("kernels_after"), compile_s,
+    # Passes over memory the generated code makes (loop nests, transposes, anchor calls):
+    # like ORT's kernels, each reads or writes whole tensors; plan blocks are in the stats.
+    return Prepared(run, stats.get("passes"), compile_s,
                     {"operators_before": stats.get("operators_before"),
                      "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str))}})
 

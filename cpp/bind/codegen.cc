@@ -36,9 +36,20 @@ py::list kernels_of(const GeneratedModule& gm) {
     kd["function"] = k.function;
     kd["stages"] = k.stages;
     kd["scratch_bytes"] = k.scratch_bytes;
+    kd["passes"] = k.passes;
+    kd["intermediate_bytes_written"] = k.intermediate_bytes_written;
     ks.append(kd);
   }
   return ks;
+}
+
+py::dict counts_of(const GeneratedModule& gm) {
+  py::dict d;
+  d["kernels"] = gm.kernels_run;
+  d["passes"] = gm.passes;
+  d["intermediate_bytes_written"] = gm.intermediate_bytes_written;
+  d["output_bytes_written"] = gm.output_bytes_written;
+  return d;
 }
 
 py::dict generated_dict(const Generated& g) {
@@ -50,6 +61,7 @@ py::dict generated_dict(const Generated& g) {
   d["arena_bytes"] = g.module.arena_bytes;
   d["kernels"] = kernels_of(g.module);
   d["memory"] = dict_of(*g.graph, g.module.memory);
+  d["counts"] = counts_of(g.module);
   return d;
 }
 
@@ -161,9 +173,14 @@ void bind_codegen(py::module_& m) {
       .def_property_readonly("outputs", [](const Generated& g) { return g.module.outputs; })
       .def_property_readonly("arena_bytes", [](const Generated& g) { return g.module.arena_bytes; })
       .def_property_readonly("kernels", [](const Generated& g) { return kernels_of(g.module); },
-                             "One dict per block in execution order: block, function, stages, scratch_bytes.")
+                             "One dict per block in execution order: block, function, stages, scratch_bytes, passes, intermediate_bytes_written.")
       .def_property_readonly("memory", [](const Generated& g) { return dict_of(*g.graph, g.module.memory); },
                              "The memory plan, as _core.plan_memory returns it.")
+      .def_property_readonly("counts", [](const Generated& g) { return counts_of(g.module); },
+                             "What the generated code does per inference, counted from its kernel plan: "
+                             "kernels (functions run), passes (loop nests, transposes, anchor calls, output "
+                             "copies), intermediate_bytes_written (stores to the arena and block scratch), "
+                             "output_bytes_written.")
       .def("to_dict", &generated_dict)
       .def("__repr__", [](const Generated& g) {
         return "<GeneratedModule: " + std::to_string(g.module.kernels.size()) + " kernels, arena " +

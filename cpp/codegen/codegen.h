@@ -49,6 +49,8 @@ struct KernelInfo {
   std::string function;             // e.g. "k12"
   std::vector<std::string> stages;  // one line per stage, e.g. "gemm 128x768x768 +epilogue(3 ops)"
   int64_t scratch_bytes = 0;        // kernel-local buffers (materialised inside the block)
+  int64_t passes = 0;               // stages run (codegen/counts.h)
+  int64_t intermediate_bytes_written = 0;  // stored to the arena and scratch per inference
 };
 
 struct GeneratedModule {
@@ -59,6 +61,8 @@ struct GeneratedModule {
   int64_t arena_bytes = 0;
   MemoryPlan memory;
   std::vector<KernelInfo> kernels;  // one per block, in execution order
+  // What the code does per inference, counted from the kernel plan (codegen/counts.h).
+  int64_t kernels_run = 0, passes = 0, intermediate_bytes_written = 0, output_bytes_written = 0;
 };
 
 // Lowers every block of `p` (any planner's) to C++. UnsupportedOperatorError for an op or

@@ -5,7 +5,7 @@ Usage::
     python -m dnnfusion.zoo.compiled_check [names...] [--planners dnnfusion,none,...]
                                            [--reduced] [--threads N]
 
-One row per (model, planner): operators before, kernels after, compile seconds (cold or
+One row per (model, planner): operators before, passes over memory of the generated code, compile seconds (cold or
 from the cache), and the relative error (max abs diff / max |reference|, over all outputs)
 against PyTorch eager and against ONNX Runtime. A row is OK when both are <= 1e-3 and
 integer outputs are equal. Exit status 1 if any row fails.
@@ -61,7 +61,7 @@ def check(name: str, planners: list[str], *, reduced: bool = True, threads: int 
             cm = compiler.compile(path, inputs, planner=planner, threads=threads)
             row["compile_s"] = time.perf_counter() - t
             got = cm.run(*inputs)
-            row.update(ops=cm.stats["operators_before"], kernels=cm.stats["kernels_after"],
+            row.update(ops=cm.stats["operators_before"], kernels=cm.stats["passes"],
                        cached=cm.stats["cache_hit"], rel_torch=_rel_err(got, ref_torch),
                        rel_ort=_rel_err(got, ref_ort))
             row["ok"] = row["rel_torch"] <= REL_TOL and row["rel_ort"] <= REL_TOL
@@ -72,7 +72,7 @@ def check(name: str, planners: list[str], *, reduced: bool = True, threads: int 
     return rows
 
 
-HEADER = (f"{'model':<16} {'planner':<10} {'ops':>5} {'kernels':>7} {'compile s':>10} "
+HEADER = (f"{'model':<16} {'planner':<10} {'ops':>5} {'passes':>7} {'compile s':>10} "
           f"{'rel vs torch':>12} {'rel vs ORT':>10} {'ok':>3}")
 
 

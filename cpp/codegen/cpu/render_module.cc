@@ -4,6 +4,7 @@
 #include <set>
 
 #include "codegen/cpu/render.h"
+#include "codegen/counts.h"
 #include "codegen/module.h"
 #include "ir/errors.h"
 
@@ -76,6 +77,11 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
   gm.memory = memory;
   gm.constants = mp.constants;
   gm.arena_bytes = memory.arena_bytes + mp.scratch_bytes;
+  const Counts counts = count_module(g, mp);
+  gm.kernels_run = counts.kernels;
+  gm.passes = counts.passes;
+  gm.intermediate_bytes_written = counts.intermediate_bytes_written;
+  gm.output_bytes_written = counts.output_bytes_written;
   std::string kernels;
   for (const BlockPlan& b : mp.blocks) {
     KernelInfo info;
@@ -83,6 +89,9 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
     info.function = "k" + std::to_string(b.block);
     for (const Stage& s : b.stages) info.stages.push_back(s.label);
     info.scratch_bytes = b.scratch_bytes;
+    const Counts bc = count_block(g, b);
+    info.passes = bc.passes;
+    info.intermediate_bytes_written = bc.intermediate_bytes_written;
     kernels += render_block(b, info.function) + "\n";
     gm.kernels.push_back(std::move(info));
   }

@@ -1,0 +1,49 @@
+// Counts of a kernel plan; see counts.h.
+#include "codegen/counts.h"
+
+namespace dnnf::cg {
+
+Counts count_block(const Graph& g, const BlockPlan& b) {
+  Counts c;
+  c.kernels = b.stages.empty() ? 0 : 1;
+  for (const Stage& s : b.stages) {
+    ++c.passes;
+    if (s.kind != Stage::Kind::Anchor) continue;
+    const AnchorStage& a = s.anchor;
+    if (!a.second.empty()) ++c.passes;  // MaxPool's indices: a second call over the input
+    // The kernel's own result in block scratch (the epilogue reads it back and stores what
+    // leaves the block), unless the epilogue stores every value itself.
+    if (a.y == kNoValue && !a.ep.stores && a.node)
+      c.intermediate_bytes_written += static_cast<int64_t>(g.value(a.node->outputs[0]).type.nbytes());
+  }
+  // Every buffer the block writes is written whole, once: by the loop or transpose that
+  // materialises it, by the anchor that stores it, or by an epilogue.
+  for (const Buffer& buf : b.buffers) {
+    if (!buf.written) continue;
+    const int64_t bytes = static_cast<int64_t>(g.value(buf.value).type.nbytes());
+    if (buf.where.kind == Location::Kind::GraphOutput) {
+      c.output_bytes_written += bytes;
+    } else {
+      c.intermediate_bytes_written += bytes;
+    }
+  }
+  return c;
+}
+
+Counts count_module(const Graph& g, const ModulePlan& mp) {
+  Counts c;
+  for (const BlockPlan& b : mp.blocks) {
+    const Counts k = count_block(g, b);
+    c.kernels += k.kernels;
+    c.passes += k.passes;
+    c.intermediate_bytes_written += k.intermediate_bytes_written;
+    c.output_bytes_written += k.output_bytes_written;
+  }
+  for (const ModulePlan::Copy& cp : mp.copies) {  // outputs no kernel writes: one memcpy each
+    ++c.passes;
+    c.output_bytes_written += cp.bytes;
+  }
+  return c;
+}
+
+}  // namespace dnnf::cg

@@ -1,0 +1,24 @@
+// What the generated code does per inference, counted from the kernel plan it is spelled from
+// (issue: "a number describes what runs"): the kernels that run, the passes over memory (each
+// loop nest, blocked transpose and anchor call reads or writes whole tensors) and the bytes
+// stored to memory that is not a graph output. The fusion plan's own figures are estimates of
+// what fusion intends; these are what the code does, on every target that renders the plan.
+#pragma once
+#include <cstdint>
+
+#include "codegen/kernel.h"
+#include "ir/graph.h"
+
+namespace dnnf::cg {
+
+struct Counts {
+  int64_t kernels = 0;                     // block functions with at least one stage
+  int64_t passes = 0;                      // loop stages + transposes + anchor calls + output copies
+  int64_t intermediate_bytes_written = 0;  // stores to the arena and block scratch
+  int64_t output_bytes_written = 0;        // stores to graph outputs
+};
+
+Counts count_block(const Graph& g, const BlockPlan& b);
+Counts count_module(const Graph& g, const ModulePlan& mp);
+
+}  // namespace dnnf::cg
