@@ -48,7 +48,27 @@ def load_model(spec: str | None, input_shapes: dict | None = None) -> ECG:
     return load(z.module, z.example_inputs)
 
 
+def _print_devices() -> int:
+    from dnnfusion import _core
+    from dnnfusion.errors import Error
+
+    try:
+        devices = _core.opencl_devices()
+    except Error as e:
+        print(f"OpenCL devices: none ({e})")
+        return 1
+    print("OpenCL devices (DNNF_OPENCL_DEVICE or compile(..., device=) picks one; * = the default):")
+    for d in devices:
+        print(f"  {'*' if d['selected'] else ' '} {d['index']:<5} {d['name']} [{d['type']}, {d['platform']}; "
+              f"{d['version']}; {d['compute_units']} compute units, {d['global_mem_bytes'] >> 20} MiB, "
+              f"local {d['local_mem_bytes'] >> 10} KiB, work-group <= {d['max_work_group']}"
+              f"{', fp64' if d['fp64'] else ''}]")
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
+    if args.devices:
+        return _print_devices()
     t0 = time.perf_counter()
     g = load_model(args.model, _parse_shapes(args.input_shape))
     elapsed = time.perf_counter() - t0
@@ -248,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     info.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                       help="specialize a symbolic ONNX input shape")
     info.add_argument("--text", action="store_true", help="also print the ECG text form")
+    info.add_argument("--devices", action="store_true",
+                      help="list the OpenCL devices (for compile(..., target='opencl')) instead")
     info.set_defaults(func=cmd_info)
     run = sub.add_parser("run", help="compile a model, check it against PyTorch / ONNX Runtime "
                          "and time it beside them")

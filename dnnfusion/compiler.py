@@ -19,7 +19,7 @@ from dnnfusion.ecg import ECG, load
 from dnnfusion.errors import CompileError, DTypeError, Error
 
 LAYOUTS = ("auto", "nchw", "nhwc")
-TARGETS = ("cpu",)  # "opencl" is planned; the planner already knows its limits
+TARGETS = ("cpu", "opencl")
 
 
 def prelude_dir() -> str:
@@ -261,8 +261,11 @@ def _shapes_from_examples(ecg: ECG, example_inputs: Any) -> dict[str, list[int]]
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str = "cpu",  # noqa: A001
             planner: str = "dnnfusion", threads: int | None = None,
             input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
-            isa: str | None = None, layout: str | None = None) -> CompiledModel:
-    """Compiles a model for the CPU.
+            isa: str | None = None, layout: str | None = None, device: str = "") -> CompiledModel:
+    """Compiles a model for the CPU (``target="cpu"``, C++ over SIMD) or an OpenCL device
+    (``target="opencl"``, OpenCL C; ``device``: ``""`` = ``$DNNF_OPENCL_DEVICE``, else the
+    first GPU, else the first device; ``"p:d"`` or part of its name, as
+    ``python -m dnnfusion info --devices`` lists them).
 
     ``model``: anything :func:`dnnfusion.load` takes (an ONNX model, path or bytes; a
     ``torch.nn.Module`` or ``torch.fx.GraphModule`` with ``example_inputs``). For an ONNX
@@ -280,8 +283,9 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     compiler (``stats["cache_hit"]``).
     """
     if target not in TARGETS:
-        raise Error(f"target {target!r} is not available: only 'cpu' exists yet ('opencl' is "
-                    "planned)")
+        raise Error(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    if target == "opencl":  # channels-last convolutions are CPU kernels; OpenCL runs NCHW
+        layout = "nchw" 
     if planner not in _plan.PLANNERS:
         raise Error(f"unknown planner {planner!r}; choose one of {', '.join(_plan.PLANNERS)}")
     threads = _check_threads(threads)
@@ -289,9 +293,12 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
         layout = os.environ.get("DNNF_LAYOUT", "auto") if optimize else "nchw"
     if layout not in LAYOUTS:
         raise Error(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
-    isa = isa or _core.cpu_features()["isa"]
-    _core.isa_flags(isa)  # fail now, not after the rewrites, if this CPU lacks it
-    prelude = prelude_dir()
+    if target == "cpu":
+        isa = isa or _core.cpu_features()["isa"]
+        _core.isa_flags(isa)  # fail now, not after the rewrites, if this CPU lacks it
+        prelude = prelude_dir()
+    else:
+        isa = "opencl"
 
     t_start = time.perf_counter()
     ecg = load(model, example_inputs, input_shapes=input_shapes)
@@ -309,9 +316,14 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     t_rewritten = time.perf_counter()
     fusion = _plan.plan(ecg, planner=planner, target=target)
     t_planned = time.perf_counter()
-    generated = _core.generate_cpu(ecg.graph, fusion, isa)
-    t_generated = time.perf_counter()
-    exe = _core.CpuExecutable(ecg.graph, generated, isa, threads, prelude)
+    if target == "cpu":
+        generated = _core.generate_cpu(ecg.graph, fusion, isa)
+        t_generated = time.perf_counter()
+        exe = _core.CpuExecutable(ecg.graph, generated, isa, threads, prelude)
+    else:
+        generated = _core.generate_opencl(ecg.graph, fusion, device)
+        t_generated = time.perf_counter()
+        exe = _core.OpenclExecutable(generated)
     t_done = time.perf_counter()
 
     plan_stats = fusion.stats
@@ -339,6 +351,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
         "cc_seconds": t_done - t_generated,
         "cache_hit": bool(exe.cached),
         "isa": isa,
+        "target": target,
+        "device": generated.device["name"] if target == "opencl" else None,
         "threads": threads,
         "planner": planner,
         "layout": layout_report,

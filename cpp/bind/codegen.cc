@@ -9,6 +9,7 @@
 #include <memory>
 #include <new>
 
+#include "bind/arrays.h"
 #include "bind/numpy_tensor.h"
 #include "bind/plan_of.h"
 #include "codegen/codegen.h"
@@ -89,51 +90,8 @@ std::shared_ptr<CpuExecutable> make_executable(const GraphPtr& g, GeneratedModul
   return std::make_shared<CpuExecutable>(g, std::move(gm), isa, threads, dir);
 }
 
-// Every input as a C-contiguous, aligned array of its own dtype (copied only when it is not
-// one already). Nothing is cast: the executor rejects a wrong dtype instead.
-std::vector<py::array> contiguous_inputs(const CpuExecutable& ex, const py::sequence& args) {
-  const Graph& g = ex.graph();
-  const auto& want = ex.module().inputs;
-  if (static_cast<size_t>(py::len(args)) != want.size()) {
-    std::string names;
-    for (ValueId v : want) names += (names.empty() ? "" : ", ") + g.value(v).name;
-    throw py::type_error("the model takes " + std::to_string(want.size()) + " input" +
-                         (want.size() == 1 ? "" : "s") + " (" + names + "), got " +
-                         std::to_string(py::len(args)));
-  }
-  std::vector<py::array> arrays;
-  for (size_t i = 0; i < want.size(); ++i) {
-    py::object a = args[i];
-    const std::string& name = g.value(want[i]).name;
-    if (!py::isinstance<py::array>(a))
-      throw py::type_error("input '" + name + "' must be a numpy array, got " +
-                           std::string(py::str(py::type::of(a).attr("__name__"))));
-    py::array arr = a.cast<py::array>();
-    try {
-      dtype_of(arr.dtype());
-    } catch (const DTypeError& e) {
-      throw DTypeError("input '" + name + "': " + e.what());
-    }
-    if (arr.dtype().byteorder() == '>')
-      throw DTypeError("input '" + name + "' is big-endian; convert it with .astype('<...')");
-    arrays.push_back(py::array::ensure(arr, py::array::c_style | py::detail::npy_api::NPY_ARRAY_ALIGNED_));
-  }
-  return arrays;
-}
-
-// A writable array over fresh 64-byte aligned memory (NumPy aligns to 16), freed with it.
-py::array aligned_array(const TensorType& t) {
-  std::vector<py::ssize_t> shape;
-  for (int64_t d : t.dims()) shape.push_back(static_cast<py::ssize_t>(d));
-  size_t n = std::max<size_t>(64, (t.nbytes() + 63) / 64 * 64);
-  void* p = std::aligned_alloc(64, n);
-  if (!p) throw std::bad_alloc();
-  py::capsule owner(p, [](void* q) { std::free(q); });
-  return py::array(py::dtype(numpy_name(t.dtype)), shape, {}, p, owner);
-}
-
 py::list run(CpuExecutable& ex, const py::sequence& args, std::vector<double>* seconds = nullptr) {
-  std::vector<py::array> ins = contiguous_inputs(ex, args);
+  std::vector<py::array> ins = contiguous_inputs(ex.graph(), ex.module().inputs, args);
   std::vector<TensorRef> in_refs, out_refs;
   for (py::array& a : ins) {
     TensorRef r;

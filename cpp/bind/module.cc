@@ -10,6 +10,7 @@ void bind_rewrite(py::module_& m);
 void bind_plan(py::module_& m);
 void bind_codegen(py::module_& m);
 void bind_runtime(py::module_& m);
+void bind_opencl(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "dnnfusion C++ core (private; use the dnnfusion package)";
@@ -46,4 +47,5 @@ PYBIND11_MODULE(_core, m) {
   bind_plan(m);
   bind_codegen(m);
   bind_runtime(m);
+  bind_opencl(m);
 }

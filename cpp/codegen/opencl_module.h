@@ -1,13 +1,15 @@
 // What code generation hands the OpenCL runtime (paper §4.4 targets the mobile GPU through
 // OpenCL): one OpenCL C program for the whole model and the launches that run it, in order.
 // The OPENCL-ABI note: every launch names its kernel in `source`; its arguments are, in
-// order, `args` (a tensor is a `__global T*` to the first element of that value, whose buffer
-// the runtime provides; constants are `__global const T*`); tensors are contiguous row-major
-// in their logical shape with the value's dtype. Shapes are static: sizes are literals in the
-// source, so no argument carries a size. The runtime (cpp/runtime/opencl_executor.h) owns
-// every buffer: one per graph input, output and constant, and one arena for the
-// intermediates placed by `memory` (its alignment is the device's base-address alignment,
-// asked for through OpenclCodegenOptions), bound as sub-buffers.
+// order, `args`: a graph input, output or constant is a `__global T*` to its first element
+// (Value); the arena of the intermediates placed by `memory` and the block scratch are
+// `__global uchar*` (Arena, Scratch) that the kernel offsets itself, exactly as the CPU
+// target's Ctx does; ErrorFlag is a `__global int*` a kernel sets to a nonzero code when the
+// data is invalid (an index out of range), which the runtime turns into an Error after the
+// run. Tensors are contiguous row-major in their logical shape with the value's dtype.
+// Shapes are static: sizes are literals in the source, so no argument carries a size. The
+// runtime (cpp/runtime/opencl.h) owns every buffer: one per graph input, output and
+// constant, one arena, one scratch.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,7 +23,7 @@ namespace dnnf {
 
 // One kernel argument.
 struct OpenclArg {
-  enum class Kind : uint8_t { Value, Int, Float, LocalBytes };
+  enum class Kind : uint8_t { Value, Arena, Scratch, ErrorFlag, Int, Float, LocalBytes };
   Kind kind = Kind::Value;
   ValueId value = kNoValue;  // Value: the tensor (input, output, constant or intermediate)
   int64_t i = 0;             // Int: an `int`/`long` scalar (the source says which)
@@ -46,14 +48,23 @@ struct OpenclModule {
   std::vector<ValueId> outputs;      // == graph outputs, in order
   std::vector<ValueId> constants;    // uploaded once, when the executable is created
   MemoryPlan memory;                 // the intermediates, placed in one arena
+  int64_t scratch_bytes = 0;         // the largest block's scratch
   std::vector<OpenclLaunch> launches;  // in execution order
   std::vector<KernelInfo> kernels;   // one per block, as the CPU module's
+  // What the code does per inference, counted from the kernel plan (codegen/counts.h).
+  int64_t kernels_run = 0, passes = 0, intermediate_bytes_written = 0;
   // Graph outputs no launch writes (an input, a constant or a repeated output): copied
   // from `output_sources[j]` into output j after the launches (kNoValue: written by a launch).
   std::vector<ValueId> output_sources;
 };
 
 // What code generation needs to know of the device.
+struct OpenclCodegenOptions;
+// Lowers every block of `p` (any planner's) to one OpenCL C program (the kernel plan of
+// codegen/module.h spelled by codegen/opencl/render.cc). UnsupportedOperatorError names an
+// operator or dtype the OpenCL target cannot run yet.
+OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCodegenOptions& opt);
+
 struct OpenclCodegenOptions {
   int64_t base_align_bytes = 128;   // CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8: arena offsets' alignment
   int64_t max_work_group = 256;     // CL_DEVICE_MAX_WORK_GROUP_SIZE

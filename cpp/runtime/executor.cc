@@ -141,9 +141,8 @@ CpuExecutable::~CpuExecutable() {
   if (state_ && destroy_) destroy_(state_);
 }
 
-void CpuExecutable::check(const std::vector<TensorRef>& given, const std::vector<ValueId>& want,
-                          const char* what) const {
-  const Graph& g = *graph_;
+void check_tensors(const Graph& g, const std::vector<TensorRef>& given, const std::vector<ValueId>& want,
+                   const char* what) {
   if (given.size() != want.size()) {
     std::string names;
     for (ValueId v : want) names += (names.empty() ? "" : ", ") + g.value(v).name;
@@ -160,6 +159,11 @@ void CpuExecutable::check(const std::vector<TensorRef>& given, const std::vector
     if (t.shape != dims) throw ShapeError(msg);
     if (!t.data && v.type.nbytes() > 0) throw Error(std::string(what) + " '" + v.name + "' has no data");
   }
+}
+
+void CpuExecutable::check(const std::vector<TensorRef>& given, const std::vector<ValueId>& want,
+                          const char* what) const {
+  check_tensors(*graph_, given, want, what);
 }
 
 void CpuExecutable::run_with(const std::vector<TensorRef>& inputs, const std::vector<TensorRef>& outputs,

@@ -22,6 +22,11 @@ struct TensorRef {
   void* data = nullptr;
 };
 
+// Checks caller tensors against the graph values they stand for: count (Error), dtype
+// (DTypeError), shape (ShapeError), each naming the value; `what` is "input" or "output".
+void check_tensors(const Graph& g, const std::vector<TensorRef>& given, const std::vector<ValueId>& want,
+                   const char* what);
+
 // The compiler flags generated code needs for `isa` ("avx512" | "avx2" | "neon" |
 // "scalar"): the DNNF_ISA_* macro simd.h selects the dialect by, and the target options.
 // Error if this CPU cannot run code for it (code built for it would die on SIGILL).

@@ -80,18 +80,7 @@ std::string spell(const Ew& e, const std::vector<std::string>& args, Mode m) {
       return "cg::map2(" + k[0] + ", " + k[1] + ", [](float x, float y) { return " + fn + "(x, y); })";
     }
     case Ew::Kind::Cast: return "static_cast<" + std::string(ctype(e.type)) + ">(" + k[0] + ")";
-    case Ew::Kind::Text: {
-      std::string s;
-      for (size_t i = 0; i < e.name.size(); ++i) {
-        if (e.name[i] == '$' && i + 1 < e.name.size() && std::isdigit(static_cast<unsigned char>(e.name[i + 1]))) {
-          s += k.at(static_cast<size_t>(e.name[i + 1] - '0'));
-          ++i;
-        } else {
-          s += e.name[i];
-        }
-      }
-      return s;
-    }
+    case Ew::Kind::Text: return fill_text(e.name, k);
     case Ew::Kind::Typed: {
       const std::string ns = e.name == "max" || e.name == "min" ? "std::" : "cg::";
       return ns + e.name + "<" + ctype(e.type) + ">(" + join(k) + ")";

@@ -1,0 +1,460 @@
+// The OpenCL runtime; see opencl.h. Entry points are resolved with dlsym from the library
+// loaded at run time; the headers only give their types.
+#include "runtime/opencl.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "ir/errors.h"
+
+#if __has_include(<CL/cl.h>)
+#define CL_TARGET_OPENCL_VERSION 120
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#include <CL/cl.h>
+#ifndef CL_PLATFORM_NOT_FOUND_KHR
+#define CL_PLATFORM_NOT_FOUND_KHR -1001  // cl_khr_icd: the loader found no platform
+#endif
+#define DNNF_HAVE_OPENCL 1
+#else
+#define DNNF_HAVE_OPENCL 0
+#endif
+
+namespace dnnf::ocl {
+
+namespace {
+
+const char* kInstall =
+    "install an OpenCL driver, e.g. PoCL for the CPU (Debian/Ubuntu: apt-get install pocl-opencl-icd "
+    "ocl-icd-libopencl1), or a GPU vendor's driver; DNNF_OPENCL_DEVICE selects a device";
+
+}  // namespace
+
+#if DNNF_HAVE_OPENCL
+
+namespace {
+
+// The entry points used, resolved once.
+struct Api {
+#define DNNF_CL(name) decltype(&::name) name = nullptr;
+  DNNF_CL(clGetPlatformIDs) DNNF_CL(clGetPlatformInfo) DNNF_CL(clGetDeviceIDs) DNNF_CL(clGetDeviceInfo)
+  DNNF_CL(clCreateContext) DNNF_CL(clCreateCommandQueue) DNNF_CL(clCreateBuffer)
+  DNNF_CL(clCreateProgramWithSource) DNNF_CL(clBuildProgram) DNNF_CL(clGetProgramBuildInfo)
+  DNNF_CL(clCreateKernel) DNNF_CL(clSetKernelArg) DNNF_CL(clEnqueueNDRangeKernel)
+  DNNF_CL(clEnqueueWriteBuffer) DNNF_CL(clEnqueueReadBuffer) DNNF_CL(clFinish)
+  DNNF_CL(clGetEventProfilingInfo) DNNF_CL(clReleaseEvent) DNNF_CL(clReleaseKernel) DNNF_CL(clReleaseProgram)
+  DNNF_CL(clReleaseMemObject) DNNF_CL(clReleaseCommandQueue) DNNF_CL(clReleaseContext)
+  DNNF_CL(clGetKernelWorkGroupInfo)
+#undef DNNF_CL
+};
+
+const Api& api() {
+  static std::mutex mu;
+  static std::unique_ptr<Api> a;
+  static std::string failed;
+  std::lock_guard<std::mutex> lock(mu);
+  if (a) return *a;
+  if (!failed.empty()) throw Error(failed);
+  const char* env = std::getenv("DNNF_OPENCL_LIBRARY");
+  std::vector<std::string> names = env && *env ? std::vector<std::string>{env}
+                                               : std::vector<std::string>{"libOpenCL.so.1", "libOpenCL.so"};
+  void* h = nullptr;
+  std::string why;
+  for (const std::string& n : names) {
+    h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h) break;
+    const char* e = dlerror();
+    why += (why.empty() ? "" : "; ") + std::string(e ? e : n);
+  }
+  if (!h) {
+    failed = "no OpenCL library could be loaded (" + why + "): " + kInstall;
+    throw Error(failed);
+  }
+  auto out = std::make_unique<Api>();
+  bool ok = true;
+  std::string missing;
+#define DNNF_CL(name)                                                                   \
+  out->name = reinterpret_cast<decltype(out->name)>(dlsym(h, #name));                   \
+  if (!out->name) {                                                                     \
+    ok = false;                                                                         \
+    missing += std::string(missing.empty() ? "" : ", ") + #name;                        \
+  }
+  DNNF_CL(clGetPlatformIDs) DNNF_CL(clGetPlatformInfo) DNNF_CL(clGetDeviceIDs) DNNF_CL(clGetDeviceInfo)
+  DNNF_CL(clCreateContext) DNNF_CL(clCreateCommandQueue) DNNF_CL(clCreateBuffer)
+  DNNF_CL(clCreateProgramWithSource) DNNF_CL(clBuildProgram) DNNF_CL(clGetProgramBuildInfo)
+  DNNF_CL(clCreateKernel) DNNF_CL(clSetKernelArg) DNNF_CL(clEnqueueNDRangeKernel)
+  DNNF_CL(clEnqueueWriteBuffer) DNNF_CL(clEnqueueReadBuffer) DNNF_CL(clFinish)
+  DNNF_CL(clGetEventProfilingInfo) DNNF_CL(clReleaseEvent) DNNF_CL(clReleaseKernel) DNNF_CL(clReleaseProgram)
+  DNNF_CL(clReleaseMemObject) DNNF_CL(clReleaseCommandQueue) DNNF_CL(clReleaseContext)
+  DNNF_CL(clGetKernelWorkGroupInfo)
+#undef DNNF_CL
+  if (!ok) {
+    failed = "the OpenCL library lacks " + missing + " (an OpenCL 1.2 ICD loader is needed): " + kInstall;
+    throw Error(failed);
+  }
+  a = std::move(out);
+  return *a;
+}
+
+const char* code_name(cl_int e) {
+  switch (e) {
+#define C(x) \
+  case x: return #x;
+    C(CL_DEVICE_NOT_FOUND) C(CL_DEVICE_NOT_AVAILABLE) C(CL_COMPILER_NOT_AVAILABLE)
+    C(CL_MEM_OBJECT_ALLOCATION_FAILURE) C(CL_OUT_OF_RESOURCES) C(CL_OUT_OF_HOST_MEMORY)
+    C(CL_BUILD_PROGRAM_FAILURE) C(CL_INVALID_VALUE) C(CL_INVALID_PLATFORM) C(CL_INVALID_DEVICE)
+    C(CL_INVALID_CONTEXT) C(CL_INVALID_COMMAND_QUEUE) C(CL_INVALID_MEM_OBJECT) C(CL_INVALID_PROGRAM)
+    C(CL_INVALID_KERNEL_NAME) C(CL_INVALID_KERNEL) C(CL_INVALID_ARG_INDEX) C(CL_INVALID_ARG_VALUE)
+    C(CL_INVALID_ARG_SIZE) C(CL_INVALID_KERNEL_ARGS) C(CL_INVALID_WORK_DIMENSION)
+    C(CL_INVALID_WORK_GROUP_SIZE) C(CL_INVALID_WORK_ITEM_SIZE) C(CL_INVALID_GLOBAL_WORK_SIZE)
+    C(CL_INVALID_BUFFER_SIZE) C(CL_INVALID_OPERATION) C(CL_INVALID_BUILD_OPTIONS)
+    C(CL_PLATFORM_NOT_FOUND_KHR)
+#undef C
+    default: return "an OpenCL error";
+  }
+}
+
+void check(cl_int e, const std::string& what) {
+  if (e == CL_SUCCESS) return;
+  std::string msg = "OpenCL: " + what + " failed with " + code_name(e) + " (" + std::to_string(e) + ")";
+  if (e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES || e == CL_OUT_OF_HOST_MEMORY)
+    msg += ": the device is out of memory or resources";
+  throw Error(msg);
+}
+
+std::string device_string(cl_device_id d, cl_device_info what) {
+  size_t n = 0;
+  if (api().clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return "";
+  std::string s(n, '\0');
+  api().clGetDeviceInfo(d, what, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+template <class T>
+T device_value(cl_device_id d, cl_device_info what) {
+  T v{};
+  api().clGetDeviceInfo(d, what, sizeof v, &v, nullptr);
+  return v;
+}
+
+struct Found {
+  DeviceInfo info;
+  cl_platform_id platform;
+  cl_device_id device;
+};
+
+std::vector<Found> enumerate() {
+  const Api& a = api();
+  cl_uint np = 0;
+  cl_int e = a.clGetPlatformIDs(0, nullptr, &np);
+  if (e == CL_PLATFORM_NOT_FOUND_KHR || np == 0)
+    throw Error(std::string("no OpenCL platform is installed: ") + kInstall);
+  check(e, "clGetPlatformIDs");
+  std::vector<cl_platform_id> ps(np);
+  check(a.clGetPlatformIDs(np, ps.data(), nullptr), "clGetPlatformIDs");
+  std::vector<Found> out;
+  for (cl_uint p = 0; p < np; ++p) {
+    char pname[256] = {0};
+    a.clGetPlatformInfo(ps[p], CL_PLATFORM_NAME, sizeof pname - 1, pname, nullptr);
+    cl_uint nd = 0;
+    if (a.clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
+    std::vector<cl_device_id> ds(nd);
+    check(a.clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, nd, ds.data(), nullptr), "clGetDeviceIDs");
+    for (cl_uint k = 0; k < nd; ++k) {
+      Found f{DeviceInfo{}, ps[p], ds[k]};
+      DeviceInfo& i = f.info;
+      i.index = std::to_string(p) + ":" + std::to_string(k);
+      i.platform = pname;
+      i.name = device_string(ds[k], CL_DEVICE_NAME);
+      i.vendor = device_string(ds[k], CL_DEVICE_VENDOR);
+      i.version = device_string(ds[k], CL_DEVICE_VERSION);
+      i.driver = device_string(ds[k], CL_DRIVER_VERSION);
+      const cl_device_type t = device_value<cl_device_type>(ds[k], CL_DEVICE_TYPE);
+      i.type = t & CL_DEVICE_TYPE_GPU ? "gpu" : t & CL_DEVICE_TYPE_CPU ? "cpu" : t & CL_DEVICE_TYPE_ACCELERATOR ? "accelerator" : "other";
+      i.compute_units = device_value<cl_uint>(ds[k], CL_DEVICE_MAX_COMPUTE_UNITS);
+      i.max_work_group = static_cast<int64_t>(device_value<size_t>(ds[k], CL_DEVICE_MAX_WORK_GROUP_SIZE));
+      i.local_mem_bytes = static_cast<int64_t>(device_value<cl_ulong>(ds[k], CL_DEVICE_LOCAL_MEM_SIZE));
+      i.global_mem_bytes = static_cast<int64_t>(device_value<cl_ulong>(ds[k], CL_DEVICE_GLOBAL_MEM_SIZE));
+      i.max_alloc_bytes = static_cast<int64_t>(device_value<cl_ulong>(ds[k], CL_DEVICE_MAX_MEM_ALLOC_SIZE));
+      i.base_align_bytes = std::max<int64_t>(64, device_value<cl_uint>(ds[k], CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
+      i.fp64 = device_value<cl_device_fp_config>(ds[k], CL_DEVICE_DOUBLE_FP_CONFIG) != 0;
+      out.push_back(std::move(f));
+    }
+  }
+  if (out.empty()) throw Error(std::string("no OpenCL device is available on any platform: ") + kInstall);
+  return out;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+Found pick(std::vector<Found> all, std::string spec) {
+  if (spec.empty()) {
+    const char* env = std::getenv("DNNF_OPENCL_DEVICE");
+    spec = env ? env : "";
+  }
+  size_t chosen = 0;
+  if (spec.empty()) {
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i].info.type == "gpu") {
+        chosen = i;
+        break;
+      }
+  } else {
+    bool found = false;
+    for (size_t i = 0; i < all.size() && !found; ++i) {
+      const DeviceInfo& d = all[i].info;
+      if (d.index == spec || (spec.find(':') == std::string::npos && d.index == "0:" + spec) ||
+          lower(d.name).find(lower(spec)) != std::string::npos) {
+        chosen = i;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::string list;
+      for (const Found& f : all) list += "\n  " + f.info.index + "  " + f.info.name + " (" + f.info.platform + ")";
+      throw Error("no OpenCL device matches '" + spec + "' (DNNF_OPENCL_DEVICE or device=): the devices are" + list);
+    }
+  }
+  all[chosen].info.selected = true;
+  return all[chosen];
+}
+
+}  // namespace
+
+std::vector<DeviceInfo> devices() {
+  std::vector<Found> all = enumerate();
+  std::vector<DeviceInfo> out;
+  std::string sel;
+  try {
+    sel = pick(all, "").info.index;
+  } catch (const Error&) {  // $DNNF_OPENCL_DEVICE names nothing: list them all unselected
+  }
+  for (Found& f : all) {
+    f.info.selected = f.info.index == sel;
+    out.push_back(f.info);
+  }
+  return out;
+}
+
+DeviceInfo select_device(const std::string& spec) { return pick(enumerate(), spec).info; }
+
+struct Executable::Impl {
+  cl_context ctx = nullptr;
+  cl_command_queue q = nullptr;
+  cl_program prog = nullptr;
+  std::vector<cl_kernel> kernels;  // one per launch
+  std::map<ValueId, cl_mem> values;  // graph inputs, outputs, constants
+  cl_mem arena = nullptr, scratch = nullptr, err = nullptr;
+  std::mutex mu;
+
+  ~Impl() {
+    if (!ctx) return;
+    const Api& a = api();
+    for (cl_kernel k : kernels) a.clReleaseKernel(k);
+    for (auto& [v, m] : values) a.clReleaseMemObject(m);
+    for (cl_mem m : {arena, scratch, err})
+      if (m) a.clReleaseMemObject(m);
+    if (prog) a.clReleaseProgram(prog);
+    if (q) a.clReleaseCommandQueue(q);
+    a.clReleaseContext(ctx);
+  }
+
+  cl_mem buffer(const DeviceInfo& d, int64_t bytes, const std::string& what) {
+    if (bytes > d.max_alloc_bytes)
+      throw Error("OpenCL: " + what + " needs " + std::to_string(bytes) + " bytes, more than the device's largest "
+                  "allocation (" + std::to_string(d.max_alloc_bytes) + " bytes on " + d.name + ")");
+    cl_int e = CL_SUCCESS;
+    cl_mem m = api().clCreateBuffer(ctx, CL_MEM_READ_WRITE, static_cast<size_t>(std::max<int64_t>(bytes, 4)), nullptr, &e);
+    check(e, "allocating " + what + " (" + std::to_string(bytes) + " bytes)");
+    return m;
+  }
+};
+
+OpenclCodegenOptions codegen_options(const DeviceInfo& d) {
+  OpenclCodegenOptions o;
+  o.base_align_bytes = d.base_align_bytes;
+  o.max_work_group = d.max_work_group;
+  o.local_mem_bytes = d.local_mem_bytes;
+  o.fp64 = d.fp64;
+  return o;
+}
+
+Executable::Executable(std::shared_ptr<const Graph> graph, OpenclModule module, const std::string& device)
+    : graph_(std::move(graph)), module_(std::move(module)), impl_(std::make_unique<Impl>()) {
+  const Api& a = api();
+  Found f = pick(enumerate(), device);
+  device_ = f.info;
+  Impl& m = *impl_;
+  cl_int e = CL_SUCCESS;
+  m.ctx = a.clCreateContext(nullptr, 1, &f.device, nullptr, nullptr, &e);
+  check(e, "clCreateContext on " + device_.name);
+  m.q = a.clCreateCommandQueue(m.ctx, f.device, CL_QUEUE_PROFILING_ENABLE, &e);
+  check(e, "clCreateCommandQueue");
+  // The program, built once per executable.
+  const auto t0 = std::chrono::steady_clock::now();
+  const char* src = module_.source.c_str();
+  const size_t len = module_.source.size();
+  m.prog = a.clCreateProgramWithSource(m.ctx, 1, &src, &len, &e);
+  check(e, "clCreateProgramWithSource");
+  e = a.clBuildProgram(m.prog, 1, &f.device, module_.build_options.c_str(), nullptr, nullptr);
+  if (e != CL_SUCCESS) {
+    size_t n = 0;
+    a.clGetProgramBuildInfo(m.prog, f.device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    if (n) a.clGetProgramBuildInfo(m.prog, f.device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    if (log.size() > 4000) log = log.substr(0, 4000) + "\n...";
+    throw CompileError("OpenCL: building the generated program on " + device_.name + " failed (" + code_name(e) +
+                       "):\n" + log);
+  }
+  build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Buffers: graph inputs, outputs and constants one each; the arena; the scratch.
+  const Graph& g = *graph_;
+  for (ValueId v : module_.inputs) m.values[v] = m.buffer(device_, g.value(v).type.nbytes(), "input '" + g.value(v).name + "'");
+  for (ValueId v : module_.outputs)
+    if (!m.values.count(v)) m.values[v] = m.buffer(device_, g.value(v).type.nbytes(), "output '" + g.value(v).name + "'");
+  for (ValueId v : module_.constants) {
+    if (m.values.count(v)) continue;
+    const Value& val = g.value(v);
+    if (!val.constant) throw InternalError("opencl: a module constant without data");
+    m.values[v] = m.buffer(device_, val.type.nbytes(), "constant '" + val.name + "'");
+    if (val.type.nbytes() > 0)
+      check(a.clEnqueueWriteBuffer(m.q, m.values[v], CL_TRUE, 0, val.type.nbytes(), val.constant->data, 0, nullptr,
+                                   nullptr),
+            "uploading constant '" + val.name + "'");
+  }
+  m.arena = m.buffer(device_, module_.memory.arena_bytes, "the arena of intermediates");
+  m.scratch = m.buffer(device_, module_.scratch_bytes, "the block scratch");
+  m.err = m.buffer(device_, 4, "the error flag");
+  // Kernels and their arguments, set once.
+  for (const OpenclLaunch& l : module_.launches) {
+    cl_kernel k = a.clCreateKernel(m.prog, l.kernel.c_str(), &e);
+    check(e, "clCreateKernel(" + l.kernel + ")");
+    m.kernels.push_back(k);
+    for (size_t i = 0; i < l.args.size(); ++i) {
+      const OpenclArg& arg = l.args[i];
+      const std::string what = "setting argument " + std::to_string(i) + " of kernel " + l.kernel;
+      switch (arg.kind) {
+        case OpenclArg::Kind::Value: {
+          auto it = m.values.find(arg.value);
+          if (it == m.values.end()) throw InternalError("opencl: a launch names a value without a buffer");
+          check(a.clSetKernelArg(k, static_cast<cl_uint>(i), sizeof(cl_mem), &it->second), what);
+          break;
+        }
+        case OpenclArg::Kind::Arena: check(a.clSetKernelArg(k, static_cast<cl_uint>(i), sizeof(cl_mem), &m.arena), what); break;
+        case OpenclArg::Kind::Scratch: check(a.clSetKernelArg(k, static_cast<cl_uint>(i), sizeof(cl_mem), &m.scratch), what); break;
+        case OpenclArg::Kind::ErrorFlag: check(a.clSetKernelArg(k, static_cast<cl_uint>(i), sizeof(cl_mem), &m.err), what); break;
+        case OpenclArg::Kind::Int: {
+          const cl_long v = arg.i;
+          check(a.clSetKernelArg(k, static_cast<cl_uint>(i), sizeof v, &v), what);
+          break;
+        }
+        case OpenclArg::Kind::Float: check(a.clSetKernelArg(k, static_cast<cl_uint>(i), sizeof(float), &arg.f), what); break;
+        case OpenclArg::Kind::LocalBytes: {
+          if (arg.local_bytes > device_.local_mem_bytes)
+            throw Error("OpenCL: kernel " + l.kernel + " needs " + std::to_string(arg.local_bytes) +
+                        " bytes of local memory, more than the " + std::to_string(device_.local_mem_bytes) + " of " +
+                        device_.name);
+          check(a.clSetKernelArg(k, static_cast<cl_uint>(i), static_cast<size_t>(arg.local_bytes), nullptr), what);
+          break;
+        }
+      }
+    }
+    int64_t wg = 1;
+    for (int d = 0; d < l.dims; ++d) wg *= std::max<int64_t>(1, l.local[d]);
+    if (wg > device_.max_work_group)
+      throw Error("OpenCL: kernel " + l.kernel + " asks for work-groups of " + std::to_string(wg) + " items; " +
+                  device_.name + " allows " + std::to_string(device_.max_work_group));
+  }
+}
+
+Executable::~Executable() = default;
+
+void Executable::run(const std::vector<TensorRef>& inputs, const std::vector<TensorRef>& outputs,
+                     std::vector<double>* seconds) {
+  const Api& a = api();
+  check_tensors(*graph_, inputs, module_.inputs, "input");
+  check_tensors(*graph_, outputs, module_.outputs, "output");
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mu);
+  const cl_int zero = 0;
+  check(a.clEnqueueWriteBuffer(m.q, m.err, CL_FALSE, 0, sizeof zero, &zero, 0, nullptr, nullptr), "clearing the error flag");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const size_t bytes = graph_->value(module_.inputs[i]).type.nbytes();
+    if (bytes)
+      check(a.clEnqueueWriteBuffer(m.q, m.values[module_.inputs[i]], CL_FALSE, 0, bytes, inputs[i].data, 0, nullptr, nullptr),
+            "uploading input '" + graph_->value(module_.inputs[i]).name + "'");
+  }
+  std::vector<cl_event> events(module_.launches.size(), nullptr);
+  for (size_t i = 0; i < module_.launches.size(); ++i) {
+    const OpenclLaunch& l = module_.launches[i];
+    size_t global[3], local[3];
+    bool has_local = false;
+    for (int d = 0; d < l.dims; ++d) {
+      global[d] = static_cast<size_t>(l.global[d]);
+      local[d] = static_cast<size_t>(l.local[d]);
+      has_local = has_local || l.local[d] != 0;
+    }
+    check(a.clEnqueueNDRangeKernel(m.q, m.kernels[i], static_cast<cl_uint>(l.dims), nullptr, global,
+                                   has_local ? local : nullptr, 0, nullptr, seconds ? &events[i] : nullptr),
+          "launching kernel " + l.kernel);
+  }
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const ValueId v = module_.output_sources.size() > j && module_.output_sources[j] != kNoValue
+                          ? module_.output_sources[j] : module_.outputs[j];
+    const size_t bytes = graph_->value(module_.outputs[j]).type.nbytes();
+    if (bytes)
+      check(a.clEnqueueReadBuffer(m.q, m.values.at(v), CL_FALSE, 0, bytes, outputs[j].data, 0, nullptr, nullptr),
+            "reading output '" + graph_->value(module_.outputs[j]).name + "'");
+  }
+  cl_int flag = 0;
+  check(a.clEnqueueReadBuffer(m.q, m.err, CL_TRUE, 0, sizeof flag, &flag, 0, nullptr, nullptr), "reading the error flag");
+  check(a.clFinish(m.q), "clFinish");
+  if (seconds) {
+    seconds->assign(events.size(), 0.0);
+    for (size_t i = 0; i < events.size(); ++i) {
+      cl_ulong s = 0, t = 0;
+      a.clGetEventProfilingInfo(events[i], CL_PROFILING_COMMAND_START, sizeof s, &s, nullptr);
+      a.clGetEventProfilingInfo(events[i], CL_PROFILING_COMMAND_END, sizeof t, &t, nullptr);
+      (*seconds)[i] = static_cast<double>(t - s) * 1e-9;
+      a.clReleaseEvent(events[i]);
+    }
+  }
+  if (flag != 0)
+    throw Error("the compiled model failed: an index computed from the data (Gather, GatherElements, ScatterND, ...) "
+                "is out of range");
+}
+
+#else  // built without the OpenCL headers
+
+namespace {
+[[noreturn]] void unavailable() {
+  throw Error(std::string("this dnnfusion was built without the OpenCL headers (Debian: apt-get install "
+                          "opencl-headers ocl-icd-opencl-dev, then reinstall dnnfusion); ") + kInstall);
+}
+}  // namespace
+
+std::vector<DeviceInfo> devices() { unavailable(); }
+DeviceInfo select_device(const std::string&) { unavailable(); }
+OpenclCodegenOptions codegen_options(const DeviceInfo&) { unavailable(); }
+struct Executable::Impl {};
+Executable::Executable(std::shared_ptr<const Graph> graph, OpenclModule module, const std::string&)
+    : graph_(std::move(graph)), module_(std::move(module)) {
+  unavailable();
+}
+Executable::~Executable() = default;
+void Executable::run(const std::vector<TensorRef>&, const std::vector<TensorRef>&, std::vector<double>*) {
+  unavailable();
+}
+
+#endif
+
+}  // namespace dnnf::ocl

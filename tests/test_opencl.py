@@ -1,0 +1,124 @@
+"""The OpenCL target (issue 15): generated OpenCL C run on an OpenCL device (PoCL's CPU device
+in CI; `DNNF_OPENCL_DEVICE` picks another) against the NumPy reference, under two planners,
+for every lowering construct of test_codegen and every reduced zoo model against PyTorch; the
+counts, the profile, and the errors (no library, no matching device, an operator the target
+does not run yet)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dnnfusion as df
+from dnnfusion import _core
+
+onnx = pytest.importorskip("onnx")
+from onnx import helper as h  # noqa: E402
+
+from codegen_runner import assert_matches_reference  # noqa: E402
+from test_codegen import CASES, f32, model  # noqa: E402
+from test_views import CASES as VIEW_CASES  # noqa: E402
+
+# Anchors the OpenCL renderer has no kernel for yet: their models must say so clearly.
+NOT_YET = {"conv_transpose_3d": "ConvTranspose", "maxpool_indices": "MaxPool's Indices",
+           "scan_select_resize": "CumSum"}
+
+
+@pytest.fixture(scope="module")
+def device():
+    try:
+        devices = _core.opencl_devices()
+    except df.Error as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    return next(d for d in devices if d["selected"])
+
+
+def run_opencl(ecg, feeds, planner):
+    gen = _core.generate_opencl(ecg, df.plan.plan(ecg, planner=planner, target="opencl"))
+    exe = _core.OpenclExecutable(gen)
+    return exe.run([feeds[v.name] for v in ecg.inputs]), gen
+
+
+@pytest.mark.parametrize("planner", ["dnnfusion", "none"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_codegen_case_on_opencl(device, case, planner):
+    ecg, feeds = CASES[case]()
+    if case in NOT_YET:
+        with pytest.raises(df.UnsupportedOperatorError, match=f"{NOT_YET[case]}.*OpenCL target"):
+            run_opencl(ecg, feeds, planner)
+        return
+    outs, gen = run_opencl(ecg, feeds, planner)
+    assert_matches_reference(ecg, feeds, outs, atol=1e-4)
+    assert "__kernel void k" in gen.source
+    assert len(gen.launches) == gen.counts["passes"] >= len(gen.kernels)
+
+
+@pytest.mark.parametrize("case", sorted(VIEW_CASES))
+def test_views_on_opencl(device, case):
+    """GEMM operands read in place through strides, on the OpenCL target too."""
+    ecg, feeds = VIEW_CASES[case]()
+    outs, gen = run_opencl(ecg, feeds, "dnnfusion")
+    assert_matches_reference(ecg, feeds, outs)
+    assert not any(s.startswith("transpose") for k in gen.kernels for s in k["stages"])
+
+
+def test_compile_target_opencl(device):
+    x = f32(3, 40)
+    ecg, feeds = model([h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Add", ["m", "b"], ["a"]),
+                        h.make_node("Relu", ["a"], ["r"]), h.make_node("Softmax", ["r"], ["y"], axis=-1)],
+                       {"x": x}, ["y"], [("w", f32(40, 24)), ("b", f32(24))])
+    m = df.compile(ecg, target="opencl")
+    got = m(x)
+    np.testing.assert_allclose(got, ecg.run_reference(x=x)[0], rtol=1e-5, atol=1e-6)
+    s = m.stats
+    assert s["target"] == "opencl" and s["device"] == device["name"] and s["passes"] == 2  # gemm+epilogue, softmax
+    prof = m.profile(x, repeat=2, warmup=1)
+    assert len(prof.rows) == len(m.kernels) + 1 and all(r["ms"] >= 0 for r in prof.rows)
+    assert "__kernel" in m.source()
+
+
+ZOO_NOT_YET = {"yolov4": "Resize", "faster_rcnn": "Resize", "mask_rcnn": "Resize", "unet": "ConvTranspose"}
+
+
+@pytest.mark.parametrize("name", sorted(__import__("dnnfusion.zoo.registry", fromlist=["x"]).list()))
+def test_zoo_reduced_on_opencl_matches_torch(device, name):
+    from dnnfusion.zoo import compiled_check as cc
+
+    path, inputs, ref_torch, _ = cc.references(name, True)
+    if name in ZOO_NOT_YET:
+        with pytest.raises(df.UnsupportedOperatorError, match=f"{ZOO_NOT_YET[name]} is not supported by the OpenCL"):
+            df.compile(path, inputs, target="opencl")
+        return
+    m = df.compile(path, inputs, target="opencl")
+    assert cc._rel_err(m.run(*inputs), ref_torch) <= 1e-3
+
+
+def _in_child(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+def test_no_opencl_library_is_a_clear_error(device):
+    r = _in_child("import dnnfusion as df\n"
+                  "try:\n    df._core.opencl_devices()\nexcept df.Error as e:\n    print('ERR', e)\n",
+                  DNNF_OPENCL_LIBRARY="/nonexistent/libOpenCL.so")
+    assert "ERR no OpenCL library could be loaded" in r.stdout and "pocl-opencl-icd" in r.stdout, r
+
+
+def test_device_that_matches_nothing_lists_the_devices(device, monkeypatch):
+    monkeypatch.setenv("DNNF_OPENCL_DEVICE", "no-such-device")
+    ecg, feeds = model([h.make_node("Relu", ["x"], ["y"])], {"x": f32(4)}, ["y"])
+    with pytest.raises(df.Error, match="(?s)no OpenCL device matches 'no-such-device'.*" + device["index"]):
+        df.compile(ecg, target="opencl")
+    monkeypatch.setenv("DNNF_OPENCL_DEVICE", device["name"][:6].upper())  # by part of the name
+    assert df.compile(ecg, target="opencl").stats["device"] == device["name"]
+
+
+def test_cli_lists_devices(device):
+    r = subprocess.run([sys.executable, "-m", "dnnfusion", "info", "--devices"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and device["name"] in r.stdout and "*" in r.stdout, r
