@@ -37,6 +37,17 @@ def test_node_cases_through_generated_code(batch, isa):
     assert not problems, "\n".join(f"{k}: {v}" for k, v in sorted(problems.items()))
 
 
+@pytest.mark.parametrize("batch", range(len(BATCHES)))
+def test_node_cases_through_opencl(batch):
+    """The same batches through the OpenCL target on the default OpenCL device (PoCL in CI)."""
+    try:
+        df._core.opencl_devices()
+    except df.Error as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    problems = cs.run_batch(BATCHES[batch], "opencl")
+    assert not problems, "\n".join(f"{k}: {v}" for k, v in sorted(problems.items()))
+
+
 def test_compiled_count_does_not_drop():
     n = len({e.case for e in COLLECTED.entries})
     assert n >= COMPILED_FLOOR, f"only {n} node cases compile, fewer than {COMPILED_FLOOR}"

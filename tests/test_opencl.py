@@ -23,11 +23,6 @@ from codegen_runner import assert_matches_reference  # noqa: E402
 from test_codegen import CASES, f32, model  # noqa: E402
 from test_views import CASES as VIEW_CASES  # noqa: E402
 
-# Anchors the OpenCL renderer has no kernel for yet: their models must say so clearly.
-NOT_YET = {"conv_transpose_3d": "ConvTranspose", "maxpool_indices": "MaxPool's Indices",
-           "scan_select_resize": "CumSum"}
-
-
 @pytest.fixture(scope="module")
 def device():
     try:
@@ -47,14 +42,11 @@ def run_opencl(ecg, feeds, planner):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_codegen_case_on_opencl(device, case, planner):
     ecg, feeds = CASES[case]()
-    if case in NOT_YET:
-        with pytest.raises(df.UnsupportedOperatorError, match=f"{NOT_YET[case]}.*OpenCL target"):
-            run_opencl(ecg, feeds, planner)
-        return
     outs, gen = run_opencl(ecg, feeds, planner)
     assert_matches_reference(ecg, feeds, outs, atol=1e-4)
     assert "__kernel void k" in gen.source
-    assert len(gen.launches) == gen.counts["passes"] >= len(gen.kernels)
+    assert len(gen.launches) == sum(k["passes"] for k in gen.kernels) >= len(gen.kernels)
+    assert gen.counts["passes"] >= len(gen.launches)
 
 
 @pytest.mark.parametrize("case", sorted(VIEW_CASES))
@@ -81,18 +73,11 @@ def test_compile_target_opencl(device):
     assert "__kernel" in m.source()
 
 
-ZOO_NOT_YET = {"yolov4": "Resize", "faster_rcnn": "Resize", "mask_rcnn": "Resize", "unet": "ConvTranspose"}
-
-
 @pytest.mark.parametrize("name", sorted(__import__("dnnfusion.zoo.registry", fromlist=["x"]).list()))
 def test_zoo_reduced_on_opencl_matches_torch(device, name):
     from dnnfusion.zoo import compiled_check as cc
 
     path, inputs, ref_torch, _ = cc.references(name, True)
-    if name in ZOO_NOT_YET:
-        with pytest.raises(df.UnsupportedOperatorError, match=f"{ZOO_NOT_YET[name]} is not supported by the OpenCL"):
-            df.compile(path, inputs, target="opencl")
-        return
     m = df.compile(path, inputs, target="opencl")
     assert cc._rel_err(m.run(*inputs), ref_torch) <= 1e-3
 

@@ -316,17 +316,19 @@ Executable::Executable(std::shared_ptr<const Graph> graph, OpenclModule module, 
                        "):\n" + log);
   }
   build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Buffers: graph inputs, outputs and constants one each; the arena; the scratch.
+  // Buffers: graph inputs, outputs, constants and the sources of output copies, one each
+  // (constants uploaded now); the arena; the scratch.
   const Graph& g = *graph_;
-  for (ValueId v : module_.inputs) m.values[v] = m.buffer(device_, g.value(v).type.nbytes(), "input '" + g.value(v).name + "'");
-  for (ValueId v : module_.outputs)
-    if (!m.values.count(v)) m.values[v] = m.buffer(device_, g.value(v).type.nbytes(), "output '" + g.value(v).name + "'");
-  for (ValueId v : module_.constants) {
+  std::vector<ValueId> need = module_.inputs;
+  need.insert(need.end(), module_.outputs.begin(), module_.outputs.end());
+  need.insert(need.end(), module_.constants.begin(), module_.constants.end());
+  for (ValueId v : module_.output_sources)
+    if (v != kNoValue) need.push_back(v);
+  for (ValueId v : need) {
     if (m.values.count(v)) continue;
     const Value& val = g.value(v);
-    if (!val.constant) throw InternalError("opencl: a module constant without data");
-    m.values[v] = m.buffer(device_, val.type.nbytes(), "constant '" + val.name + "'");
-    if (val.type.nbytes() > 0)
+    m.values[v] = m.buffer(device_, static_cast<int64_t>(val.type.nbytes()), "tensor '" + val.name + "'");
+    if (val.constant && val.type.nbytes() > 0)
       check(a.clEnqueueWriteBuffer(m.q, m.values[v], CL_TRUE, 0, val.type.nbytes(), val.constant->data, 0, nullptr,
                                    nullptr),
             "uploading constant '" + val.name + "'");

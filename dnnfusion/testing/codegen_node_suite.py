@@ -132,6 +132,10 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
 
     model, feeds, where = merge(batch)
     g = df.load(model)
+    if isa == "opencl":  # the OpenCL target on the default device
+        gen = _core.generate_opencl(g.graph, _plan.plan(g, planner=planner, target="opencl"))
+        got = _core.OpenclExecutable(gen).run([feeds[v.name] for v in g.inputs])
+        return _problems(where, got)
     gen = _core.generate_cpu(g.graph, _plan.plan(g, planner=planner), isa)
     old = os.environ.get("DNNF_OPT_LEVEL")
     os.environ["DNNF_OPT_LEVEL"] = "1"  # semantics do not depend on it; compile time does
@@ -145,7 +149,10 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
             os.environ.pop("DNNF_OPT_LEVEL", None)
         else:
             os.environ["DNNF_OPT_LEVEL"] = old
-    got = exe.run([feeds[v.name] for v in g.inputs])
+    return _problems(where, exe.run([feeds[v.name] for v in g.inputs]))
+
+
+def _problems(where: list[tuple[Entry, int]], got: list) -> dict[str, str]:
     problems: dict[str, str] = {}
     for (e, j), x in zip(where, got):
         p = suite.compare(np.asarray(x), e.expected[j], f"output {j}", e.atol)

@@ -64,7 +64,12 @@ std::string spell(const Ew& e, const std::vector<std::string>& args, const Spell
     case Ew::Kind::Call: return e.name + "(" + join(k) + ")";  // the support library's v_*
     case Ew::Kind::Param:
     case Ew::Kind::Const: return literal(e.value, DType::F32, sp);
-    case Ew::Kind::Lanes: return (e.name == "fmod_py" ? std::string("fmod_py") : e.name) + "(" + join(k) + ")";
+    case Ew::Kind::Lanes:
+      if (e.name == "fmod_py") {  // fmod, then the divisor's sign (Python), in the operands' type
+        const std::string r = "fmod(" + k[0] + ", " + k[1] + ")";
+        return "(" + r + " != 0 && ((" + r + " < 0) != ((" + k[1] + ") < 0)) ? " + r + " + (" + k[1] + ") : " + r + ")";
+      }
+      return e.name + "(" + join(k) + ")";
     case Ew::Kind::Cast:
       if (e.type == DType::Bool) return "((uchar)((" + k[0] + ") != 0))";
       return "((" + std::string(cltype(e.type, sp)) + ")(" + k[0] + "))";
@@ -168,6 +173,8 @@ std::string support_library(const Spelling& sp) {
   std::string s;
   if (sp.fp64) s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
   s += R"CL(
+// No a * b + c contracted into an FMA: the CPU target's -ffp-contract=off, the same rounding.
+#pragma OPENCL FP_CONTRACT OFF
 // dnnfusion's OpenCL support library: the SIMD vocabulary's scalar twins (the same formulas
 // as the CPU prelude's, NaN passing through max/min as there), integer helpers, wrap_index.
 inline long lmin(long a, long b) { return a < b ? a : b; }
@@ -211,7 +218,6 @@ inline float v_mish(float x) {
 }
 inline float v_gelu_erf(float x) { return x * 0.5f * erfc(x * -0.707106781186547524f); }
 inline float v_gelu_tanh(float x) { return x * v_sigmoid(x * (x * x * (2.0f * 0.7978845608028654f * 0.044715f) + 2.0f * 0.7978845608028654f)); }
-inline float fmod_py(float a, float b) { float r = fmod(a, b); if (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) r += b; return r; }
 )CL";
   // Typed helpers per element type: min/max (as std::min/max: NaN-free operands), and for
   // integers Div (toward zero, x / 0 = 0), Mod (Python and C forms) and integer Pow.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "resize_taps.h"
 #include "rowops.h"
 
 namespace dnnf::irr {
@@ -22,16 +23,7 @@ using simd::kVecWidth;
 using simd::vf;
 
 namespace detail {
-// Rounds a product to float before it meets an addition: keeps the compiler from fusing
-// a * b + c into an FMA, where results must reproduce the oracle's float32 arithmetic.
-inline float rounded(float v) {
-  volatile float t = v;
-  return t;
-}
-inline double rounded(double v) {
-  volatile double t = v;
-  return t;
-}
+using taps_detail::rounded;
 }  // namespace detail
 
 // ---- TopK ---------------------------------------------------------------------------------
