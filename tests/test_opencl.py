@@ -107,3 +107,21 @@ def test_cli_lists_devices(device):
     r = subprocess.run([sys.executable, "-m", "dnnfusion", "info", "--devices"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and device["name"] in r.stdout and "*" in r.stdout, r
+
+
+def test_programs_are_cached_on_disk_and_a_corrupt_entry_is_rebuilt(device, tmp_path, monkeypatch):
+    monkeypatch.setenv("DNNF_CACHE_DIR", str(tmp_path))
+    x = f32(5, 17)
+    ecg, _ = model([h.make_node("Tanh", ["x"], ["t"]), h.make_node("Softmax", ["t"], ["y"], axis=-1)], {"x": x}, ["y"])
+    want = ecg.run_reference(x=x)[0]
+    first = df.compile(ecg, target="opencl")
+    assert not first.stats["cache_hit"]
+    (entry,) = list((tmp_path / "kernels").glob("ocl-*.bin"))
+    again = df.compile(ecg, target="opencl")
+    assert again.stats["cache_hit"]
+    np.testing.assert_allclose(again(x), want, rtol=1e-5, atol=1e-6)
+    entry.write_bytes(b"\0garbage" * 16)  # a corrupt binary: rebuilt from source, then cached again
+    rebuilt = df.compile(ecg, target="opencl")
+    assert not rebuilt.stats["cache_hit"]
+    np.testing.assert_allclose(rebuilt(x), want, rtol=1e-5, atol=1e-6)
+    assert df.compile(ecg, target="opencl").stats["cache_hit"]

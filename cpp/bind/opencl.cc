@@ -173,6 +173,6 @@ void bind_opencl(py::module_& m) {
       .def("set_num_threads", [](OclExecutable&, int) {}, py::arg("n"), "No effect: the device runs the kernels.")
       .def_property_readonly("device", [](const OclExecutable& e) { return device_dict(e.exe().device()); })
       .def_property_readonly("build_seconds", [](const OclExecutable& e) { return e.exe().build_seconds(); })
-      .def_property_readonly("cached", [](const OclExecutable&) { return false; })
+      .def_property_readonly("cached", [](const OclExecutable& e) { return e.exe().cached(); })
       .def_property_readonly("library_path", [](const OclExecutable&) { return std::string(); });
 }

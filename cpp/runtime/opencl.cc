@@ -3,6 +3,10 @@
 #include "runtime/opencl.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +16,7 @@
 #include <mutex>
 
 #include "ir/errors.h"
+#include "runtime/compiler.h"
 
 #if __has_include(<CL/cl.h>)
 #define CL_TARGET_OPENCL_VERSION 120
@@ -49,7 +54,7 @@ struct Api {
   DNNF_CL(clEnqueueWriteBuffer) DNNF_CL(clEnqueueReadBuffer) DNNF_CL(clFinish)
   DNNF_CL(clGetEventProfilingInfo) DNNF_CL(clReleaseEvent) DNNF_CL(clReleaseKernel) DNNF_CL(clReleaseProgram)
   DNNF_CL(clReleaseMemObject) DNNF_CL(clReleaseCommandQueue) DNNF_CL(clReleaseContext)
-  DNNF_CL(clGetKernelWorkGroupInfo)
+  DNNF_CL(clGetKernelWorkGroupInfo) DNNF_CL(clCreateProgramWithBinary) DNNF_CL(clGetProgramInfo)
 #undef DNNF_CL
 };
 
@@ -91,7 +96,7 @@ const Api& api() {
   DNNF_CL(clEnqueueWriteBuffer) DNNF_CL(clEnqueueReadBuffer) DNNF_CL(clFinish)
   DNNF_CL(clGetEventProfilingInfo) DNNF_CL(clReleaseEvent) DNNF_CL(clReleaseKernel) DNNF_CL(clReleaseProgram)
   DNNF_CL(clReleaseMemObject) DNNF_CL(clReleaseCommandQueue) DNNF_CL(clReleaseContext)
-  DNNF_CL(clGetKernelWorkGroupInfo)
+  DNNF_CL(clGetKernelWorkGroupInfo) DNNF_CL(clCreateProgramWithBinary) DNNF_CL(clGetProgramInfo)
 #undef DNNF_CL
   if (!ok) {
     failed = "the OpenCL library lacks " + missing + " (an OpenCL 1.2 ICD loader is needed): " + kInstall;
@@ -299,21 +304,65 @@ Executable::Executable(std::shared_ptr<const Graph> graph, OpenclModule module, 
   check(e, "clCreateContext on " + device_.name);
   m.q = a.clCreateCommandQueue(m.ctx, f.device, CL_QUEUE_PROFILING_ENABLE, &e);
   check(e, "clCreateCommandQueue");
-  // The program, built once per executable.
+  // The program: from the disk cache (the device's binary, keyed by the device, its driver,
+  // the build options and the source), else built from source and then cached. A cache
+  // entry that does not load or build is rebuilt from source; no cache directory, no cache.
   const auto t0 = std::chrono::steady_clock::now();
-  const char* src = module_.source.c_str();
-  const size_t len = module_.source.size();
-  m.prog = a.clCreateProgramWithSource(m.ctx, 1, &src, &len, &e);
-  check(e, "clCreateProgramWithSource");
-  e = a.clBuildProgram(m.prog, 1, &f.device, module_.build_options.c_str(), nullptr, nullptr);
-  if (e != CL_SUCCESS) {
+  std::string path;
+  try {
+    path = cache_dir() + "/ocl-" +
+           sha256_hex(device_.name + "\n" + device_.vendor + "\n" + device_.driver + "\n" + device_.version + "\n" +
+                      device_.platform + "\n" + module_.build_options + "\n" + module_.source) + ".bin";
+  } catch (const Error&) {
+    path.clear();
+  }
+  if (!path.empty()) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    const std::string bin = buf.str();
+    if (in && !bin.empty()) {
+      const unsigned char* ptr = reinterpret_cast<const unsigned char*>(bin.data());
+      const size_t n = bin.size();
+      cl_int status = CL_SUCCESS;
+      m.prog = a.clCreateProgramWithBinary(m.ctx, 1, &f.device, &n, &ptr, &status, &e);
+      if (e == CL_SUCCESS && status == CL_SUCCESS &&
+          a.clBuildProgram(m.prog, 1, &f.device, module_.build_options.c_str(), nullptr, nullptr) == CL_SUCCESS) {
+        cached_ = true;
+      } else if (m.prog) {
+        a.clReleaseProgram(m.prog);
+        m.prog = nullptr;
+      }
+    }
+  }
+  if (!cached_) {
+    const char* src = module_.source.c_str();
+    const size_t len = module_.source.size();
+    m.prog = a.clCreateProgramWithSource(m.ctx, 1, &src, &len, &e);
+    check(e, "clCreateProgramWithSource");
+    e = a.clBuildProgram(m.prog, 1, &f.device, module_.build_options.c_str(), nullptr, nullptr);
+    if (e != CL_SUCCESS) {
+      size_t n = 0;
+      a.clGetProgramBuildInfo(m.prog, f.device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+      std::string log(n, '\0');
+      if (n) a.clGetProgramBuildInfo(m.prog, f.device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+      if (log.size() > 4000) log = log.substr(0, 4000) + "\n...";
+      throw CompileError("OpenCL: building the generated program on " + device_.name + " failed (" + code_name(e) +
+                         "):\n" + log);
+    }
     size_t n = 0;
-    a.clGetProgramBuildInfo(m.prog, f.device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
-    std::string log(n, '\0');
-    if (n) a.clGetProgramBuildInfo(m.prog, f.device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
-    if (log.size() > 4000) log = log.substr(0, 4000) + "\n...";
-    throw CompileError("OpenCL: building the generated program on " + device_.name + " failed (" + code_name(e) +
-                       "):\n" + log);
+    if (!path.empty() && a.clGetProgramInfo(m.prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, nullptr) == CL_SUCCESS && n) {
+      std::string bin(n, '\0');
+      unsigned char* ptr = reinterpret_cast<unsigned char*>(bin.data());
+      if (a.clGetProgramInfo(m.prog, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS) {
+        // Written whole under a private name, then renamed: readers never see a partial file.
+        const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+        std::ofstream out(tmp, std::ios::binary);
+        out.write(bin.data(), static_cast<std::streamsize>(bin.size()));
+        out.close();
+        if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
+      }
+    }
   }
   build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Buffers: graph inputs, outputs, constants and the sources of output copies, one each

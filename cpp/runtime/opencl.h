@@ -51,6 +51,7 @@ class Executable {
   const DeviceInfo& device() const { return device_; }
   const OpenclModule& module() const { return module_; }
   double build_seconds() const { return build_seconds_; }
+  bool cached() const { return cached_; }  // the program came from the disk cache
 
  private:
   struct Impl;
@@ -58,6 +59,7 @@ class Executable {
   OpenclModule module_;
   DeviceInfo device_;
   double build_seconds_ = 0;
+  bool cached_ = false;
   std::unique_ptr<Impl> impl_;
 };
 
