@@ -12,6 +12,7 @@ from dnnfusion.errors import (
     Error,
     InternalError,
     ModelFormatError,
+    ModelWarning,
     ShapeError,
     UnsupportedOperatorError,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "ShapeError",
     "DTypeError",
     "ModelFormatError",
+    "ModelWarning",
     "CompileError",
     "InternalError",
 ]

@@ -31,5 +31,10 @@ class CompileError(Error):
     """Generated code failed to compile, or no compiler/device is available."""
 
 
+class ModelWarning(UserWarning):
+    """A model that the ONNX checker faults but ONNX Runtime runs (e.g. a graph output whose
+    type has no shape): dnnfusion imports it too, and says what the checker found."""
+
+
 class InternalError(RuntimeError):
     """A broken invariant inside dnnfusion: please report it."""

@@ -533,3 +533,36 @@ def test_torch_attention_block(tmp_path):
     assert got.dtype == np.float32 and got.shape == (2, 5, 32)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got, _ort(path, x.numpy()), rtol=1e-4, atol=1e-5)
+
+
+def _shapeless_output_model():
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_checker_complaints_onnx_runtime_tolerates_are_warnings(tmp_path):
+    """A graph output whose type has no shape: the checker faults it, ONNX Runtime runs it;
+    dnnfusion imports it with a ModelWarning naming the complaint, on every load (the import
+    cache does not keep such models), and computes what ORT computes."""
+    ort = pytest.importorskip("onnxruntime")
+    m = _shapeless_output_model()
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    for _ in range(2):
+        with pytest.warns(dnnfusion.ModelWarning, match="'shape' of 'type' is required"):
+            g = dnnfusion.load(str(path))
+    assert [v.shape for v in g.outputs] == [(2, 3)]
+    with pytest.warns(dnnfusion.ModelWarning):
+        cm = dnnfusion.compile(m.SerializeToString())
+    np.testing.assert_array_equal(cm(x), want)
+
+
+def test_a_tolerated_complaint_does_not_hide_another():
+    m = _shapeless_output_model()
+    m.graph.node.append(helper.make_node("Relu", ["x"], ["y"]))  # y assigned twice: not SSA
+    with pytest.raises(dnnfusion.ModelFormatError, match="fails the ONNX checker"):
+        dnnfusion.load(m.SerializeToString())

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from dnnfusion import _core
-from dnnfusion.errors import DTypeError, ModelFormatError, ShapeError, UnsupportedOperatorError
+from dnnfusion.errors import DTypeError, ModelFormatError, ModelWarning, ShapeError, UnsupportedOperatorError
 from dnnfusion.frontends import onnx_cache
 from dnnfusion.frontends.builder import GraphBuilder
 
@@ -177,9 +178,15 @@ def import_onnx(model: Any, input_shapes: Mapping[str, Sequence[int | str | None
             graph = onnx_cache.load(key, os.fspath(model))
             if graph is not None:
                 return graph
-    proto = _read_and_check(onnx, model)
+    with warnings.catch_warnings(record=True) as found:
+        warnings.simplefilter("always", ModelWarning)
+        proto = _read_and_check(onnx, model)
+    for w in found:  # re-raised to the caller's filters
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     graph = _Importer(onnx, proto, dict(input_shapes or {})).run()
-    if key is not None:  # external data is refused by the store (its files are not keyed)
+    # External data is refused by the store (its files are not keyed); a model with checker
+    # warnings is not stored, so that every load repeats them.
+    if key is not None and not any(issubclass(w.category, ModelWarning) for w in found):
         onnx_cache.store(key, os.fspath(model), graph)
     return graph
 
@@ -208,16 +215,21 @@ def _read_and_check(onnx: Any, model: Any) -> Any:
             raise ModelFormatError(f"'{path}' is not a readable ONNX model (truncated, "
                                    f"corrupt or not ONNX): {_short(e)}") from None
         _screen(onnx, proto, f"'{path}'")
+        recheck = False
         try:
             onnx.checker.check_model(path)  # by path: external data checked, no 2 GB limit
         except Exception as e:  # noqa: BLE001
-            raise ModelFormatError(f"'{path}' fails the ONNX checker: {_short(e)}") from None
+            if not any(text in str(e) for text in _TOLERATED):
+                raise ModelFormatError(f"'{path}' fails the ONNX checker: {_short(e)}") from None
+            recheck = True  # a complaint ORT tolerates: _check_proto warns or finds worse
         base = os.path.dirname(os.path.abspath(path))
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, base)
         except Exception as e:  # noqa: BLE001
             raise ModelFormatError(f"'{path}': cannot load its external data (looked in "
                                    f"'{base}'): {_short(e)}") from None
+        if recheck:
+            _check_proto(onnx, proto, f"'{path}'")
         return proto
     if isinstance(model, (bytes, bytearray, memoryview)):
         data = bytes(model)
@@ -254,25 +266,58 @@ def _all_tensors(proto: Any) -> list:
     return tensors
 
 
-def _check_proto(onnx: Any, proto: Any, what: str) -> None:
+# Checker complaints ONNX Runtime does not share (it runs such models): imported with a
+# ModelWarning after checking a copy with the complaint repaired, so nothing else slips by.
+_TOLERATED = {
+    # A graph output or value_info whose type has no shape: ORT infers it (so does dnnfusion).
+    "Field 'shape' of 'type' is required but missing": "a value's type has no shape field",
+}
+
+
+def _repair_missing_shapes(onnx: Any, proto: Any) -> Any:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    g = copy.graph
+    for vi in list(g.output) + list(g.value_info):
+        if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+            vi.type.tensor_type.shape.SetInParent()
+    return copy
+
+
+def _run_checker(onnx: Any, proto: Any) -> None:
     try:
         size = proto.ByteSize()
     except Exception:  # noqa: BLE001 - protobuf refuses to size messages over 2 GB
         size = _CHECKER_LIMIT + 1
+    if size <= _CHECKER_LIMIT:
+        onnx.checker.check_model(proto)
+        return
+    # Too large to hand to the C++ checker in one piece: check it the way it will be
+    # stored, as a file with external data, without touching the caller's proto.
+    with tempfile.TemporaryDirectory(prefix="dnnfusion-check-") as d:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        path = os.path.join(d, "model.onnx")
+        onnx.save_model(copy, path, save_as_external_data=True, location="model.data")
+        onnx.checker.check_model(path)
+
+
+def _check_proto(onnx: Any, proto: Any, what: str) -> None:
     try:
-        if size <= _CHECKER_LIMIT:
-            onnx.checker.check_model(proto)
-            return
-        # Too large to hand to the C++ checker in one piece: check it the way it will be
-        # stored, as a file with external data, without touching the caller's proto.
-        with tempfile.TemporaryDirectory(prefix="dnnfusion-check-") as d:
-            copy = onnx.ModelProto()
-            copy.CopyFrom(proto)
-            path = os.path.join(d, "model.onnx")
-            onnx.save_model(copy, path, save_as_external_data=True, location="model.data")
-            onnx.checker.check_model(path)
+        _run_checker(onnx, proto)
+        return
     except Exception as e:  # noqa: BLE001
+        first = e
+    tolerated = [why for text, why in _TOLERATED.items() if text in str(first)]
+    if not tolerated:
+        raise ModelFormatError(f"{what} fails the ONNX checker: {_short(first)}") from None
+    try:
+        _run_checker(onnx, _repair_missing_shapes(onnx, proto))
+    except Exception as e:  # noqa: BLE001 - something else is wrong too
         raise ModelFormatError(f"{what} fails the ONNX checker: {_short(e)}") from None
+    warnings.warn(ModelWarning(
+        f"{what} fails the ONNX checker ({_short(first)}: {tolerated[0]}); ONNX Runtime runs such "
+        "models, so dnnfusion imports it and infers what is missing"), stacklevel=2)
 
 
 def _default_opset(proto: Any) -> int | None:
