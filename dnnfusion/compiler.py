@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -16,7 +17,7 @@ from dnnfusion import _core
 from dnnfusion import plan as _plan
 from dnnfusion import rewrite as _rewrite
 from dnnfusion.ecg import ECG, load
-from dnnfusion.errors import CompileError, DTypeError, Error
+from dnnfusion.errors import CompileError, DTypeError, Error, ShapeError
 
 LAYOUTS = ("auto", "nchw", "nhwc")
 TARGETS = ("cpu", "opencl")
@@ -78,6 +79,7 @@ class CompiledModel:
         self._exe = executable
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = [v.name for v in graph.outputs]
+        self._specializer: _Specializer | None = None  # set for models with symbolic dims
 
     # Calling -----------------------------------------------------------------------------
     def __call__(self, *args: Any, **feeds: Any) -> Any:
@@ -89,7 +91,12 @@ class CompiledModel:
         given = self._bind(args, feeds)
         torch_like = [a for a in given if _is_torch(a)]
         arrays = [self._array(a, name) for a, name in zip(given, self.input_names)]
-        outs = self._exe.run(arrays)
+        exe = self._exe
+        if self._specializer is not None and any(
+                a.shape != tuple(v.shape) for a, v in zip(arrays, self.graph.inputs)):
+            shapes = {name: a.shape for name, a in zip(self.input_names, arrays)}
+            exe = self._specializer.get(self, shapes)._exe
+        outs = exe.run(arrays)
         if not torch_like:
             return outs
         import torch
@@ -245,23 +252,97 @@ def _is_onnx(model: Any) -> bool:
     return isinstance(model, (str, os.PathLike, bytes)) or type(model).__name__ == "ModelProto"
 
 
-def _shapes_from_examples(ecg: ECG, example_inputs: Any) -> dict[str, list[int]] | None:
-    """For an ONNX model with symbolic input dimensions: the shapes of the example inputs,
-    by input name, so the model can be loaded again with static shapes."""
-    if example_inputs is None or not any(isinstance(d, str) for v in ecg.inputs for d in v.shape):
-        return None
+def _onnx_inputs(model: Any) -> tuple[list[str], dict[str, list[tuple[int, str]]]]:
+    """An ONNX model's graph inputs (initializers excluded) in order, and those with symbolic
+    dimensions: input name -> [(axis, dim name)]; a dimension with neither a value nor a name
+    gets a name of its own."""
+    import onnx
+
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            proto = onnx.load_model(os.fspath(model), load_external_data=False)
+        except Exception:  # noqa: BLE001 - load() reports a bad file clearly
+            return [], {}
+    elif isinstance(model, bytes):
+        try:
+            proto = onnx.load_model_from_string(model)
+        except Exception:  # noqa: BLE001
+            return [], {}
+    else:
+        proto = model
+    inits = {t.name for t in proto.graph.initializer}
+    names: list[str] = []
+    out: dict[str, list[tuple[int, str]]] = {}
+    for vi in proto.graph.input:
+        if vi.name in inits:
+            continue
+        names.append(vi.name)
+        if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if not d.HasField("dim_value"):
+                out.setdefault(vi.name, []).append((axis, d.dim_param or f"{vi.name}:{axis}"))
+    return names, out
+
+
+def _shapes_of_examples(names: list[str], symbolic: dict[str, list[tuple[int, str]]],
+                        example_inputs: Any) -> dict[str, list[int]]:
+    """The shapes of the example inputs (graph input order) of the symbolic inputs, by name."""
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
-    if len(example_inputs) != len(ecg.inputs):
-        raise TypeError(f"{len(example_inputs)} example inputs for a model with "
-                        f"{len(ecg.inputs)} inputs ({', '.join(v.name for v in ecg.inputs)})")
-    return {v.name: [int(d) for d in x.shape] for v, x in zip(ecg.inputs, example_inputs)}
+    if len(example_inputs) != len(names):
+        raise TypeError(f"{len(example_inputs)} example inputs for a model with {len(names)} inputs "
+                        f"({', '.join(names)})")
+    return {n: [int(d) for d in x.shape] for n, x in zip(names, example_inputs) if n in symbolic}
+
+
+class _Specializer:
+    """Compiles a model with symbolic input dimensions again for the shapes it is called with
+    (least recently used dropped beyond `limit`)."""
+
+    def __init__(self, model: Any, symbolic: dict[str, list[tuple[int, str]]], kwargs: dict,
+                 limit: int, first: CompiledModel):
+        if limit < 1:
+            raise ValueError(f"max_specializations must be at least 1, got {limit}")
+        self.model, self.symbolic, self.kwargs, self.limit = model, symbolic, kwargs, limit
+        self.compiled: OrderedDict[tuple, CompiledModel] = OrderedDict()
+        self.compiled[self._key({v.name: v.shape for v in first.graph.inputs})] = first
+
+    def _key(self, shapes: dict[str, Sequence[int]]) -> tuple:
+        return tuple((n, tuple(int(d) for d in shapes[n])) for n in self.symbolic)
+
+    def check(self, shapes: dict[str, Sequence[int]]) -> None:
+        """Symbolic dimensions named alike must agree across the inputs."""
+        seen: dict[str, tuple[str, int]] = {}
+        for name, dims in self.symbolic.items():
+            for axis, param in dims:
+                size = int(shapes[name][axis])
+                if param in seen and seen[param][1] != size:
+                    other, was = seen[param]
+                    raise ShapeError(f"dimension '{param}' is {was} in input '{other}' but {size} in input "
+                                     f"'{name}' (axis {axis}); inputs sharing it must agree")
+                seen.setdefault(param, (name, size))
+
+    def get(self, owner: CompiledModel, shapes: dict[str, Sequence[int]]) -> CompiledModel:
+        key = self._key(shapes)
+        if key in self.compiled:
+            self.compiled.move_to_end(key)
+            return self.compiled[key]
+        self.check(shapes)
+        m = _compile_static(self.model, None, input_shapes={n: list(shapes[n]) for n in self.symbolic},
+                            **self.kwargs)
+        self.compiled[key] = m
+        while len(self.compiled) > self.limit:
+            self.compiled.popitem(last=False)
+        owner.stats["specializations"].append({n: list(map(int, shapes[n])) for n in self.symbolic})
+        return m
 
 
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str = "cpu",  # noqa: A001
             planner: str = "dnnfusion", threads: int | None = None,
             input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
-            isa: str | None = None, layout: str | None = None, device: str = "") -> CompiledModel:
+            isa: str | None = None, layout: str | None = None, device: str = "",
+            max_specializations: int = 8) -> CompiledModel:
     """Compiles a model for the CPU (``target="cpu"``, C++ over SIMD) or an OpenCL device
     (``target="opencl"``, OpenCL C; ``device``: ``""`` = ``$DNNF_OPENCL_DEVICE``, else the
     first GPU, else the first device; ``"p:d"`` or part of its name, as
@@ -281,7 +362,28 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     was chosen.
     Compiled objects are cached per user, so compiling the same model again skips the C++
     compiler (``stats["cache_hit"]``).
+
+    Dynamic shapes (ONNX ``dim_param`` inputs): ``example_inputs`` or ``input_shapes`` fix the
+    symbolic dimensions before any shape arithmetic is folded; calling the compiled model with
+    other sizes compiles a specialization for them on the fly (at most
+    ``max_specializations`` kept, least recently used dropped; ``stats["specializations"]``
+    lists the shapes compiled). A dimension named the same in several inputs must agree.
     """
+    names, symbolic = _onnx_inputs(model) if _is_onnx(model) else ([], {})
+    if symbolic and input_shapes is None and example_inputs is not None:
+        input_shapes = _shapes_of_examples(names, symbolic, example_inputs)
+    kwargs = dict(target=target, planner=planner, threads=threads, optimize=optimize, isa=isa,
+                  layout=layout, device=device)
+    m = _compile_static(model, example_inputs, input_shapes=input_shapes, **kwargs)
+    if symbolic:
+        m._specializer = _Specializer(model, symbolic, kwargs, max_specializations, m)
+        m.stats["specializations"] = []
+    return m
+
+
+def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: str, planner: str,
+                    threads: int | None, input_shapes: dict[str, Sequence[int]] | None,
+                    optimize: bool, isa: str | None, layout: str | None, device: str) -> CompiledModel:
     if target not in TARGETS:
         raise Error(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     if target == "opencl":  # channels-last convolutions are CPU kernels; OpenCL runs NCHW
@@ -302,10 +404,6 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
 
     t_start = time.perf_counter()
     ecg = load(model, example_inputs, input_shapes=input_shapes)
-    if input_shapes is None and _is_onnx(model):
-        shapes = _shapes_from_examples(ecg, example_inputs)
-        if shapes is not None:
-            ecg = load(model, input_shapes=shapes)
     operators_before = len(ecg)
     t_loaded = time.perf_counter()
     report = None
