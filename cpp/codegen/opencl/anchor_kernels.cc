@@ -1,0 +1,488 @@
+// The OpenCL renderer's anchor kernels (paper §4.4 Many-to-Many operators on the GPU): one
+// work-item per output element (GEMM, convolutions, pools, Resize, RoiAlign, reductions) or
+// per row (Softmax, LayerNorm, CumSum, ArgMax, TopK, InstanceNorm), each computing what the
+// CPU prelude's kernel computes, then the fused epilogue on its result (finish_element).
+#include <algorithm>
+#include <cstring>
+
+#include "codegen/opencl/renderer.h"
+#include "codegen/prelude/resize_taps.h"
+#include "ir/errors.h"
+
+namespace dnnf::cg::opencl {
+
+void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
+  const GemmCall& c = a.gemm;
+  global[0] = c.N;
+  global[1] = c.M;
+  global[2] = a.batch;
+  k.body.line("const long dn_n = get_global_id(0), dn_m = get_global_id(1), b = get_global_id(2);");
+  k.body.line("if (dn_n >= " + L(c.N) + " || dn_m >= " + L(c.M) + ") return;");
+  const std::string offa = c.batched ? index(a.offset_a, a.batch_vars) : "0L";
+  const std::string offb = c.batched ? index(a.offset_b, a.batch_vars) : "0L";
+  k.body.line("(void)b;");
+  k.body.line("__global const float* dn_a = " + p(c.a) + " + (" + offa + ") + dn_m * " + L(c.rs_a) + ";");
+  k.body.line("__global const float* dn_b = " + p(c.b) + " + (" + offb + ") + dn_n * " + L(c.cs_b) + ";");
+  k.body.line("float acc = 0.0f;");
+  k.body.line("for (long dn_k = 0; dn_k < " + L(c.K) + "; ++dn_k) acc = fma(dn_a[dn_k * " + L(c.cs_a) +
+              "], dn_b[dn_k * " + L(c.rs_b) + "], acc);");
+  finish_element(k, a, "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n");
+}
+
+void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
+  const std::vector<int64_t>& s = a.args.at(0).ints;  // nd, N, C, M, group, in, out, k, stride, dil, begin
+  const int nd = static_cast<int>(s[0]);
+  const int64_t N = s[1], C = s[2], M = s[3], G = s[4];
+  auto arr = [&](int which, int d) { return s[5 + 3 * which + d]; };
+  int64_t pixels = 1, in_plane = 1, taps = 1;
+  for (int d = 0; d < nd; ++d) {
+    pixels *= arr(1, d);
+    in_plane *= arr(0, d);
+    taps *= arr(2, d);
+  }
+  const AnchorArg& wa = a.args.at(2);
+  const ValueId W = wa.kind == AnchorArg::Kind::Packed ? mp.packed.at(static_cast<size_t>(wa.i)).value : wa.value;
+  global[0] = N * M * pixels;
+  elementwise_head(k, global[0]);
+  k.body.line("const long dn_pix = e % " + L(pixels) + ", dn_m = (e / " + L(pixels) + ") % " + L(M) +
+              ", dn_img = e / " + L(pixels * M) + ";");
+  k.body.line("const long dn_g = dn_m / " + L(M / G) + ";");
+  // Output coordinates, last dim fastest.
+  k.body.line("long dn_rest = dn_pix;");
+  for (int d = nd; d-- > 0;)
+    k.body.line("const long dn_o" + std::to_string(d) + " = dn_rest % " + L(arr(1, d)) + "; dn_rest /= " + L(arr(1, d)) + ";");
+  k.body.line("float acc = 0.0f;");
+  k.body.open("for (long dn_c = 0; dn_c < " + L(C / G) + "; ++dn_c)");
+  k.body.line("__global const float* dn_x = " + p(a.args.at(1).value) + " + (dn_img * " + L(C) + " + dn_g * " +
+              L(C / G) + " + dn_c) * " + L(in_plane) + ";");
+  k.body.line("__global const float* dn_w = " + p(W) + " + (dn_m * " + L(C / G) + " + dn_c) * " + L(taps) + ";");
+  k.body.open("for (long dn_t = 0; dn_t < " + L(taps) + "; ++dn_t)");
+  k.body.line("long dn_tr = dn_t, dn_off = 0; bool dn_in = true;");
+  int64_t stride_in = 1;
+  std::vector<int64_t> in_stride(static_cast<size_t>(nd));
+  for (int d = nd; d-- > 0;) {
+    in_stride[static_cast<size_t>(d)] = stride_in;
+    stride_in *= arr(0, d);
+  }
+  for (int d = nd; d-- > 0;) {
+    const std::string D = std::to_string(d);
+    k.body.line("{ const long kd = dn_tr % " + L(arr(2, d)) + "; dn_tr /= " + L(arr(2, d)) + "; const long id = dn_o" + D +
+                " * " + L(arr(3, d)) + " - " + L(s[20 + d]) + " + kd * " + L(arr(4, d)) + "; dn_in = dn_in && id >= 0 && id < " +
+                L(arr(0, d)) + "; dn_off += id * " + L(in_stride[static_cast<size_t>(d)]) + "; }");
+  }
+  k.body.line("if (dn_in) acc = fma(dn_x[dn_off], dn_w[dn_t], acc);");
+  k.body.close();
+  k.body.close();
+  finish_element(k, a, "e");
+}
+
+void Renderer::pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max) {
+  // nd, N, C, in, out, kernel, stride, dilation, begin, end, count_include_pad
+  const std::vector<int64_t>& s = a.args.at(0).ints;
+  const int nd = static_cast<int>(s[0]);
+  const int64_t N = s[1], C = s[2];
+  auto arr = [&](int which, int d) { return s[3 + 3 * which + d]; };
+  const bool cip = s[24] != 0;
+  int64_t pixels = 1, in_plane = 1;
+  for (int d = 0; d < nd; ++d) {
+    pixels *= arr(1, d);
+    in_plane *= arr(0, d);
+  }
+  global[0] = N * C * pixels;
+  elementwise_head(k, global[0]);
+  k.body.line("const long dn_pix = e % " + L(pixels) + ", dn_nc = e / " + L(pixels) + ";");
+  k.body.line("__global const float* dn_x = " + p(a.args.at(1).value) + " + dn_nc * " + L(in_plane) + ";");
+  k.body.line("long dn_rest = dn_pix, dn_count = 1;");
+  for (int d = nd; d-- > 0;) {
+    const std::string D = std::to_string(d);
+    k.body.line("const long dn_o" + D + " = dn_rest % " + L(arr(1, d)) + "; dn_rest /= " + L(arr(1, d)) + ";");
+    if (!is_max) {  // taps of this dim in the counted region (the input, + the pads with count_include_pad)
+      const int64_t lo = cip ? -arr(5, d) : 0, hi = cip ? arr(0, d) + arr(6, d) : arr(0, d);
+      k.body.line("{ long c = 0; for (long t = 0; t < " + L(arr(2, d)) + "; ++t) { const long q = dn_o" + D + " * " +
+                  L(arr(3, d)) + " + t * " + L(arr(4, d)) + " - " + L(arr(5, d)) + "; c += q >= " + L(lo) + " && q < " +
+                  L(hi) + "; } dn_count *= c; }");
+    }
+  }
+  int64_t taps = 1;
+  for (int d = 0; d < nd; ++d) taps *= arr(2, d);
+  k.body.line(std::string("float acc = ") + (is_max ? "-INFINITY" : "0.0f") + "; long dn_best = 0;");
+  k.body.open("for (long dn_t = 0; dn_t < " + L(taps) + "; ++dn_t)");
+  k.body.line("long dn_tr = dn_t, dn_off = 0, dn_st = 1; bool dn_in = true;");
+  for (int d = nd; d-- > 0;) {
+    const std::string D = std::to_string(d);
+    k.body.line("{ const long kd = dn_tr % " + L(arr(2, d)) + "; dn_tr /= " + L(arr(2, d)) + "; const long id = dn_o" + D +
+                " * " + L(arr(3, d)) + " - " + L(arr(5, d)) + " + kd * " + L(arr(4, d)) + "; dn_in = dn_in && id >= 0 && id < " +
+                L(arr(0, d)) + "; dn_off += id * dn_st; dn_st *= " + L(arr(0, d)) + "; }");
+  }
+  k.body.line(is_max ? "if (dn_in) { const float x = dn_x[dn_off]; if (x > acc || (isnan(x) && !isnan(acc))) { acc = x; dn_best = dn_t; } }"
+                     : "if (dn_in) acc += dn_x[dn_off];");
+  k.body.close();
+  if (!a.second.empty()) {  // MaxPool's Indices: the flat input index of the max (storage_order 1: column-major)
+    const bool colmajor = a.second.at(3).i != 0;
+    k.body.line("long dn_idx = 0;");
+    k.body.open("");
+    k.body.line("long dn_tr = dn_best, dn_rs = 1;");
+    std::vector<std::string> coord(static_cast<size_t>(nd));
+    for (int d = nd; d-- > 0;) {
+      const std::string D = std::to_string(d);
+      k.body.line("const long kd" + D + " = dn_tr % " + L(arr(2, d)) + "; dn_tr /= " + L(arr(2, d)) + ";");
+      k.body.line("const long id" + D + " = dn_o" + D + " * " + L(arr(3, d)) + " - " + L(arr(5, d)) + " + kd" + D + " * " +
+                  L(arr(4, d)) + ";");
+    }
+    if (!colmajor) {
+      for (int d = nd; d-- > 0;) {
+        k.body.line("dn_idx += id" + std::to_string(d) + " * dn_rs; dn_rs *= " + L(arr(0, d)) + ";");
+      }
+    } else {
+      for (int d = 0; d < nd; ++d) {
+        k.body.line("dn_idx += id" + std::to_string(d) + " * dn_rs; dn_rs *= " + L(arr(0, d)) + ";");
+      }
+    }
+    k.body.close();
+    k.body.line(p(a.second.at(2).value) + "[e] = dn_nc * " + L(in_plane) + " + dn_idx;");
+  }
+  if (!is_max) k.body.line("acc /= (float)(dn_count > 0 ? dn_count : 1);");
+  finish_element(k, a, "e");
+}
+
+void Renderer::global_pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max) {
+  const int64_t N = a.args.at(0).i, C = a.args.at(1).i, S = a.args.at(2).i;
+  global[0] = N * C;
+  elementwise_head(k, global[0]);
+  k.body.line("__global const float* dn_x = " + p(a.args.at(3).value) + " + e * " + L(S) + ";");
+  k.body.line(std::string("float acc = ") + (is_max ? "-INFINITY" : "0.0f") + ";");
+  k.body.line("for (long dn_s = 0; dn_s < " + L(S) + "; ++dn_s) " +
+              (is_max ? "{ const float x = dn_x[dn_s]; acc = (x > acc || isnan(x)) ? x : acc; }" : "acc += dn_x[dn_s];"));
+  if (!is_max) k.body.line("acc /= " + literal(static_cast<double>(std::max<int64_t>(S, 1)), DType::F32, sp) + ";");
+  finish_element(k, a, "e");
+}
+
+// Softmax / LogSoftmax: one work-item per (outer, inner) row of `len` elements.
+void Renderer::softmax(K& k, const AnchorStage& a, int64_t global[3], bool log) {
+  const int64_t outer = a.args.at(0).i, len = a.args.at(1).i, inner = a.args.at(2).i;
+  global[0] = outer * inner;
+  k.body.line("const long dn_r = get_global_id(0);");
+  k.body.line("if (dn_r >= " + L(outer * inner) + ") return;");
+  k.body.line("const long dn_base = (dn_r / " + L(inner) + ") * " + L(len * inner) + " + dn_r % " + L(inner) + ";");
+  k.body.line("__global const float* dn_x = " + p(a.args.at(3).value) + " + dn_base;");
+  k.body.line("float dn_max = -INFINITY, dn_sum = 0.0f;");
+  k.body.line("for (long l = 0; l < " + L(len) + "; ++l) dn_max = fmax(dn_max, dn_x[l * " + L(inner) + "]);");
+  k.body.line("for (long l = 0; l < " + L(len) + "; ++l) dn_sum += exp(dn_x[l * " + L(inner) + "] - dn_max);");
+  k.body.open("for (long l = 0; l < " + L(len) + "; ++l)");
+  k.body.line(std::string("const float acc = ") +
+              (log ? "dn_x[l * " + L(inner) + "] - dn_max - log(dn_sum);" : "exp(dn_x[l * " + L(inner) + "] - dn_max) / dn_sum;"));
+  finish_element(k, a, "dn_base + l * " + L(inner));
+  k.body.close();
+}
+
+// LayerNormalization: one work-item per row of `norm` elements.
+void Renderer::layer_norm(K& k, const AnchorStage& a, int64_t global[3]) {
+  const int64_t rows = a.args.at(0).i, norm = a.args.at(1).i;
+  const AnchorArg &scale = a.args.at(3), &bias = a.args.at(4), &mean = a.args.at(7), &inv = a.args.at(8);
+  global[0] = rows;
+  k.body.line("const long dn_r = get_global_id(0);");
+  k.body.line("if (dn_r >= " + L(rows) + ") return;");
+  k.body.line("__global const float* dn_x = " + p(a.args.at(2).value) + " + dn_r * " + L(norm) + ";");
+  k.body.line("float dn_mean = 0.0f, dn_var = 0.0f;");
+  k.body.line("for (long l = 0; l < " + L(norm) + "; ++l) dn_mean += dn_x[l];");
+  k.body.line("dn_mean /= " + literal(static_cast<double>(norm), DType::F32, sp) + ";");
+  k.body.line("for (long l = 0; l < " + L(norm) + "; ++l) { const float d = dn_x[l] - dn_mean; dn_var += d * d; }");
+  k.body.line("const float dn_inv = 1.0f / sqrt(dn_var / " + literal(static_cast<double>(norm), DType::F32, sp) + " + " +
+              literal(a.args.at(5).f, DType::F32, sp) + ");");
+  if (mean.kind == AnchorArg::Kind::Buffer && mean.value != kNoValue) k.body.line(p(mean.value) + "[dn_r] = dn_mean;");
+  if (inv.kind == AnchorArg::Kind::Buffer && inv.value != kNoValue) k.body.line(p(inv.value) + "[dn_r] = dn_inv;");
+  k.body.open("for (long l = 0; l < " + L(norm) + "; ++l)");
+  std::string acc = "(dn_x[l] - dn_mean) * dn_inv";
+  if (scale.kind == AnchorArg::Kind::Buffer && scale.value != kNoValue) acc += " * " + p(scale.value) + "[l]";
+  if (bias.kind == AnchorArg::Kind::Buffer && bias.value != kNoValue) acc += " + " + p(bias.value) + "[l]";
+  k.body.line("const float acc = " + acc + ";");
+  finish_element(k, a, "dn_r * " + L(norm) + " + l");
+  k.body.close();
+}
+
+// Reduce*: one work-item per output element, looping over the reduced index space.
+void Renderer::reduce(K& k, const AnchorStage& a, int64_t global[3]) {
+  const std::string kind = a.args.at(0).name;  // "ReduceKind::Sum", ...
+  const std::vector<int64_t>& d = a.args.at(2).ints;
+  const unsigned mask = static_cast<unsigned>(a.args.at(3).i);
+  const int r = static_cast<int>(a.args.at(1).i);
+  std::vector<int64_t> stride(static_cast<size_t>(std::max(r, 1)), 1);
+  for (int i = r - 1; i > 0; --i) stride[static_cast<size_t>(i - 1)] = stride[static_cast<size_t>(i)] * d[static_cast<size_t>(i)];
+  int64_t kept = 1, reduced = 1;
+  for (int i = 0; i < r; ++i) (mask >> i & 1u ? reduced : kept) *= d[static_cast<size_t>(i)];
+  global[0] = out_numel(a);
+  elementwise_head(k, global[0]);
+  k.body.line("long dn_rest = e, dn_base = 0;");
+  for (int i = r; i-- > 0;)
+    if (!(mask >> i & 1u))
+      k.body.line("dn_base += (dn_rest % " + L(d[static_cast<size_t>(i)]) + ") * " + L(stride[static_cast<size_t>(i)]) +
+                  "; dn_rest /= " + L(d[static_cast<size_t>(i)]) + ";");
+  const bool mx = kind.find("Max") != std::string::npos, mn = kind.find("Min") != std::string::npos;
+  const bool prod = kind.find("Prod") != std::string::npos, l2 = kind.find("L2") != std::string::npos;
+  k.body.line(std::string("float acc = ") + (mx ? "-INFINITY" : mn ? "INFINITY" : prod ? "1.0f" : "0.0f") + ";");
+  k.body.open("for (long dn_t = 0; dn_t < " + L(reduced) + "; ++dn_t)");
+  k.body.line("long dn_tr = dn_t, dn_off = dn_base;");
+  for (int i = r; i-- > 0;)
+    if (mask >> i & 1u)
+      k.body.line("dn_off += (dn_tr % " + L(d[static_cast<size_t>(i)]) + ") * " + L(stride[static_cast<size_t>(i)]) +
+                  "; dn_tr /= " + L(d[static_cast<size_t>(i)]) + ";");
+  k.body.line("const float x = " + p(a.args.at(4).value) + "[dn_off];");
+  k.body.line(mx ? "acc = (x > acc || isnan(x)) ? x : acc;" : mn ? "acc = (x < acc || isnan(x)) ? x : acc;"
+              : prod ? "acc *= x;" : l2 ? "acc = fma(x, x, acc);" : "acc += x;");
+  k.body.close();
+  if (kind.find("Mean") != std::string::npos)
+    k.body.line("acc /= " + literal(static_cast<double>(std::max<int64_t>(reduced, 1)), DType::F32, sp) + ";");
+  if (l2) k.body.line("acc = sqrt(acc);");
+  finish_element(k, a, "e");
+}
+
+// ConvTranspose: y[n, m, o] = sum over the group's c and taps t with o = i * stride +
+// t * dilation - begin of x[n, c, i] * w[c, m % (M / G), t].
+void Renderer::conv_transpose(K& k, const AnchorStage& a, int64_t global[3]) {
+  const std::vector<int64_t>& s = a.args.at(0).ints;
+  const int nd = static_cast<int>(s[0]);
+  const int64_t N = s[1], C = s[2], M = s[3], G = s[4];
+  auto arr = [&](int which, int d) { return s[5 + 3 * which + d]; };
+  int64_t pixels = 1, in_plane = 1, taps = 1;
+  for (int d = 0; d < nd; ++d) {
+    pixels *= arr(1, d);
+    in_plane *= arr(0, d);
+    taps *= arr(2, d);
+  }
+  global[0] = N * M * pixels;
+  elementwise_head(k, global[0]);
+  k.body.line("const long dn_pix = e % " + L(pixels) + ", dn_m = (e / " + L(pixels) + ") % " + L(M) +
+              ", dn_img = e / " + L(pixels * M) + ";");
+  k.body.line("const long dn_g = dn_m / " + L(M / G) + ", dn_ml = dn_m % " + L(M / G) + ";");
+  k.body.line("long dn_rest = dn_pix;");
+  for (int d = nd; d-- > 0;)
+    k.body.line("const long dn_o" + std::to_string(d) + " = dn_rest % " + L(arr(1, d)) + "; dn_rest /= " + L(arr(1, d)) + ";");
+  k.body.line("float acc = 0.0f;");
+  k.body.open("for (long dn_t = 0; dn_t < " + L(taps) + "; ++dn_t)");
+  k.body.line("long dn_tr = dn_t, dn_off = 0, dn_st = 1; bool dn_in = true;");
+  for (int d = nd; d-- > 0;) {
+    const std::string D = std::to_string(d);
+    k.body.line("{ const long kd = dn_tr % " + L(arr(2, d)) + "; dn_tr /= " + L(arr(2, d)) + "; const long q = dn_o" + D +
+                " + " + L(arr(5, d)) + " - kd * " + L(arr(4, d)) + "; const long id = q / " + L(arr(3, d)) +
+                "; dn_in = dn_in && q >= 0 && q % " + L(arr(3, d)) + " == 0 && id < " + L(arr(0, d)) +
+                "; dn_off += id * dn_st; dn_st *= " + L(arr(0, d)) + "; }");
+  }
+  k.body.open("if (dn_in)");
+  k.body.open("for (long dn_c = 0; dn_c < " + L(C / G) + "; ++dn_c)");
+  k.body.line("const long dn_ci = dn_g * " + L(C / G) + " + dn_c;");
+  k.body.line("acc = fma(" + p(a.args.at(1).value) + "[(dn_img * " + L(C) + " + dn_ci) * " + L(in_plane) + " + dn_off], " +
+              p(a.args.at(2).value) + "[(dn_ci * " + L(M / G) + " + dn_ml) * " + L(taps) + " + dn_t], acc);");
+  k.body.close();
+  k.body.close();
+  k.body.close();
+  finish_element(k, a, "e");
+}
+
+// Resize: the CPU kernel's per-axis tap tables (resize_taps.h), baked into the program;
+// each output element sums the products of its axes' taps.
+void Renderer::resize(K& k, const AnchorStage& a, int64_t global[3]) {
+  using namespace dnnf::irr;
+  const std::vector<int64_t>& in = a.args.at(1).ints;
+  const std::vector<int64_t>& outd = a.args.at(2).ints;
+  const std::vector<double>& scales = a.args.at(3).floats;
+  const int r = static_cast<int>(a.args.at(4).i);
+  auto ends = [](const std::string& v, const char* tail) {
+    return v.size() >= std::strlen(tail) && v.compare(v.size() - std::strlen(tail), std::string::npos, tail) == 0;
+  };
+  ResizeAttrs at;
+  const std::string mode = a.args.at(5).name, coord = a.args.at(6).name, near = a.args.at(7).name;
+  at.mode = ends(mode, "Linear") ? ResizeMode::Linear : ends(mode, "Cubic") ? ResizeMode::Cubic : ResizeMode::Nearest;
+  at.coord = ends(coord, "PytorchHalfPixel") ? ResizeCoord::PytorchHalfPixel
+             : ends(coord, "HalfPixelSymmetric") ? ResizeCoord::HalfPixelSymmetric
+             : ends(coord, "HalfPixel") ? ResizeCoord::HalfPixel
+             : ends(coord, "AlignCorners") ? ResizeCoord::AlignCorners
+             : ends(coord, "Asymmetric") ? ResizeCoord::Asymmetric : ResizeCoord::TfCropAndResize;
+  at.nearest = ends(near, "RoundPreferCeil") ? NearestMode::RoundPreferCeil
+               : ends(near, "RoundPreferFloor") ? NearestMode::RoundPreferFloor
+               : ends(near, "Floor") ? NearestMode::Floor : NearestMode::Ceil;
+  at.cubic_coeff_a = static_cast<float>(a.args.at(8).f);
+  at.exclude_outside = a.args.at(9).i != 0;
+  at.antialias = a.args.at(10).i != 0;
+  at.extrapolation_value = static_cast<float>(a.args.at(11).f);
+  std::vector<float> roi;
+  if (a.args.at(0).kind == AnchorArg::Kind::Floats)
+    for (double v : a.args.at(0).floats) roi.push_back(static_cast<float>(v));
+  int64_t total = 1;
+  for (int64_t d : outd) total *= d;
+  global[0] = total;
+  elementwise_head(k, global[0]);
+  k.body.line("long dn_rest = e;");
+  for (int d = r; d-- > 0;)
+    k.body.line("const long dn_o" + std::to_string(d) + " = dn_rest % " + L(outd[static_cast<size_t>(d)]) + "; dn_rest /= " +
+                L(outd[static_cast<size_t>(d)]) + ";");
+  k.body.line("float acc = 0.0f; bool dn_out = false;");
+  std::string xi = "0L", wprod = "1.0f";
+  int64_t st = 1;
+  std::vector<std::string> closes;
+  for (int d = r; d-- > 0;) {
+    const size_t du = static_cast<size_t>(d);
+    const detail::ResizeAxis t = detail::resize_axis(at, in[du], outd[du], scales[du], roi.empty() ? nullptr : roi.data(), d, r);
+    const std::string D = std::to_string(d);
+    if (t.identity) {
+      xi += " + dn_o" + D + " * " + L(st);
+    } else {
+      const std::string tab = k.name + "_r" + D;
+      std::string idx, w;
+      for (size_t i = 0; i < t.idx.size(); ++i) {
+        idx += (i ? "," : "") + std::to_string(t.idx[i]);
+        w += (i ? "," : "") + literal(t.w[i], DType::F32, sp);
+      }
+      k.globals += "__constant long " + tab + "_i[] = {" + idx + "};\n__constant float " + tab + "_w[] = {" + w + "};\n";
+      if (t.any_outside) {
+        std::string out;
+        for (size_t i = 0; i < t.out.size(); ++i) out += (i ? "," : "") + std::string(t.out[i] != 0.0f ? "1" : "0");
+        k.globals += "__constant uchar " + tab + "_o[] = {" + out + "};\n";
+        k.body.line("dn_out = dn_out || " + tab + "_o[dn_o" + D + "];");
+      }
+      k.body.open("for (long dn_t" + D + " = 0; dn_t" + D + " < " + L(t.taps) + "; ++dn_t" + D + ")");
+      k.body.line("const long dn_k" + D + " = dn_o" + D + " * " + L(t.taps) + " + dn_t" + D + ";");
+      xi += " + " + tab + "_i[dn_k" + D + "] * " + L(st);
+      wprod += " * " + tab + "_w[dn_k" + D + "]";
+      closes.push_back("}");
+    }
+    st *= in[du];
+  }
+  k.body.line("acc += " + wprod + " * " + p(a.args.at(12).value) + "[" + xi + "];");
+  for (size_t i = 0; i < closes.size(); ++i) k.body.close();
+  k.body.line("if (dn_out) acc = " + literal(at.extrapolation_value, DType::F32, sp) + ";");
+  finish_element(k, a, "e");
+}
+
+// Per-row kernels of irregular anchors: one work-item per (outer, inner) row of `len`.
+void Renderer::row_head(K& k, int64_t outer, int64_t len, int64_t inner, int64_t global[3]) {
+  global[0] = outer * inner;
+  k.body.line("const long dn_r = get_global_id(0);");
+  k.body.line("if (dn_r >= " + L(outer * inner) + ") return;");
+  k.body.line("const long dn_o = dn_r / " + L(inner) + ", dn_i = dn_r % " + L(inner) + ";");
+  k.body.line("const long dn_base = dn_o * " + L(len * inner) + " + dn_i;");
+}
+
+void Renderer::cumsum(K& k, const AnchorStage& a, int64_t global[3]) {  // [outer, len, inner, x, y, exclusive, reverse, ep]
+  const int64_t outer = a.args.at(0).i, len = a.args.at(1).i, inner = a.args.at(2).i;
+  const bool excl = a.args.at(5).i != 0, rev = a.args.at(6).i != 0;
+  row_head(k, outer, len, inner, global);
+  k.body.line("float dn_s = 0.0f;");
+  k.body.open("for (long dn_t = 0; dn_t < " + L(len) + "; ++dn_t)");
+  k.body.line(std::string("const long l = ") + (rev ? L(len - 1) + " - dn_t" : "dn_t") + ";");
+  k.body.line("const float dn_v = " + p(a.args.at(3).value) + "[dn_base + l * " + L(inner) + "];");
+  k.body.line(excl ? "const float acc = dn_s; dn_s += dn_v;" : "dn_s += dn_v; const float acc = dn_s;");
+  finish_element(k, a, "dn_base + l * " + L(inner));
+  k.body.close();
+}
+
+void Renderer::arg_reduce(K& k, const AnchorStage& a, int64_t global[3]) {  // [is_max, outer, len, inner, x, y, last]
+  const bool mx = a.args.at(0).i != 0, last = a.args.at(6).i != 0;
+  const int64_t outer = a.args.at(1).i, len = a.args.at(2).i, inner = a.args.at(3).i;
+  row_head(k, outer, len, inner, global);
+  k.body.line("__global const float* dn_x = " + p(a.args.at(4).value) + " + dn_base;");
+  k.body.line("long bi = 0;");
+  k.body.open("for (long l = 1; l < " + L(len) + "; ++l)");
+  // the CPU kernel's arg_better_scalar: NaN wins, then the better value, then the index rule
+  k.body.line("const float v = dn_x[l * " + L(inner) + "], b = dn_x[bi * " + L(inner) + "];");
+  k.body.line("const bool nv = isnan(v), nb = isnan(b);");
+  k.body.line(std::string("const bool better = (nv || nb) ? (nv && (!nb || ") + (last ? "l > bi" : "l < bi") +
+              ")) : (v != b ? v " + (mx ? ">" : "<") + " b : " + (last ? "l > bi" : "l < bi") + ");");
+  k.body.line("if (better) bi = l;");
+  k.body.close();
+  k.body.line(p(a.args.at(5).value) + "[dn_o * " + L(inner) + " + dn_i] = bi;");
+}
+
+void Renderer::topk(K& k, const AnchorStage& a, int64_t global[3]) {  // [outer, len, inner, k, largest, sorted, x, v, i]
+  const int64_t outer = a.args.at(0).i, len = a.args.at(1).i, inner = a.args.at(2).i, kk = a.args.at(3).i;
+  const bool largest = a.args.at(4).i != 0;
+  if (kk < 0 || kk > len)
+    throw UnsupportedOperatorError("TopK with k = " + std::to_string(kk) + " outside [0, " + std::to_string(len) +
+                                   "] (node '" + a.node->name + "')");
+  row_head(k, outer, len, inner, global);
+  k.body.line("__global const float* dn_x = " + p(a.args.at(6).value) + " + dn_base;");
+  // Each element's rank in the CPU kernel's strict order (NaN first when largest, then
+  // the value, then the index): the ones ranked below k are the result, in rank order.
+  k.body.open("for (long l = 0; l < " + L(len) + "; ++l)");
+  k.body.line("const float v = dn_x[l * " + L(inner) + "]; const bool nv = isnan(v); long rank = 0;");
+  k.body.open("for (long m = 0; m < " + L(len) + "; ++m)");
+  k.body.line("const float w = dn_x[m * " + L(inner) + "]; const bool nw = isnan(w);");
+  k.body.line(std::string("rank += (nw != nv) ? ") + (largest ? "nw" : "nv") + " : (!nw && w != v) ? (w " +
+              (largest ? ">" : "<") + " v) : (m < l);");
+  k.body.close();
+  k.body.open("if (rank < " + L(kk) + ")");
+  k.body.line("const long dn_at = (dn_o * " + L(kk) + " + rank) * " + L(inner) + " + dn_i;");
+  k.body.line(p(a.args.at(7).value) + "[dn_at] = v; " + p(a.args.at(8).value) + "[dn_at] = l;");
+  k.body.close();
+  k.body.close();
+}
+
+void Renderer::instance_norm(K& k, const AnchorStage& a, int64_t global[3]) {  // [N, C, S, x, scale, bias, eps, y, ep]
+  const int64_t N = a.args.at(0).i, C = a.args.at(1).i, S = a.args.at(2).i;
+  global[0] = N * C;
+  k.body.line("const long dn_r = get_global_id(0);");
+  k.body.line("if (dn_r >= " + L(N * C) + ") return;");
+  k.body.line("__global const float* dn_x = " + p(a.args.at(3).value) + " + dn_r * " + L(S) + ";");
+  k.body.line("float dn_mean = 0.0f, dn_var = 0.0f;");
+  k.body.line("for (long l = 0; l < " + L(S) + "; ++l) dn_mean += dn_x[l];");
+  k.body.line("dn_mean /= " + literal(static_cast<double>(std::max<int64_t>(S, 1)), DType::F32, sp) + ";");
+  k.body.line("for (long l = 0; l < " + L(S) + "; ++l) { const float d = dn_x[l] - dn_mean; dn_var += d * d; }");
+  k.body.line("const float dn_inv = 1.0f / sqrt(dn_var / " + literal(static_cast<double>(std::max<int64_t>(S, 1)), DType::F32, sp) +
+              " + " + literal(a.args.at(6).f, DType::F32, sp) + ");");
+  k.body.line("const long dn_c = dn_r % " + L(C) + ";");
+  k.body.open("for (long l = 0; l < " + L(S) + "; ++l)");
+  k.body.line("const float acc = (dn_x[l] - dn_mean) * dn_inv * " + p(a.args.at(4).value) + "[dn_c] + " +
+              p(a.args.at(5).value) + "[dn_c];");
+  finish_element(k, a, "dn_r * " + L(S) + " + l");
+  k.body.close();
+}
+
+// RoiAlign (the CPU kernel's arithmetic, per output element): [N, C, H, W, x, R, rois,
+// batch indices, out h, out w, sampling ratio, spatial scale, half pixel, max mode, y, ep].
+void Renderer::roi_align(K& k, const AnchorStage& a, int64_t global[3]) {
+  const int64_t N = a.args.at(0).i, C = a.args.at(1).i, H = a.args.at(2).i, W = a.args.at(3).i;
+  const int64_t R = a.args.at(5).i, oh = a.args.at(8).i, ow = a.args.at(9).i, sr = a.args.at(10).i;
+  const bool half = a.args.at(12).i != 0, mx = a.args.at(13).i != 0;
+  const std::string real = sp.fp64 ? "double" : "float";
+  global[0] = R * C * oh * ow;
+  elementwise_head(k, global[0]);
+  k.body.line("const long pw = e % " + L(ow) + ", ph = (e / " + L(ow) + ") % " + L(oh) + ", ch = (e / " + L(ow * oh) +
+              ") % " + L(C) + ", r = e / " + L(ow * oh * C) + ";");
+  k.body.line("const long bidx = " + p(a.args.at(7).value) + "[r];");
+  k.body.line("if (bidx < 0 || bidx >= " + L(N) + ") { *dnnf_err = 2; return; }");
+  k.body.line("__global const float* roi = " + p(a.args.at(6).value) + " + r * 4;");
+  k.body.line("const " + real + " ss = " + literal(a.args.at(11).f, DType::F32, sp) + ", off = " + (half ? "0.5" : "0.0") + ";");
+  k.body.line("const " + real + " x1 = roi[0] * ss - off, y1 = roi[1] * ss - off;");
+  k.body.line(real + " rw = roi[2] * ss - off - x1, rh = roi[3] * ss - off - y1;");
+  if (!half) k.body.line("rw = rw > 1.0 ? rw : 1.0; rh = rh > 1.0 ? rh : 1.0;");
+  k.body.line("const long gh = " + (sr > 0 ? L(sr) : "lmax(0L, (long)ceil(rh / " + L(oh) + "))") + ", gw = " +
+              (sr > 0 ? L(sr) : "lmax(0L, (long)ceil(rw / " + L(ow) + "))") + ";");
+  k.body.line("__global const float* img = " + p(a.args.at(4).value) + " + (bidx * " + L(C) + " + ch) * " + L(H * W) + ";");
+  k.body.line("const " + real + " bh = rh / " + L(oh) + ", bw = rw / " + L(ow) + ";");
+  k.body.line(std::string("float acc = ") + (mx ? "(gh * gw > 0 ? -INFINITY : 0.0f)" : "0.0f") + ";");
+  auto tap = [&](const std::string& v, const std::string& start, const std::string& pidx, const std::string& bin,
+                 const std::string& grid, const std::string& gi, int64_t limit) {
+    k.body.line(real + " " + v + "p = " + start + " + (" + real + ")(" + pidx + " * " + bin + ") + ((" + real + ")" + gi +
+                " + 0.5) * " + bin + " / (" + real + ")" + grid + ";");
+    k.body.line("const " + real + " " + v + "valid = (" + v + "p >= -1.0 && " + v + "p <= " + L(limit) + ") ? 1.0 : 0.0;");
+    k.body.line(v + "p = " + v + "p > 0.0 ? " + v + "p : 0.0;");
+    k.body.line("long " + v + "lo = (long)floor(" + v + "p), " + v + "hi = " + v + "lo + 1;");
+    k.body.line("if (" + v + "lo >= " + L(limit - 1) + ") { " + v + "lo = " + v + "hi = " + L(limit - 1) + "; " + v + "p = (" +
+                real + ")" + v + "lo; }");
+    k.body.line("const " + real + " " + v + "f = " + v + "p - (" + real + ")" + v + "lo;");
+    k.body.line("const float " + v + "wl = (float)((1.0 - " + v + "f) * " + v + "valid), " + v + "wh = (float)(" + v + "f * " +
+                v + "valid);");
+  };
+  k.body.open("for (long gy = 0; gy < gh; ++gy)");
+  tap("y", "y1", "ph", "bh", "gh", "gy", H);
+  k.body.open("for (long gx = 0; gx < gw; ++gx)");
+  tap("x", "x1", "pw", "bw", "gw", "gx", W);
+  k.body.line("const float t0 = ywl * xwl * img[ylo * " + L(W) + " + xlo], t1 = ywl * xwh * img[ylo * " + L(W) +
+              " + xhi], t2 = ywh * xwl * img[yhi * " + L(W) + " + xlo], t3 = ywh * xwh * img[yhi * " + L(W) + " + xhi];");
+  k.body.line(mx ? "acc = fmax(fmax(fmax(acc, t0), fmax(t1, t2)), t3);" : "acc += (t0 + t1) + (t2 + t3);");
+  k.body.close();
+  k.body.close();
+  if (!mx) k.body.line("acc /= (float)(gh * gw > 1 ? gh * gw : 1);");
+  finish_element(k, a, "e");
+}
+
+}  // namespace dnnf::cg::opencl

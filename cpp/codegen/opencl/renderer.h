@@ -1,0 +1,111 @@
+// The OpenCL renderer's state and kernels (see render.cc for what it does): one kernel
+// per stage; the stage kernels are in render.cc, the anchors' in anchor_kernels.cc.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/code.h"
+#include "codegen/kernel.h"
+#include "codegen/opencl/spell.h"
+#include "codegen/opencl_module.h"
+#include "ir/graph.h"
+
+namespace dnnf::cg::opencl {
+
+constexpr int64_t kGroup = 64;  // work-items per group of 1-D launches (rounded-up global size)
+
+struct Renderer {
+  const Graph& g;
+  const ModulePlan& mp;
+  Spelling sp;
+  OpenclModule& out;
+  std::string kernels;
+
+  // A kernel under construction: its value arguments (graph inputs, outputs, constants)
+  // and its body.
+  struct K {
+    std::string name;
+    std::vector<ValueId> values;
+    Code body;
+    std::string globals;  // program-scope __constant tables the kernel reads
+  };
+
+  ValueId located_value(const Location& l) const;
+
+  // Declares p<v> for every buffer of the block, as the CPU renderer does.
+  void declare(K& k, const BlockPlan& b);
+
+  void finish(K& k, int dims, const int64_t (&global)[3], bool round_up);
+
+  void loop(K& k, const LoopStage& l);
+
+  void transpose(K& k, const TransposeStage& t);
+
+  // The anchor's result for element `e` is in `acc`: the epilogue (over the [R, C] view:
+  // row = e / C, j = e % C) and the store.
+  void finish_element(K& k, const AnchorStage& a, const std::string& e);
+
+  static int64_t prod(const std::vector<int64_t>& v, size_t from, size_t to) {
+    int64_t n = 1;
+    for (size_t i = from; i < to; ++i) n *= v[i];
+    return n;
+  }
+
+  std::string p(ValueId v) const { return "p" + std::to_string(v); }
+  std::string L(int64_t v) const { return std::to_string(v) + "L"; }
+
+  // One element per work-item over `total`: `e` is the element.
+  void elementwise_head(K& k, int64_t total) {
+    k.body.line("const long e = get_global_id(0);");
+    k.body.line("if (e >= " + L(total) + ") return;");
+  }
+
+  int64_t out_numel(const AnchorStage& a) const { return g.value(a.node->outputs[0]).type.numel(); }
+
+  void gemm(K& k, const AnchorStage& a, int64_t global[3]);
+
+  void conv(K& k, const AnchorStage& a, int64_t global[3]);
+
+  void pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max);
+
+  void global_pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max);
+
+  // Softmax / LogSoftmax: one work-item per (outer, inner) row of `len` elements.
+  void softmax(K& k, const AnchorStage& a, int64_t global[3], bool log);
+
+  // LayerNormalization: one work-item per row of `norm` elements.
+  void layer_norm(K& k, const AnchorStage& a, int64_t global[3]);
+
+  // Reduce*: one work-item per output element, looping over the reduced index space.
+  void reduce(K& k, const AnchorStage& a, int64_t global[3]);
+
+  // ConvTranspose: y[n, m, o] = sum over the group's c and taps t with o = i * stride +
+  // t * dilation - begin of x[n, c, i] * w[c, m % (M / G), t].
+  void conv_transpose(K& k, const AnchorStage& a, int64_t global[3]);
+
+  // Resize: the CPU kernel's per-axis tap tables (resize_taps.h), baked into the program;
+  // each output element sums the products of its axes' taps.
+  void resize(K& k, const AnchorStage& a, int64_t global[3]);
+
+  // Per-row kernels of irregular anchors: one work-item per (outer, inner) row of `len`.
+  void row_head(K& k, int64_t outer, int64_t len, int64_t inner, int64_t global[3]);
+
+  void cumsum(K& k, const AnchorStage& a, int64_t global[3]);  // [outer, len, inner, x, y, exclusive, reverse, ep]
+
+  void arg_reduce(K& k, const AnchorStage& a, int64_t global[3]);  // [is_max, outer, len, inner, x, y, last]
+
+  void topk(K& k, const AnchorStage& a, int64_t global[3]);  // [outer, len, inner, k, largest, sorted, x, v, i]
+
+  void instance_norm(K& k, const AnchorStage& a, int64_t global[3]);  // [N, C, S, x, scale, bias, eps, y, ep]
+
+  // RoiAlign (the CPU kernel's arithmetic, per output element): [N, C, H, W, x, R, rois,
+  // batch indices, out h, out w, sampling ratio, spatial scale, half pixel, max mode, y, ep].
+  void roi_align(K& k, const AnchorStage& a, int64_t global[3]);
+
+  bool anchor(K& k, const AnchorStage& a, int64_t global[3]);
+
+  void block(const BlockPlan& b);
+};
+
+}  // namespace dnnf::cg::opencl
