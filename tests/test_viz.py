@@ -3,6 +3,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+import dnnfusion
 from dnnfusion.plan import fusion_table
 from dnnfusion.viz import draw_fusion_table
 from dnnfusion.viz.fusion_table import _FILL
@@ -27,3 +28,29 @@ def test_fusion_table_cells_follow_the_core_table(tmp_path):
     assert out.read_text() == fig.svg
     with pytest.raises(ValueError):
         fig.save(tmp_path / "t.png")
+
+
+def test_draw_plan_at_both_levels_escapes_model_names():
+    import xml.dom.minidom
+
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from dnnfusion import viz
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name='evil"<script>'),
+             helper.make_node("Softmax", ["a"], ["s"], name="sm"),
+             helper.make_node("Softmax", ["s"], ["y"], name="sm2")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    plan = dnnfusion.plan.plan(dnnfusion.load(m.SerializeToString()))
+    for level in ("ops", "blocks"):
+        svg = viz.draw_plan(plan, level=level).svg
+        xml.dom.minidom.parseString(svg)  # well-formed: the name's quote and brackets are escaped
+        assert "<script>" not in svg
+    blocks = viz.draw_plan(plan, level="blocks").svg
+    assert "block 0" in blocks and f"{2 * 8 * 4 / 1e3:.1f} KB" in blocks  # a tensor between blocks
+    with pytest.raises(ValueError, match="level"):
+        viz.draw_plan(plan, level="everything")
+    assert np.isfinite(len(blocks))
