@@ -289,3 +289,36 @@ def test_one_isa_table_gives_every_flag():
 def test_sha256_matches_hashlib(n):
     data = bytes((i * 7 + 3) % 256 for i in range(n))
     assert _core.sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+_FULL_DISK = """
+import resource, signal
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead
+resource.setrlimit(resource.RLIMIT_FSIZE, (__LIMIT__, __LIMIT__))
+import numpy as np
+import dnnfusion as df
+from onnx import helper as h, TensorProto as T
+g = h.make_graph([h.make_node("Tanh", ["x"], ["y"])], "t", [h.make_tensor_value_info("x", T.FLOAT, [3, 50])],
+                 [h.make_tensor_value_info("y", T.FLOAT, [3, 50])])
+m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+x = np.linspace(-2, 2, 150, dtype=np.float32).reshape(3, 50)
+try:
+    got = df.compile(m.SerializeToString(), threads=1)(x)
+    print("CORRECT" if np.allclose(got, np.tanh(x), atol=1e-6) else "WRONG")
+except df.Error as e:
+    print("CLEAR", type(e).__name__)
+"""
+
+
+@pytest.mark.parametrize("limit", [4096, 1 << 26])
+def test_a_full_disk_gives_a_clear_error_or_a_correct_result(tmp_path, limit):
+    """The cache directory's disk is full (RLIMIT_FSIZE in a child: every write past the limit
+    fails): the compile ends in a CompileError, never a crash or a wrong answer; with room,
+    the same child computes the right result."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _FULL_DISK.replace("__LIMIT__", str(limit))], capture_output=True,
+                       text=True, env={**os.environ, "DNNF_CACHE_DIR": str(tmp_path)}, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == ("CLEAR CompileError" if limit == 4096 else "CORRECT"), (r.stdout, r.stderr[-2000:])
