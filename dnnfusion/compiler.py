@@ -179,8 +179,19 @@ class CompiledModel:
 
     # Reading -----------------------------------------------------------------------------
     def explain(self) -> str:
-        """Why each producer/consumer pair was fused or not (the plan's explanation)."""
-        return self.plan.explain()
+        """Why each producer/consumer pair was fused or not (the plan's explanation), then
+        what the generated code runs per block: its stages, passes over memory and bytes
+        written, with what the fused prologues and epilogues mean and when code generation
+        keeps a value in memory instead."""
+        lines = [self.plan.explain(), "", "Generated code (what runs; counted from the code):"]
+        for k in self.kernels:
+            if not k["stages"]:
+                continue
+            lines.append(f"  {k['function']} (block {k['block']}): {' | '.join(k['stages'])}; "
+                         f"{k['passes']} pass{'es' if k['passes'] != 1 else ''}, "
+                         f"{_mb(k['intermediate_bytes_written'])} intermediates written")
+        lines += ["", _CODE_LEGEND[self.stats["target"]]]
+        return "\n".join(lines)
 
     def source(self) -> str:
         """The generated C++ translation unit."""
@@ -202,6 +213,22 @@ class CompiledModel:
                 f"threads): {s['operators_before']} operators -> {s['kernels']} kernels, "
                 f"{s['passes']} passes over memory, {_mb(s['intermediate_bytes_written'])} "
                 "intermediates written>")
+
+
+_CODE_LEGEND = {
+    "cpu": ("+prologue(n ops): the GEMM computes its A operand while it packs it, evaluating n "
+            "fused elementwise operators through the composed index maps of the layout operators "
+            "between them; A is never written. The CPU GEMM packs A once per call, so each element "
+            "is computed once: no recomputation, one pass over memory less. A producer whose value "
+            "something else also reads (another anchor, a block output) is written once instead. "
+            "+epilogue(n ops): n operators applied to each output vector in registers before the "
+            "store. Each 'loop' is a pass that writes a tensor an anchor reads from memory."),
+    "opencl": ("+prologue(0 ops): the GEMM reads A through the composed index maps of layout "
+               "operators, with no copy. The OpenCL GEMM (one work-item per output element) reads "
+               "each A element once per output column, so an A made by arithmetic would be "
+               "recomputed N times: such an A is written once by a loop kernel instead. "
+               "+epilogue(n ops): n operators applied to each result before the store."),
+}
 
 
 def _mb(n: int) -> str:

@@ -66,12 +66,14 @@ py::dict generated_dict(const Generated& g) {
   return d;
 }
 
-std::shared_ptr<Generated> generate(const py::object& graph, const py::object& plan, const std::string& isa) {
+std::shared_ptr<Generated> generate(const py::object& graph, const py::object& plan, const std::string& isa,
+                                    bool prologues = true) {
   auto out = std::make_shared<Generated>();
   out->graph = graph_of(graph);
   FusionPlan p = plan_of(plan);
   CodegenOptions o;
   o.isa = isa;
+  o.prologues = prologues;
   py::gil_scoped_release unlocked;
   out->module = generate_cpu(*out->graph, p, o);
   return out;
@@ -146,8 +148,10 @@ void bind_codegen(py::module_& m) {
       });
 
   m.def("generate_cpu", &generate, py::arg("graph"), py::arg("plan"), py::arg("isa") = "scalar",
+        py::arg("prologues") = true,
         "Lowers every block of a fusion plan to C++ for the CPU dialect `isa` "
-        "(avx512 | avx2 | neon | scalar).");
+        "(avx512 | avx2 | neon | scalar). prologues=False materialises every GEMM operand made "
+        "in its block (to measure what fused prologues save).");
   m.def("generate_cpu_dict", [](const py::object& graph, const py::object& plan, const std::string& isa) {
     return generated_dict(*generate(graph, plan, isa));
   }, py::arg("graph"), py::arg("plan"), py::arg("isa") = "scalar",

@@ -80,6 +80,10 @@ namespace {
 
 int64_t numel(const std::vector<int64_t>& d) { return prod(d, 0, d.size()); }
 
+std::string prologue_label(const GemmCall& gc) {
+  return gc.a_computed ? " +prologue(" + std::to_string(gc.a_fused_ops) + " ops)" : "";
+}
+
 // ---- views ------------------------------------------------------------------------------
 std::pair<int64_t, int64_t> view_channels_first(const Graph& g, const Node& n) {  // [N * C, spatial]
   const std::vector<int64_t> od = dims_of(g, n.outputs.at(0));
@@ -146,9 +150,11 @@ void lower_matmul(BlockLowerer& bl, const Node& n, Stage& st) {
     gc.packed_b = bl.module().pack(p);
   }
   a.flops_per_batch = 2.0 * gc.M * gc.N * gc.K;
+  bl.gemm_prologue(n, gc);
   bl.epilogue(n, a);
   st.label = "gemm " + std::to_string(a.batch) + "x[" + std::to_string(gc.M) + "x" + std::to_string(gc.N) + "x" +
-             std::to_string(gc.K) + "]" + (gc.packed_b < 0 ? "" : " packed-B") + epilogue_label(bl, n, true);
+             std::to_string(gc.K) + "]" + (gc.packed_b < 0 ? "" : " packed-B") + prologue_label(gc) +
+             epilogue_label(bl, n, true);
 }
 
 void lower_gemm(BlockLowerer& bl, const Node& n, Stage& st) {
@@ -202,6 +208,7 @@ void lower_gemm(BlockLowerer& bl, const Node& n, Stage& st) {
     }
     em.accumulate("add", cv);
   };
+  bl.gemm_prologue(n, gc);
   const bool needs_pre = alpha != 1.0 || (Cv != kNoValue && beta != 0.0);
   if (needs_pre) {
     bl.epilogue(n, a, pre);
@@ -209,7 +216,7 @@ void lower_gemm(BlockLowerer& bl, const Node& n, Stage& st) {
     bl.epilogue(n, a);
   }
   st.label = "gemm [" + std::to_string(gc.M) + "x" + std::to_string(gc.N) + "x" + std::to_string(gc.K) + "]" +
-             (gc.packed_b < 0 ? "" : " packed-B") + epilogue_label(bl, n, true);
+             (gc.packed_b < 0 ? "" : " packed-B") + prologue_label(gc) + epilogue_label(bl, n, true);
 }
 
 // ---- windows ----------------------------------------------------------------------------

@@ -41,6 +41,8 @@ struct CodegenOptions {
   // vector width and spellings), so `isa` only goes into comments and the stats; the
   // runtime picks the flags.
   std::string isa = "scalar";
+  // Fused GEMM prologues (A computed while packed); off only to measure what they save.
+  bool prologues = true;
 };
 
 // What one fused block became.

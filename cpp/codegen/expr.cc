@@ -118,7 +118,7 @@ void ExprBuilder::store(ValueId v, const IExpr& flat, Ref value) {
   i.index = flat;
   i.args = {value};
   if (prog_.mode == Mode::Vector) {
-    i.stride = stride_along(flat, prog_.inner);
+    i.stride = stride_along(flat, prog_.inner, aligned_vectors);
     if (i.stride != Stride::Contiguous) {
       i.stride = Stride::Gather;
       ++gathers;
@@ -188,7 +188,7 @@ Ref ExprBuilder::eval_in(ValueId v, const std::vector<IExpr>& idx, Mode m) {
       i.value = v;
       i.index = linearize(idx, l.shape, prog_.vars);
       if (m == Mode::Vector) {
-        i.stride = stride_along(i.index, prog_.inner);
+        i.stride = stride_along(i.index, prog_.inner, aligned_vectors);
         if (i.stride == Stride::Gather) ++gathers;
       }
       out = bind(std::move(i));

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "ir/errors.h"
+#include "target/isa.h"
 
 namespace dnnf::cg {
 
@@ -230,17 +231,19 @@ std::string spell_index(std::string s, const std::string& min_fn, const std::str
   return s;
 }
 
-Stride stride_along(const IExpr& e, int inner) {
+Stride stride_along(const IExpr& e, int inner, bool aligned) {
   if (std::find(e.opaque_vars.begin(), e.opaque_vars.end(), inner) != e.opaque_vars.end())
     return Stride::Gather;
   const Term* hit = nullptr;
   for (const Term& t : e.terms) {
     if (t.var != inner) continue;
+    if (aligned && t.div % kMaxVecWidth == 0) continue;  // one value per aligned vector
     if (hit) return Stride::Gather;
     hit = &t;
   }
   if (!hit) return Stride::Broadcast;
-  return hit->coef == 1 && hit->div == 1 && hit->mod == 0 ? Stride::Contiguous : Stride::Gather;
+  const bool runs = hit->mod == 0 || (aligned && hit->mod % kMaxVecWidth == 0);
+  return hit->coef == 1 && hit->div == 1 && runs ? Stride::Contiguous : Stride::Gather;
 }
 
 }  // namespace dnnf::cg

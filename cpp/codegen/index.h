@@ -69,8 +69,12 @@ int64_t max_value(const IExpr& e, const VarTable& vt);
 std::string render(const IExpr& e, const VarTable& vt);
 std::string spell_index(std::string rendered, const std::string& min_fn, const std::string& max_fn);
 
-// How a load at `e` behaves along var `inner` (stepped by whole vectors):
+// How a load at `e` behaves along var `inner` (stepped by whole vectors). `aligned`: every
+// vector starts at a multiple of its width (a divisor of kMaxVecWidth), so a term
+// (inner / d) with d a multiple of kMaxVecWidth is the same in all lanes, and inner % m
+// (m a multiple of it) runs on without wrapping: attention's [S, H*D] <- [H, S, D] reads
+// are then whole vectors.
 enum class Stride { Broadcast, Contiguous, Gather };
-Stride stride_along(const IExpr& e, int inner);
+Stride stride_along(const IExpr& e, int inner, bool aligned = false);
 
 }  // namespace dnnf::cg

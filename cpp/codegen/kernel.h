@@ -192,6 +192,12 @@ struct GemmCall {
   int packed_b = -1;  // a packed slot: B was packed when the model was created
   int64_t rs_a = 0, cs_a = 1, rs_b = 0, cs_b = 1;
   bool batched = false;
+  // A computed while it is packed (a fused prologue; `a` is then kNoValue): the program sets
+  // the accumulator `v` to A[row, k .. k + n) over vars (b, row, j), j along K the inner one, reading
+  // A's producers through their composed index maps; A itself never reaches memory.
+  bool a_computed = false;
+  Program a_prog;
+  int a_fused_ops = 0;  // operators evaluated in it
 };
 
 // Every anchor kernel; the anchor table (anchors.cc) has one row per kind.

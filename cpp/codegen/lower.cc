@@ -88,8 +88,8 @@ bool forward_index(const Graph& g, const Node& n, const std::map<ValueId, std::v
   return true;
 }
 
-BlockLowerer::BlockLowerer(const Graph& g, const Block& b, ModuleState& ms, LocateFn locate)
-    : g_(g), b_(b), ms_(ms), locate_(std::move(locate)) {
+BlockLowerer::BlockLowerer(const Graph& g, const Block& b, ModuleState& ms, LocateFn locate, LowerOptions opt)
+    : g_(g), b_(b), ms_(ms), locate_(std::move(locate)), opt_(opt) {
   inside_.insert(b.nodes.begin(), b.nodes.end());
   block_outputs_.insert(b.outputs.begin(), b.outputs.end());
 }
@@ -515,6 +515,11 @@ BlockPlan BlockLowerer::lower() {
         find_view(x, in_epilogue);
         if (!views_.count(x)) find_segments(x, in_epilogue);
       }
+  }
+  // 2c. GEMM operands computed while they are packed.
+  for (NodeId id : b_.nodes) {
+    const Node& n = g_.node(id);
+    if (is_anchor(n)) find_prologue(n, in_epilogue);
   }
   // 3. Buffers: block inputs and outputs live where the module put them; other
   // materialised values get kernel-local scratch; a contiguous view is its root's bytes.

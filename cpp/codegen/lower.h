@@ -5,7 +5,7 @@
 // one materialised tensor from tensors in memory through composed index maps. Only values
 // that an anchor must read from memory, values leaving the block, and anchor outputs that no
 // epilogue absorbs are materialised; the others exist only in registers. Lowering decides;
-// the renderers (cpu/, opencl/) spell.
+// the renderers (cpu/, opencl/) spell. GEMM operands computed while packed: prologue.cc.
 #pragma once
 #include <functional>
 #include <map>
@@ -33,6 +33,15 @@ struct ModuleState {
 // Where a value outside the block lives (a block input or output).
 using LocateFn = std::function<Location(ValueId)>;
 
+// What a target's kernels make a fused prologue cost (the recomputation trade-off of paper
+// §4.3): the CPU GEMM packs A once, so a computed A costs its producers once and saves a pass
+// over memory; a GEMM that reads A[m, k] once per output column (the OpenCL kernel) would
+// recompute them N times, so there only index composition (no arithmetic) is fused.
+struct LowerOptions {
+  bool gemm_packs_a_once = true;
+  bool gemm_prologues = true;  // off: every GEMM operand made in the block is materialised
+};
+
 // The index of n's output as a function of an anchor's index (idx holds the indices of the
 // values already in the epilogue), when n can run in that epilogue.
 bool forward_index(const Graph& g, const Node& n, const std::map<ValueId, std::vector<IExpr>>& idx,
@@ -40,7 +49,7 @@ bool forward_index(const Graph& g, const Node& n, const std::map<ValueId, std::v
 
 class BlockLowerer {
  public:
-  BlockLowerer(const Graph& g, const Block& b, ModuleState& ms, LocateFn locate);
+  BlockLowerer(const Graph& g, const Block& b, ModuleState& ms, LocateFn locate, LowerOptions opt = {});
   BlockPlan lower();
 
   // For the anchor table (anchors.cc).
@@ -59,6 +68,8 @@ class BlockLowerer {
   // A channels-last convolution's input that is a Concat along the channels, read in place:
   // the concatenated values, or nullptr.
   const std::vector<ValueId>* segments(ValueId v) const;
+  // GEMM anchor n's A computed while packed (a fused prologue): sets gc's a_computed, a_prog.
+  void gemm_prologue(const Node& n, GemmCall& gc);
 
  private:
   bool is_anchor(const Node& n) const;
@@ -69,6 +80,8 @@ class BlockLowerer {
   void emit_anchor(const Node& n);
   void find_view(ValueId x, const std::set<NodeId>& in_epilogue);
   void find_segments(ValueId x, const std::set<NodeId>& in_epilogue);
+  void find_prologue(const Node& n, const std::set<NodeId>& in_epilogue);
+  bool build_prologue(const Node& n, const Leaves& leaves, Program& prog, int* ops) const;
   // Whether v is in memory when the block's anchors run, or can be (a value of a pointwise
   // loop of this block outside any epilogue).
   bool in_memory(ValueId v) const;
@@ -78,6 +91,7 @@ class BlockLowerer {
   const Block& b_;
   ModuleState& ms_;
   LocateFn locate_;
+  LowerOptions opt_;
   std::set<NodeId> inside_;
   std::set<ValueId> block_outputs_;
   std::set<ValueId> materialised_;
@@ -94,6 +108,8 @@ class BlockLowerer {
   // Anchor inputs that are views of a value in memory (not materialised themselves).
   std::map<ValueId, StridedView> views_;
   std::map<ValueId, std::vector<ValueId>> segments_;
+  // GEMM A operands computed while packed (never in memory).
+  std::set<ValueId> prologues_;
 };
 
 // The anchor table (anchors.cc): one row per Many-to-Many operator code generation runs on

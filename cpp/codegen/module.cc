@@ -10,7 +10,7 @@
 
 namespace dnnf::cg {
 
-ModulePlan plan_module(const Graph& g, const FusionPlan& p, const MemoryPlan& memory) {
+ModulePlan plan_module(const Graph& g, const FusionPlan& p, const MemoryPlan& memory, const LowerOptions& opt) {
   ModulePlan mp;
   ModuleState ms;
   const std::vector<ValueId> inputs = g.inputs(), outputs = g.outputs();
@@ -29,7 +29,7 @@ ModulePlan plan_module(const Graph& g, const FusionPlan& p, const MemoryPlan& me
     return it->second;
   };
   for (const Block& b : p.blocks) {
-    BlockLowerer bl(g, b, ms, locate);
+    BlockLowerer bl(g, b, ms, locate, opt);
     mp.blocks.push_back(bl.lower());
     mp.scratch_bytes = std::max(mp.scratch_bytes, mp.blocks.back().scratch_bytes);
   }

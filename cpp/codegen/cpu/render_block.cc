@@ -184,22 +184,50 @@ class BlockRenderer {
     flush();
   }
 
+  // A fused prologue as a lambda declared here; returns the ARows source of A.
+  std::string prologue(const GemmCall& g) {
+    Code body;
+    body.indent = code_.indent + 1;
+    render_program(g.a_prog, body);
+    const std::string f = "f" + std::to_string(lambdas_++);
+    const bool vec = g.a_prog.mode == Mode::Vector;
+    code_.open("const auto " + f + " = [&](" + (vec ? "V::vf& v, long row, long j, int n" : "float& v, long row, long j") +
+               ")");
+    code_.text += body.text;
+    code_.line(vec ? "(void)row; (void)j; (void)n;" : "(void)row; (void)j;");
+    code_.close("};");
+    return (vec ? "cg::make_pro(" : "cg::make_pro_scalar(") + f + ")";
+  }
+
+  // One GEMM call: A strided (or computed by its prologue), B strided or packed beforehand.
+  void gemm_call(const GemmCall& g, const std::string& offa, const std::string& offb, const std::string& out,
+                 const std::string& ep) {
+    const std::string M = std::to_string(g.M), N = std::to_string(g.N), K = std::to_string(g.K);
+    const std::string packed = "x.st->w" + std::to_string(g.packed_b) + ".view()";
+    if (g.a_computed) {
+      const std::string pro = prologue(g);
+      const std::string b = g.packed_b >= 0 ? packed
+                                            : "dnnf::gemm::BView{" + ptr(g.b) + offb + ", " + L(g.rs_b) + ", " +
+                                                  L(g.cs_b) + "}";
+      code_.line("dnnf::gemm::gemm_f32_src(" + M + ", " + N + ", " + K + ", " + pro + ", " + b + ", " + out + ", " +
+                 L(g.N) + ", " + ep + ", opt);");
+    } else if (g.packed_b >= 0) {
+      code_.line("dnnf::gemm::gemm_f32_packed(" + M + ", " + ptr(g.a) + offa + ", " + L(g.rs_a) + ", " + L(g.cs_a) +
+                 ", " + packed + ", " + out + ", " + L(g.N) + ", " + ep + ", dnnf::gemm::ProNone{}, opt);");
+    } else {
+      code_.line("dnnf::gemm::gemm_f32(" + M + ", " + N + ", " + K + ", " + ptr(g.a) + offa + ", " + L(g.rs_a) +
+                 ", " + L(g.cs_a) + ", " + ptr(g.b) + offb + ", " + L(g.rs_b) + ", " + L(g.cs_b) + ", " + out +
+                 ", " + L(g.N) + ", " + ep + ", dnnf::gemm::ProNone{}, opt);");
+    }
+  }
+
   void gemm(const AnchorStage& a) {
     const GemmCall& g = a.gemm;
-    const std::string M = std::to_string(g.M), N = std::to_string(g.N), K = std::to_string(g.K);
     code_.open("");
     if (!g.batched) {
       const std::string ep = epilogue(a, "0L");
       code_.line("dnnf::gemm::Options opt;");
-      if (g.packed_b >= 0) {
-        code_.line("dnnf::gemm::gemm_f32_packed(" + M + ", " + ptr(g.a) + ", " + L(g.rs_a) + ", " + L(g.cs_a) +
-                   ", x.st->w" + std::to_string(g.packed_b) + ".view(), " + y(a) + ", " + L(g.N) + ", " + ep +
-                   ", dnnf::gemm::ProNone{}, opt);");
-      } else {
-        code_.line("dnnf::gemm::gemm_f32(" + M + ", " + N + ", " + K + ", " + ptr(g.a) + ", " + L(g.rs_a) + ", " +
-                   L(g.cs_a) + ", " + ptr(g.b) + ", " + L(g.rs_b) + ", " + L(g.cs_b) + ", " + y(a) + ", " + L(g.N) +
-                   ", " + ep + ", dnnf::gemm::ProNone{}, opt);");
-      }
+      gemm_call(g, "", "", y(a), ep);
       code_.close();
       return;
     }
@@ -210,17 +238,7 @@ class BlockRenderer {
     code_.line("(void)b;");
     code_.line("dnnf::gemm::Options opt;");
     code_.line("opt.n_threads = par ? 1 : 0;");
-    const std::string out = y(a) + " + b * " + L(g.M * g.N);
-    if (g.packed_b >= 0) {
-      code_.line("dnnf::gemm::gemm_f32_packed(" + M + ", " + ptr(g.a) + " + (" + offa + "), " + L(g.rs_a) +
-                 ", " + L(g.cs_a) + ", x.st->w" + std::to_string(g.packed_b) + ".view(), " + out + ", " + L(g.N) + ", " + ep +
-                 ", dnnf::gemm::ProNone{}, opt);");
-    } else {
-      code_.line("dnnf::gemm::gemm_f32(" + M + ", " + N + ", " + K + ", " + ptr(g.a) + " + (" + offa + "), " +
-                 L(g.rs_a) + ", " + L(g.cs_a) + ", " + ptr(g.b) + " + (" + offb + "), " + L(g.rs_b) + ", " +
-                 L(g.cs_b) + ", " + out + ", " + L(g.N) +
-                 ", " + ep + ", dnnf::gemm::ProNone{}, opt);");
-    }
+    gemm_call(g, " + (" + offa + ")", " + (" + offb + ")", y(a) + " + b * " + L(g.M * g.N), ep);
     code_.close("};");
     code_.line("if (par) dnnf::parallel_for(" + std::to_string(a.batch) + ", [&](int b) { one(b); });");
     code_.line("else for (long b = 0; b < " + L(a.batch) + "; ++b) one(b);");

@@ -169,7 +169,9 @@ namespace dnnf {
 
 GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenOptions& opt) {
   const MemoryPlan memory = plan_memory(g, p);
-  return cg::cpu::render_module(g, cg::plan_module(g, p, memory), memory, opt.isa);
+  cg::LowerOptions lo;
+  lo.gemm_prologues = opt.prologues;
+  return cg::cpu::render_module(g, cg::plan_module(g, p, memory, lo), memory, opt.isa);
 }
 
 }  // namespace dnnf

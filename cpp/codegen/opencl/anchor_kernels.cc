@@ -21,11 +21,23 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
   const std::string offa = c.batched ? index(a.offset_a, a.batch_vars) : "0L";
   const std::string offb = c.batched ? index(a.offset_b, a.batch_vars) : "0L";
   k.body.line("(void)b;");
-  k.body.line("__global const float* dn_a = " + p(c.a) + " + (" + offa + ") + dn_m * " + L(c.rs_a) + ";");
   k.body.line("__global const float* dn_b = " + p(c.b) + " + (" + offb + ") + dn_n * " + L(c.cs_b) + ";");
   k.body.line("float acc = 0.0f;");
-  k.body.line("for (long dn_k = 0; dn_k < " + L(c.K) + "; ++dn_k) acc = fma(dn_a[dn_k * " + L(c.cs_a) +
-              "], dn_b[dn_k * " + L(c.rs_b) + "], acc);");
+  if (c.a_computed) {  // A[row, k] by its prologue (index composition only: see LowerOptions)
+    k.body.open("for (long dn_k = 0; dn_k < " + L(c.K) + "; ++dn_k)");
+    k.body.line("float v = 0.0f;");
+    k.body.open("");
+    k.body.line("const long row = dn_m, j = dn_k;");
+    k.body.line("(void)row; (void)j;");
+    render_program(c.a_prog, sp, k.body);
+    k.body.close();
+    k.body.line("acc = fma(v, dn_b[dn_k * " + L(c.rs_b) + "], acc);");
+    k.body.close();
+  } else {
+    k.body.line("__global const float* dn_a = " + p(c.a) + " + (" + offa + ") + dn_m * " + L(c.rs_a) + ";");
+    k.body.line("for (long dn_k = 0; dn_k < " + L(c.K) + "; ++dn_k) acc = fma(dn_a[dn_k * " + L(c.cs_a) +
+                "], dn_b[dn_k * " + L(c.rs_b) + "], acc);");
+  }
   finish_element(k, a, "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n");
 }
 

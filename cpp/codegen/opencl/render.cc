@@ -196,7 +196,9 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
                        g.value(v).type.str());
   OpenclModule m;
   m.memory = plan_memory(g, p, std::max<int64_t>(64, opt.base_align_bytes));
-  const cg::ModulePlan mp = cg::plan_module(g, p, m.memory);
+  cg::LowerOptions lo;
+  lo.gemm_packs_a_once = false;  // one work-item per output element reads A N times
+  const cg::ModulePlan mp = cg::plan_module(g, p, m.memory, lo);
   cg::opencl::Spelling sp;
   sp.fp64 = opt.fp64;
   for (ValueId v = 0; v < static_cast<ValueId>(g.values().size()); ++v)

@@ -195,7 +195,38 @@ void ep_run(const void* fp, const float* src, float* dst, int n, long row, long 
     if constexpr (!S) gemm::store_lanes(dst + j, v, nn);
   }
 }
+// A fused GEMM prologue: the generated lambda f(v, row, k, n) sets v to A[row, k .. k + n)
+// (n live lanes); k steps by whole vectors from k0, a multiple of the vector width.
+template <class F>
+void pro_fill(const void* fp, long row, long k0, int n, float* dst) {
+  const F& f = *static_cast<const F*>(fp);
+  for (int k = 0; k < n; k += W) {
+    const int nn = std::min(n - k, W);
+    vf v = simd::v_zero();
+    f(v, row, k0 + k, nn);
+    simd::v_storeu(dst + k, v);
+  }
+}
+// The same for a prologue computed one element at a time: f(v, row, k) with float& v.
+template <class F>
+void pro_fill_scalar(const void* fp, long row, long k0, int n, float* dst) {
+  const F& f = *static_cast<const F*>(fp);
+  for (int k = 0; k < n; ++k) {
+    float v = 0.0f;
+    f(v, row, k0 + k);
+    dst[k] = v;
+  }
+}
 }  // namespace detail
+// The prologue as gemm.h's ARows source of A (the lambda must outlive the call).
+template <class F>
+inline gemm::ARows make_pro(const F& f) {
+  return {&detail::pro_fill<F>, &f};
+}
+template <class F>
+inline gemm::ARows make_pro_scalar(const F& f) {
+  return {&detail::pro_fill_scalar<F>, &f};
+}
 template <bool S, class F>
 inline gemm::EpDyn<S> make_ep(const F& f, long r0 = 0) {
   return {&detail::ep_vec<F>, &detail::ep_tile<S, F>, &detail::ep_run<S, F>, &f, r0};

@@ -109,7 +109,7 @@ inline float* scratch(int slot, size_t n) {
     Buffer buf;
     size_t cap = 0;
   };
-  thread_local Slot slots[4];
+  thread_local Slot slots[5];
   Slot& s = slots[slot];
   if (s.cap < n) {
     size_t cap = std::max(n, s.cap + s.cap / 2);
@@ -211,8 +211,36 @@ void pack_b_rows(float* dst, const L& loader, int k0, int kc, int kc_pad, int co
   }
 }
 
+// Packs rows [row0, row0 + mc) x k [k0, k0 + kc) of an ARows source into MR-row panels, the
+// layout of pack_a: each row segment is computed whole into an L1 scratch row (one call per
+// row keeps the call's cost off the vectors), then split into KU-chunks.
+inline void pack_a_rows(float* dst, const ARows& src, int row0, int mc, int m_total, int k0, int kc,
+                        int kc_pad) {
+  using namespace simd;
+  constexpr int W = kVecWidth;
+  float* row = detail::scratch(4, static_cast<size_t>(round_up(kc_pad, W)));
+  for (int ir = 0; ir < mc; ir += kMR) {
+    float* panel = dst + static_cast<size_t>(ir) * kc_pad;
+    for (int i = 0; i < kMR; ++i) {
+      const int r = row0 + ir + i;
+      const bool live = ir + i < mc && r < m_total && kc > 0;
+      if (live) {
+        src.fill(src.ctx, r, k0, kc, row);
+        for (int k = kc; k < kc_pad; ++k) row[k] = 0.0f;
+      }
+      for (int kb = 0; kb < kc_pad; kb += kKU) {
+        float* d = panel + kb * kMR + i * kKU;
+        for (int t = 0; t < kKU; t += W) v_store(d + t, live ? v_loadu(row + kb + t) : v_zero());
+      }
+    }
+  }
+}
+
 namespace detail {
 // Packing of one block from each kind of source (pre-packed ones are never packed).
+inline void pack_a_block(const ARows& s, float* dst, int r0, int mc, int M, int k0, int kc, int kc_pad) {
+  pack_a_rows(dst, s, r0, mc, M, k0, kc, kc_pad);
+}
 template <class Pro>
 void pack_a_block(const AView<Pro>& s, float* dst, int r0, int mc, int M, int k0, int kc,
                   int kc_pad) {

@@ -255,6 +255,16 @@ inline void run_tile(int kc_pad, const float* a, const float* b, float* c, long 
   run_rows<kNV>(kc_pad, a, b, c, ldc, m, n, load_c, last, ep, row0, col0);
 }
 
+// A source of A (gemm.h) computed while it is packed (a fused prologue: the producers of A
+// evaluated through their composed index maps, never stored): fill(ctx, row, k0, n, dst)
+// writes A[row, k0 .. k0 + n) to dst (room for n rounded up to whole vectors). Called from
+// several threads at once. Type-erased so that gemm_run is instantiated once per module,
+// not once per prologue.
+struct ARows {
+  void (*fill)(const void* ctx, long row, long k0, int n, float* dst);
+  const void* ctx;
+};
+
 // Packs rows [row0, row0 + mc) x k [k0, k0 + kc) of A (element (i, k) at a[i*rs + k*cs],
 // rows >= m_total are zero) into MR-row panels, applying the prologue. dst holds
 // round_up(mc, MR) * kc_pad floats. A k-stride other than 1 (transposed A) is gathered
