@@ -2,6 +2,7 @@
 and the SVG they render names the models, frameworks and the geomean."""
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -48,8 +49,8 @@ def test_counts_and_speedups_are_the_results_numbers():
 
 def test_layer_count_chart_names_every_model_and_framework():
     r = viz.load_results(FULL)
-    text = _texts(viz.plot_layer_counts(r))
-    for name in r["models"] + r["frameworks"] + ["onnx ops"]:
+    text = _texts(viz.plot_layer_counts(viz.kernel_counts(r), title=viz.result_origin(r)))
+    for name in r["models"] + r["frameworks"] + ["onnx ops", "Intel(R) Xeon(R) Processor"]:
         assert name in text
     counts = viz.kernel_counts(r)
     assert counts["vgg16"]["dnnfusion"] is not None and counts["vgg16"]["onnx ops"] > counts["vgg16"]["dnnfusion"]
@@ -81,3 +82,27 @@ def test_roofline_says_when_the_results_have_no_roof():
     pts = [{"model": "vgg16", "flops": 3.1e10, "bytes": 6e8, "ms": 300.0}]
     text = _texts(viz.plot_roofline(pts, peak_gflops=200.0, bandwidth_gbs=20.0))
     assert "vgg16" in text and "200 GFLOP/s" in text
+
+
+def test_latest_results_picks_the_newest_full_run_with_the_framework(tmp_path):
+    r = _tiny_result()
+    r["args"] = {"reduced": False}
+    (tmp_path / "20260101-000000.json").write_text(json.dumps(r))
+    r["args"] = {"reduced": True}  # newer, but reduced models: not a full result
+    (tmp_path / "20260102-000000.json").write_text(json.dumps(r))
+    assert viz.latest_results(tmp_path).name == "20260101-000000.json"
+    with pytest.raises(FileNotFoundError):
+        viz.latest_results(tmp_path, "tvm")
+
+
+def test_zoo_counts_match_a_compiled_model():
+    import dnnfusion as df
+    from dnnfusion.builtin import tiny_convnet
+
+    g = tiny_convnet()
+    rewritten, _ = df.rewrite.rewrite(g)
+    counts = viz.planner_counts(rewritten, ["dnnfusion", "none"])
+    m = df.compile(g)
+    for key in ("plan_blocks", "kernels", "passes", "intermediate_bytes_written"):
+        assert counts["dnnfusion"][key] == m.stats[key]
+    assert counts["none"]["plan_blocks"] > counts["dnnfusion"]["plan_blocks"]

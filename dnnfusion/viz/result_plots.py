@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+from pathlib import Path
 from typing import Any, Sequence
 
 from dnnfusion.viz.figure import SvgFigure
@@ -25,6 +26,23 @@ def load_results(path: str | os.PathLike) -> dict:
         if key not in result:
             raise ValueError(f"{path}: not a harness result (no {key!r})")
     return result
+
+
+def latest_results(directory: str | os.PathLike, framework: str = "dnnfusion",
+                   threads: int | None = None) -> Path:
+    """The newest full-size (not --reduced) result file under `directory` in which `framework`
+    produced a right answer (at `threads`, if given); file names start with their time stamp."""
+    for path in sorted(Path(directory).glob("2*.json"), reverse=True):
+        try:
+            r = load_results(path)
+        except (ValueError, json.JSONDecodeError):
+            continue
+        if r.get("args", {}).get("reduced"):
+            continue
+        if any(c["framework"] == framework and c["status"] == "ok"
+               and (threads is None or c["threads"] == threads) for c in r["cells"]):
+            return path
+    raise FileNotFoundError(f"no full-size result with a right {framework} cell in {directory}")
 
 
 def result_origin(result: dict) -> str:
@@ -104,26 +122,26 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_layer_counts(result: dict, frameworks: Sequence[str] | None = None,
-                      title: str | None = None) -> SvgFigure:
-    """Grouped horizontal bars per model: ONNX operators before fusion, then kernels after
-    fusion for each framework (fewer is better)."""
+def plot_layer_counts(counts: dict[str, dict[str, int | None]], title: str = "Layer counts",
+                      series: Sequence[str] | None = None) -> SvgFigure:
+    """Grouped horizontal bars per model, one per series (e.g. "onnx ops" before fusion, then
+    each framework's or planner's kernels after; fewer is better), as kernel_counts() returns
+    them; a series without a count for a model has no bar."""
     plt = _pyplot()
-    counts = kernel_counts(result)
-    series = ["onnx ops"] + list(frameworks or result["frameworks"])
-    models = list(result["models"])
-    fig, ax = plt.subplots(figsize=(8, 0.25 * len(models) * len(series) / 2.5 + 1.5))
+    models = list(counts)
+    series = list(series or dict.fromkeys(k for row in counts.values() for k in row))
+    fig, ax = plt.subplots(figsize=(8, 0.1 * len(models) * len(series) + 1.5))
     h = 0.8 / len(series)
     for i, s in enumerate(series):
         ys = [j + i * h for j in range(len(models))]
-        vals = [counts[m].get(s) or 0 for m in models]
-        ax.barh(ys, vals, height=h, label=s, color=FRAMEWORK_COLORS.get(s))
+        ax.barh(ys, [counts[m].get(s) or 0 for m in models], height=h, label=s,
+                color=FRAMEWORK_COLORS.get(s))
     ax.set_yticks([j + 0.4 - h / 2 for j in range(len(models))], models)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel("operators before / kernels after fusion (log scale; missing bar = no count)")
-    ax.set_title(title or f"Layer counts: {result_origin(result)}", fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlabel("operators before / kernels after fusion (log scale; no bar = no count)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
     return _svg(fig)
 
 
