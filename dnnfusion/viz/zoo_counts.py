@@ -27,11 +27,14 @@ def planner_counts(rewritten: ECG, planners: Sequence[str] = _plan.PLANNERS,
 
 def model_counts(name: str, reduced: bool = False, planners: Sequence[str] = _plan.PLANNERS,
                  profile_db: str | None = None) -> dict[str, Any]:
-    """A zoo model's operators before fusion, its rewrite report and each planner's counts."""
+    """A zoo model's operators before fusion, its rewrite report, each planner's counts and
+    how many producer/consumer pairs are yellow cells (settled by profiling or the estimate)."""
+    from dnnfusion.profiling import yellow_pairs
     from dnnfusion.zoo import registry
 
     ecg = load(str(registry.export_onnx(name, reduced=reduced)))
     rewritten, report = _rewrite.rewrite(ecg)
     return {"model": name, "operators": len(ecg), "rewrite": report,
-            "planners": planner_counts(rewritten, planners, profile_db)}
+            "planners": planner_counts(rewritten, planners, profile_db),
+            "yellow_pairs": len(yellow_pairs(rewritten))}
 
