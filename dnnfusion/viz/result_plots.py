@@ -16,6 +16,10 @@ from dnnfusion.viz.figure import SvgFigure
 FRAMEWORK_COLORS = {"onnx ops": "#9e9e9e", "eager": "#8c6d31", "ort": "#1f77b4",
                     "inductor": "#ff7f0e", "tvm": "#9467bd", "openvino": "#17becf",
                     "dnnfusion": "#2ca02c"}
+# The baseline planners (dnnfusion.plan.PLANNERS), alone or beside the frameworks.
+for _p, _c in {"none": "#d62728", "patterns": "#e377c2", "dp": "#7f7f7f"}.items():
+    FRAMEWORK_COLORS[_p] = FRAMEWORK_COLORS[f"planner {_p}"] = _c
+FRAMEWORK_COLORS["planner tvm"] = "#bcbd22"
 
 
 def load_results(path: str | os.PathLike) -> dict:
@@ -111,6 +115,13 @@ def _svg(fig: Any) -> SvgFigure:
     return SvgFigure(buf.getvalue())
 
 
+def _plain(fmt: str) -> Any:
+    """Tick labels as plain numbers (2x, 100), not powers (2^1, 10^2)."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: fmt.format(v))
+
+
 def _pyplot() -> Any:
     import matplotlib
 
@@ -139,6 +150,7 @@ def plot_layer_counts(counts: dict[str, dict[str, int | None]], title: str = "La
     ax.set_yticks([j + 0.4 - h / 2 for j in range(len(models))], models)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(_plain("{:g}"))
     ax.set_xlabel("operators before / kernels after fusion (log scale; no bar = no count)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
@@ -165,7 +177,9 @@ def plot_speedups(result: dict, threads: int, over: str = "dnnfusion",
         ax.bar(xs, vals, width=w, color=color, label=f"vs {fw} (geomean {g:.2f}x, {len(vals)} models)")
         ax.axhline(g, color=color, linestyle="--", linewidth=1)
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_yscale("log")
+    ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_formatter(_plain("{:g}x"))
+    ax.yaxis.set_minor_formatter(_plain(""))
     ax.set_xticks([j + 0.4 - w / 2 for j in range(len(models))], models, rotation=60, ha="right")
     ax.set_ylabel(f"speed-up of {over} (latency ratio, log scale)")
     ax.set_title(title or f"{threads} thread{'s' if threads > 1 else ''}: {result_origin(result)}",
