@@ -3,7 +3,7 @@ turns them into .ipynb files and runs them."""
 
 # Shared first cell: parameters. CI sets DNNF_NOTEBOOK_REDUCED=1 (reduced models, three of them);
 # DNNF_NOTEBOOK_MEASURE=1 measures afresh on this machine instead of reading committed results.
-PARAMETERS = """import os, sys
+PARAMETERS = """import os, sys, warnings
 from pathlib import Path
 from IPython.display import Markdown, display
 import dnnfusion as df
@@ -16,6 +16,7 @@ MODELS = ["vgg16", "distilbert", "mobilenetv2"] if REDUCED else registry.list()
 ROOT = Path.cwd().parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 FIGURES = Path("figures")
+warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm, via transformers
 
 def md_table(headers, rows):
     out = ["| " + " | ".join(map(str, headers)) + " |", "|" + "---|" * len(headers)]
