@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -50,7 +51,9 @@ class _Cdp:
 
     def _read(self, deadline: float) -> dict:
         while b"\0" not in self._buf:
-            if time.monotonic() > deadline:
+            left = deadline - time.monotonic()
+            # select, so that a browser that hangs fails the test instead of blocking it.
+            if left <= 0 or not select.select([self._from_chrome], [], [], left)[0]:
                 raise TimeoutError("Chromium did not answer in time")
             chunk = os.read(self._from_chrome, 1 << 16)
             if not chunk:
