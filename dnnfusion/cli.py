@@ -1,10 +1,12 @@
 """Command line: ``python -m dnnfusion <command> [model]``. ``info`` reports on a model (default:
 the built-in network, ``dnnfusion.builtin.tiny_convnet``); ``run`` compiles one (default: a zoo
-model), checks it against PyTorch and ONNX Runtime, and times it beside them."""
+model), checks it against PyTorch and ONNX Runtime, and times it beside them; ``report`` does
+the same and writes one self-contained HTML page about it."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import statistics
@@ -149,7 +151,21 @@ def _ort_session(path: str, threads: int) -> Any:
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+@dataclasses.dataclass
+class _Prepared:
+    """A compiled model with its inputs and the references to check and time it against."""
+    m: Any
+    inputs: list
+    title: str
+    threads: int
+    eager: Callable[[], Any] | None
+    ort_run: Callable[[], Any] | None
+    notes: list[str]
+
+
+def _prepare(args: argparse.Namespace) -> _Prepared:
+    """Compiles args.model (a zoo name or an .onnx path) and sets up PyTorch eager (zoo models)
+    and ONNX Runtime (when installed) on the same inputs; `run` and `report` share it."""
     import dnnfusion
     from dnnfusion.compiler import default_threads
 
@@ -182,7 +198,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     m = dnnfusion.compile(model, example_inputs=examples, planner=args.planner, threads=threads,
                           input_shapes=_parse_shapes(args.input_shape) if is_file else None)
-    s = m.stats
 
     ort_run: Callable[[], Any] | None = None
     try:
@@ -199,20 +214,43 @@ def cmd_run(args: argparse.Namespace) -> int:
         notes.append("ONNX Runtime: not installed")
     except Exception as e:  # noqa: BLE001 - export or session failures only skip ORT
         notes.append(f"ONNX Runtime: skipped ({type(e).__name__}: {str(e).splitlines()[0][:160]})")
+    return _Prepared(m, inputs, title, threads, eager, ort_run, notes)
 
-    got = m.run(*inputs)
+
+def _checks(p: _Prepared, got: list) -> tuple[bool, list[str]]:
+    """The compiled model's outputs against PyTorch eager and ONNX Runtime (or, with neither,
+    the NumPy reference): whether all match, and one line per reference."""
     checks, all_ok = [], True
     references: list[tuple[str, Callable[[], list]]] = []
-    if eager is not None:
+    if p.eager is not None:
+        eager = p.eager
         references.append(("PyTorch eager", lambda: _flatten_torch(eager())))
-    if ort_run is not None:
-        references.append(("ONNX Runtime", ort_run))
+    if p.ort_run is not None:
+        references.append(("ONNX Runtime", p.ort_run))
     if not references:
-        references.append(("NumPy reference", lambda: m.graph.run_reference(*inputs)))
+        references.append(("NumPy reference", lambda: p.m.graph.run_reference(*p.inputs)))
     for name, ref in references:
         ok, worst = _compare(got, ref())
         all_ok = all_ok and ok
         checks.append(f"vs {name}: max abs diff {worst:.2e} {'OK' if ok else 'MISMATCH'}")
+    return all_ok, checks
+
+
+def _latencies(p: _Prepared, repeat: int) -> dict[str, float]:
+    """Median seconds per inference of dnnfusion and each reference that is set up."""
+    rows: list[tuple[str, Callable[[], Any]]] = [("dnnfusion", lambda: p.m.run(*p.inputs))]
+    if p.eager is not None:
+        rows.append(("PyTorch eager", p.eager))
+    if p.ort_run is not None:
+        rows.append(("ONNX Runtime", p.ort_run))
+    return {name: _median_seconds(fn, repeat) for name, fn in rows}
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    p = _prepare(args)
+    m, inputs, threads, title = p.m, p.inputs, p.threads, p.title
+    s = m.stats
+    all_ok, checks = _checks(p, m.run(*inputs))
 
     cold = "from the kernel cache" if s["cache_hit"] else f"cold, C++ compile {s['cc_seconds']:.2f} s"
     print(f"model      {title}")
@@ -223,19 +261,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"compile    {s['compile_seconds']:.2f} s ({cold})")
     print("check      " + "; ".join(checks))
     print(f"latency    median of {args.repeat} runs, {threads} thread{'s' if threads != 1 else ''}")
-    rows = [("dnnfusion", lambda: m.run(*inputs))]
-    if eager is not None:
-        rows.append(("PyTorch eager", eager))
-    if ort_run is not None:
-        rows.append(("ONNX Runtime", ort_run))
-    for name, fn in rows:
-        print(f"  {name:<15}{_median_seconds(fn, args.repeat) * 1e3:>10.3f} ms")
+    for name, sec in _latencies(p, args.repeat).items():
+        print(f"  {name:<15}{sec * 1e3:>10.3f} ms")
     if args.kernels:
         print("kernels    " + m.profile(*inputs, repeat=args.repeat).table(args.kernels)
               .replace("\n", "\n           "))
-    for n in notes:
+    for n in p.notes:
         print(f"note       {n}")
     return 0 if all_ok else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from dnnfusion import html_report
+
+    p = _prepare(args)
+    ok, checks = _checks(p, p.m.run(*p.inputs))
+    page = html_report.render(p.m, p.title, checks, _latencies(p, args.repeat),
+                              p.m.profile(*p.inputs, repeat=args.repeat), p.notes)
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(page)
+    print(f"wrote {args.output} ({len(page) / 1e3:.0f} KB); " + "; ".join(checks))
+    return 0 if ok else 1
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -259,6 +305,20 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compile_args(p: argparse.ArgumentParser) -> None:
+    """The arguments `run` and `report` share: which model and how to compile and time it."""
+    p.add_argument("model", nargs="?", help="an .onnx file or a zoo model name "
+                   f"(default: {DEFAULT_RUN_MODEL})")
+    p.add_argument("--reduced", action="store_true", help="the zoo model's reduced variant")
+    p.add_argument("--planner", default="dnnfusion",
+                   help="dnnfusion (default) or a baseline: none, patterns, tvm, dp")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for every framework (default: $DNNF_NUM_THREADS or all cores)")
+    p.add_argument("--repeat", type=int, default=20, help="timed runs per framework")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="specialize a symbolic ONNX input shape")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dnnfusion", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -273,19 +333,15 @@ def main(argv: list[str] | None = None) -> int:
     info.set_defaults(func=cmd_info)
     run = sub.add_parser("run", help="compile a model, check it against PyTorch / ONNX Runtime "
                          "and time it beside them")
-    run.add_argument("model", nargs="?", help="an .onnx file or a zoo model name "
-                     f"(default: {DEFAULT_RUN_MODEL})")
-    run.add_argument("--reduced", action="store_true", help="the zoo model's reduced variant")
-    run.add_argument("--planner", default="dnnfusion",
-                     help="dnnfusion (default) or a baseline: none, patterns, tvm, dp")
-    run.add_argument("--threads", type=int, default=None,
-                     help="threads for every framework (default: $DNNF_NUM_THREADS or all cores)")
-    run.add_argument("--repeat", type=int, default=20, help="timed runs per framework")
+    _compile_args(run)
     run.add_argument("--kernels", type=int, default=0, metavar="N",
                      help="also time every kernel and print the N slowest")
-    run.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
-                     help="specialize a symbolic ONNX input shape")
     run.set_defaults(func=cmd_run)
+    rep = sub.add_parser("report", help="compile a model and write one self-contained HTML page "
+                         "about it: summary, plan picture, explain(), kernel profile, latency")
+    _compile_args(rep)
+    rep.add_argument("-o", "--output", default="report.html", help="the HTML file to write")
+    rep.set_defaults(func=cmd_report)
     prof = sub.add_parser("profile", help="time fused vs. unfused kernels for the yellow pairs "
                           "of the fusion table and record them in the profiling database")
     prof.add_argument("models", nargs="*", help="zoo model names or .onnx files (default: every "

@@ -2,7 +2,8 @@
 committed .ipynb files carry the outputs of a run. `DNNF_NOTEBOOK_REDUCED=1` runs them on the
 zoo's reduced models (what CI does, in tests/test_notebooks.py, without writing).
 
-    python notebooks/build_notebooks.py            # full-size models, outputs saved
+    python notebooks/build_notebooks.py                   # full-size models, outputs saved
+    python notebooks/build_notebooks.py 03_speed.ipynb    # just one
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import nbformat
 from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import cells_results  # noqa: E402 - notebooks 02-04, beside this file
 
 TOUR = [
     ("md", """# A tour of dnnfusion
@@ -71,7 +74,9 @@ def notebook(cells) -> nbformat.NotebookNode:
     return nb
 
 
-NOTEBOOKS = {"01_tour.ipynb": TOUR}
+NOTEBOOKS = {"01_tour.ipynb": TOUR, "02_layer_counts.ipynb": cells_results.LAYER_COUNTS,
+             "03_speed.ipynb": cells_results.SPEED,
+             "04_rewriting_and_planners.ipynb": cells_results.REWRITING}
 
 
 def run(nb: nbformat.NotebookNode, timeout: int = 900) -> nbformat.NotebookNode:
@@ -79,8 +84,10 @@ def run(nb: nbformat.NotebookNode, timeout: int = 900) -> nbformat.NotebookNode:
     return nb
 
 
-def main() -> int:
+def main(names: list[str]) -> int:
     for name, cells in NOTEBOOKS.items():
+        if names and name not in names:
+            continue
         nb = run(notebook(cells))
         nbformat.write(nb, HERE / name)
         print("wrote", HERE / name)
@@ -88,4 +95,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
