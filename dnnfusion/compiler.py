@@ -80,6 +80,9 @@ class CompiledModel:
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = [v.name for v in graph.outputs]
         self._specializer: _Specializer | None = None  # set for models with symbolic dims
+        # float16 inputs and outputs of a float16 ONNX file computed in float32 (float16="f32")
+        self._f16_inputs: frozenset[str] = frozenset()
+        self._f16_outputs: list[bool] = [False] * len(self.output_names)
 
     # Calling -----------------------------------------------------------------------------
     def __call__(self, *args: Any, **feeds: Any) -> Any:
@@ -90,13 +93,15 @@ class CompiledModel:
         """Like calling the model, but always returns a list of outputs."""
         given = self._bind(args, feeds)
         torch_like = [a for a in given if _is_torch(a)]
-        arrays = [self._array(a, name) for a, name in zip(given, self.input_names)]
+        arrays = self._arrays(given)
         exe = self._exe
         if self._specializer is not None and any(
                 a.shape != tuple(v.shape) for a, v in zip(arrays, self.graph.inputs)):
             shapes = {name: a.shape for name, a in zip(self.input_names, arrays)}
             exe = self._specializer.get(self, shapes)._exe
         outs = exe.run(arrays)
+        if any(self._f16_outputs):
+            outs = [o.astype(np.float16) if f else o for o, f in zip(outs, self._f16_outputs)]
         if not torch_like:
             return outs
         import torch
@@ -123,6 +128,17 @@ class CompiledModel:
             raise TypeError(f"missing input{'s' if len(missing) > 1 else ''} "
                             f"{', '.join(missing)} (the model takes {', '.join(names)})")
         return [bound[n] for n in names]
+
+    def _arrays(self, given: list) -> list[np.ndarray]:
+        arrays = [self._array(a, name) for a, name in zip(given, self.input_names)]
+        if self._f16_inputs:  # the file's float16 inputs, computed in float32
+            for i, name in enumerate(self.input_names):
+                if name in self._f16_inputs:
+                    if arrays[i].dtype != np.float16:
+                        raise DTypeError(f"input '{name}' is float16 in the model, got "
+                                         f"{arrays[i].dtype} (nothing is cast)")
+                    arrays[i] = arrays[i].astype(np.float32)
+        return arrays
 
     @staticmethod
     def _array(a: Any, name: str) -> np.ndarray:
@@ -153,7 +169,7 @@ class CompiledModel:
         if repeat < 1 or warmup < 0:
             raise ValueError(f"repeat must be >= 1 and warmup >= 0, got {repeat}, {warmup}")
         given = self._bind(args, feeds)
-        arrays = [self._array(a, name) for a, name in zip(given, self.input_names)]
+        arrays = self._arrays(given)
         runs = []
         for i in range(warmup + repeat):
             _, seconds = self._exe.run_timed(arrays)
@@ -369,7 +385,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
             planner: str = "dnnfusion", threads: int | None = None,
             input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
             isa: str | None = None, layout: str | None = None, device: str = "",
-            max_specializations: int = 8) -> CompiledModel:
+            max_specializations: int = 8, float16: str = "f32") -> CompiledModel:
     """Compiles a model for the CPU (``target="cpu"``, C++ over SIMD) or an OpenCL device
     (``target="opencl"``, OpenCL C; ``device``: ``""`` = ``$DNNF_OPENCL_DEVICE``, else the
     first GPU, else the first device; ``"p:d"`` or part of its name, as
@@ -395,12 +411,16 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     other sizes compiles a specialization for them on the fly (at most
     ``max_specializations`` kept, least recently used dropped; ``stats["specializations"]``
     lists the shapes compiled). A dimension named the same in several inputs must agree.
+
+    float16 models (``float16``): ``"f32"`` computes them in float32 (constants converted
+    exactly at import; the compiled model takes and returns float16 where the model does,
+    converting at its boundary, and ``stats["float16"]`` says so); ``"error"`` refuses them.
     """
     names, symbolic = _onnx_inputs(model) if _is_onnx(model) else ([], {})
     if symbolic and input_shapes is None and example_inputs is not None:
         input_shapes = _shapes_of_examples(names, symbolic, example_inputs)
     kwargs = dict(target=target, planner=planner, threads=threads, optimize=optimize, isa=isa,
-                  layout=layout, device=device)
+                  layout=layout, device=device, float16=float16)
     m = _compile_static(model, example_inputs, input_shapes=input_shapes, **kwargs)
     if symbolic:
         m._specializer = _Specializer(model, symbolic, kwargs, max_specializations, m)
@@ -410,7 +430,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
 
 def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: str, planner: str,
                     threads: int | None, input_shapes: dict[str, Sequence[int]] | None,
-                    optimize: bool, isa: str | None, layout: str | None, device: str) -> CompiledModel:
+                    optimize: bool, isa: str | None, layout: str | None, device: str,
+                    float16: str = "f32") -> CompiledModel:
     if target not in TARGETS:
         raise Error(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     if target == "opencl":  # channels-last convolutions are CPU kernels; OpenCL runs NCHW
@@ -422,6 +443,9 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         layout = os.environ.get("DNNF_LAYOUT", "auto") if optimize else "nchw"
     if layout not in LAYOUTS:
         raise Error(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    if float16 not in ("f32", "error"):
+        raise Error(f"unknown float16 mode {float16!r}; choose 'f32' (compute float16 models "
+                    "in float32) or 'error' (refuse them)")
     if target == "cpu":
         isa = isa or _core.cpu_features()["isa"]
         _core.isa_flags(isa)  # fail now, not after the rewrites, if this CPU lacks it
@@ -432,6 +456,15 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     t_start = time.perf_counter()
     ecg = load(model, example_inputs, input_shapes=input_shapes)
     operators_before = len(ecg)
+    f16_in: list[str] = []
+    f16_out: list[bool] = []
+    if _rewrite.uses_float16(ecg):
+        if float16 == "error":
+            raise DTypeError("the model computes in float16 and compile(..., float16='error') "
+                             "refuses it; float16='f32' (the default) computes it in float32")
+        f16_in = [v.name for v in ecg.inputs if v.dtype == "f16"]
+        f16_out = [v.dtype == "f16" for v in ecg.outputs]
+        ecg = _rewrite.float16_to_float32(ecg)
     t_loaded = time.perf_counter()
     report = None
     if optimize:
@@ -481,8 +514,13 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         "threads": threads,
         "planner": planner,
         "layout": layout_report,
+        # "f32" when a float16 model computes in float32 (compile's float16 option), else None
+        "float16": "f32" if f16_out else None,
     }
-    return CompiledModel(ecg, fusion, generated, exe, stats, report)
+    m = CompiledModel(ecg, fusion, generated, exe, stats, report)
+    m._f16_inputs = frozenset(f16_in)
+    m._f16_outputs = f16_out or [False] * len(m.output_names)
+    return m
 
 
 __all__ = ["compile", "CompiledModel", "KernelProfile", "prelude_dir", "default_threads"]

@@ -84,6 +84,50 @@ def eliminate_dead_code(ecg: ECG) -> ECG:
     return ECG(_core.eliminate_dead_code(ecg.graph))
 
 
+def uses_float16(ecg: ECG) -> bool:
+    """Whether any value of the graph (input, constant, intermediate, output) is float16."""
+    return any(v.dtype == "f16" for v in ecg.graph.values)
+
+
+_F16_CODE, _F32_CODE = 10, 1  # ONNX element type codes, as Cast's `to` holds them
+
+
+def float16_to_float32(ecg: ECG) -> ECG:
+    """The same graph computing in float32 where it computed in float16: float16 inputs
+    become float32 inputs, float16 constants and tensor attributes are converted (exactly:
+    every float16 is a float32), and Cast/`dtype` attributes that name float16 name float32;
+    every other type follows by shape inference. Names are kept, so a caller converts the
+    float16 inputs and outputs at the boundary (``compile(..., float16="f32")`` does).
+    Results are the float32 computation, rounded once where the caller converts back, so
+    they typically sit closer to the exact result than a float16 evaluation would; a model
+    that relies on float16 overflow or rounding inside (Cast to float16 and back to clamp or
+    quantize) computes without it."""
+    g = ecg.graph
+    out = _core.Graph(g.name)
+    new: dict[int, object] = {}
+    for v in g.inputs:
+        new[v.id] = out.add_input(v.name, "f32" if v.dtype == "f16" else v.dtype, v.shape)
+    for v in g.constants:
+        data = v.numpy()
+        new[v.id] = out.add_constant(v.name, data.astype(np.float32) if data.dtype == np.float16
+                                     else data)
+    for n in g.nodes:
+        attrs = {}
+        for k, a in n.attrs.items():
+            if isinstance(a, np.ndarray) and a.dtype == np.float16:
+                a = a.astype(np.float32)
+            elif k in ("to", "dtype") and isinstance(a, int) and a == _F16_CODE:
+                a = _F32_CODE
+            attrs[k] = a
+        outs = n.outputs
+        made = out.add_node(n.op, [None if i is None else new[i.id] for i in n.inputs], attrs,
+                            len(outs), n.name, [o.name for o in outs])
+        for o, m in zip(outs, made):
+            new[o.id] = m
+    out.set_outputs([new[v.id] for v in g.outputs])
+    return ECG(out)
+
+
 @dataclass(frozen=True)
 class AlgebraRule:
     """One row of the rule table in ``cpp/rewrite/algebra.cc``."""
@@ -195,4 +239,5 @@ __all__ = [
     "flops", "remove_identities", "fold_constants", "fold_batch_norm", "fold_input_scale",
     "apply_algebraic_rules", "select_layout",
     "merge_layout_chains", "eliminate_common_subexpressions", "eliminate_dead_code",
+    "uses_float16", "float16_to_float32",
 ]
