@@ -385,7 +385,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
             planner: str = "dnnfusion", threads: int | None = None,
             input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
             isa: str | None = None, layout: str | None = None, device: str = "",
-            max_specializations: int = 8, float16: str = "f32") -> CompiledModel:
+            max_specializations: int = 8, float16: str = "f32",
+            horizontal: bool = False) -> CompiledModel:
     """Compiles a model for the CPU (``target="cpu"``, C++ over SIMD) or an OpenCL device
     (``target="opencl"``, OpenCL C; ``device``: ``""`` = ``$DNNF_OPENCL_DEVICE``, else the
     first GPU, else the first device; ``"p:d"`` or part of its name, as
@@ -395,6 +396,9 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     ``torch.nn.Module`` or ``torch.fx.GraphModule`` with ``example_inputs``). For an ONNX
     model with symbolic dimensions, ``input_shapes`` or ``example_inputs`` fix them.
     ``planner``: ``dnnfusion`` or a baseline (``none``, ``patterns``, ``tvm``, ``dp``).
+    ``horizontal`` (dnnfusion planner only): also group Many-to-Many siblings that read one
+    input (Q/K/V projections, parallel convolution branches) into one kernel; each keeps its
+    own pass over the input (``explain()`` lists the groups).
     ``threads``: default ``$DNNF_NUM_THREADS`` or every core this process may use.
     ``optimize``: run the graph rewrites (§4.2) before planning. ``isa``: ``avx512``,
     ``avx2``, ``neon`` or ``scalar``; default the best this CPU has (``$DNNF_ISA`` lowers it).
@@ -420,7 +424,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     if symbolic and input_shapes is None and example_inputs is not None:
         input_shapes = _shapes_of_examples(names, symbolic, example_inputs)
     kwargs = dict(target=target, planner=planner, threads=threads, optimize=optimize, isa=isa,
-                  layout=layout, device=device, float16=float16)
+                  layout=layout, device=device, float16=float16, horizontal=horizontal)
     m = _compile_static(model, example_inputs, input_shapes=input_shapes, **kwargs)
     if symbolic:
         m._specializer = _Specializer(model, symbolic, kwargs, max_specializations, m)
@@ -431,13 +435,15 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
 def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: str, planner: str,
                     threads: int | None, input_shapes: dict[str, Sequence[int]] | None,
                     optimize: bool, isa: str | None, layout: str | None, device: str,
-                    float16: str = "f32") -> CompiledModel:
+                    float16: str = "f32", horizontal: bool = False) -> CompiledModel:
     if target not in TARGETS:
         raise Error(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     if target == "opencl":  # channels-last convolutions are CPU kernels; OpenCL runs NCHW
         layout = "nchw" 
     if planner not in _plan.PLANNERS:
         raise Error(f"unknown planner {planner!r}; choose one of {', '.join(_plan.PLANNERS)}")
+    if horizontal and planner != "dnnfusion":
+        raise Error(f"horizontal fusion is an option of the dnnfusion planner, not of {planner!r}")
     threads = _check_threads(threads)
     if layout is None:
         layout = os.environ.get("DNNF_LAYOUT", "auto") if optimize else "nchw"
@@ -472,7 +478,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     ecg, layout_report = _rewrite.select_layout(ecg, layout)
     layout_report["mode"] = layout
     t_rewritten = time.perf_counter()
-    fusion = _plan.plan(ecg, planner=planner, target=target)
+    fusion = _plan.plan(ecg, planner=planner, target=target, horizontal=horizontal)
     t_planned = time.perf_counter()
     if target == "cpu":
         generated = _core.generate_cpu(ecg.graph, fusion, isa)
@@ -513,6 +519,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         "device": generated.device["name"] if target == "opencl" else None,
         "threads": threads,
         "planner": planner,
+        "horizontal": bool(horizontal),
         "layout": layout_report,
         # "f32" when a float16 model computes in float32 (compile's float16 option), else None
         "float16": "f32" if f16_out else None,

@@ -27,20 +27,21 @@ def _opt_level_1():
             os.environ["DNNF_OPT_LEVEL"] = old
 
 
-def run(ecg, feeds: dict, planner: str = "dnnfusion", isa: str | None = None, threads: int = 2):
+def run(ecg, feeds: dict, planner: str = "dnnfusion", isa: str | None = None, threads: int = 2,
+        horizontal: bool = False):
     """Outputs of the compiled plan, and the generated module as a dict. `isa`: default the
     best this machine runs (``$DNNF_ISA`` lowers it)."""
     isa = isa or _core.cpu_features()["isa"]
-    gen = _core.generate_cpu(ecg, df.plan.plan(ecg, planner=planner), isa)
+    gen = _core.generate_cpu(ecg, df.plan.plan(ecg, planner=planner, horizontal=horizontal), isa)
     with _opt_level_1():
         exe = _core.CpuExecutable(ecg, gen, isa, threads, prelude_dir())
     return exe.run([feeds[v.name] for v in ecg.inputs]), gen.to_dict()
 
 
-def compile_only(ecg, planner: str, isa: str) -> dict:
+def compile_only(ecg, planner: str, isa: str, horizontal: bool = False) -> dict:
     """Generates the plan's module for `isa` and compiles it without running it (a dialect
     this machine lacks); returns the generated module as a dict."""
-    gen = _core.generate_cpu(ecg, df.plan.plan(ecg, planner=planner), isa)
+    gen = _core.generate_cpu(ecg, df.plan.plan(ecg, planner=planner, horizontal=horizontal), isa)
     with _opt_level_1():
         path = _core.compile_only(gen, isa, prelude_dir())
     assert os.path.getsize(path) > 0, path

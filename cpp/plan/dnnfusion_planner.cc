@@ -486,8 +486,14 @@ class Planner {
             members_[ga].push_back(n);
           }
           members_[gb].clear();
-          gtype_[ga] = fusion_rule(gtype_[ga], gtype_[gb]).fused;
-          record(a, b, true, pair + " -> grouped into one kernel");
+          // The table's cells compose a producer with its consumer; siblings are not
+          // composed (each keeps its own output), so the group takes the more general of
+          // the two types (the enum's order: One-to-One ... Many-to-Many), never a red cell's.
+          const MappingType t = std::max(gtype_[ga], gtype_[gb]);
+          gtype_[ga] = t;
+          record(a, b, true, pair + " -> grouped into one kernel (" + mapping_type_name(t) +
+                                 ", the more general of the two blocks' types; siblings are not "
+                                 "composed, so no cell of the table applies)");
         }
       }
     }
