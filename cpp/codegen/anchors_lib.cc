@@ -111,7 +111,17 @@ void lower_layer_norm(BlockLowerer& bl, const Node& n, Stage& st) {
 // Reduce*: [kind, rank (int), shape (array), axis mask, x, y, ep].
 void lower_reduce(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();
-  need_f32_library(g, n);
+  const DType dt = g.value(n.inputs[0]).type.dtype;
+  // reduce_int: exact, no epilogue (epilogues are f32); bool: Max/Min (any/all) only
+  const bool integer = is_integer(dt) ||
+                       (dt == DType::Bool && (n.op == OpKind::ReduceMax || n.op == OpKind::ReduceMin));
+  if (integer && n.op != OpKind::ReduceSum && n.op != OpKind::ReduceMax && n.op != OpKind::ReduceMin &&
+      n.op != OpKind::ReduceProd)
+    throw UnsupportedOperatorError(std::string("code generation reduces integers with ReduceSum, ReduceMax, "
+                                               "ReduceMin and ReduceProd; node '") + n.name + "' (" +
+                                   op_info(n.op).name + ") reads " + dtype_name(dt) +
+                                   " (Cast it to float first)");
+  if (!integer) need_f32_library(g, n);
   InferCtx c(g, n);
   const std::vector<int64_t> id = dims_of(g, n.inputs[0]);
   const int64_t r = static_cast<int64_t>(id.size());
@@ -125,9 +135,18 @@ void lower_reduce(BlockLowerer& bl, const Node& n, Stage& st) {
   const char* kind = n.op == OpKind::ReduceMean ? "Mean" : n.op == OpKind::ReduceSum ? "Sum"
                      : n.op == OpKind::ReduceMax ? "Max" : n.op == OpKind::ReduceMin ? "Min"
                      : n.op == OpKind::ReduceProd ? "Prod" : "L2";
+  if (is_integer(dt) && (n.op == OpKind::ReduceMax || n.op == OpKind::ReduceMin)) {
+    int64_t count = 1;
+    for (int64_t a = 0; a < r; ++a)
+      if ((mask >> a) & 1u) count *= id[static_cast<size_t>(a)];
+    if (count == 0)
+      throw UnsupportedOperatorError(std::string(op_info(n.op).name) + " of an empty set of " + dtype_name(dt) +
+                                     " (node '" + n.name + "'): integers have no infinity to return");
+  }
   AnchorArg e;
   e.kind = AnchorArg::Kind::Enum;
   e.name = std::string("ReduceKind::") + kind;
+  e.dtype = dt;  // the element type: F32, or an integer type (reduce_int)
   AnchorArg shape;
   shape.kind = AnchorArg::Kind::Ints;
   shape.name = "shape";
@@ -179,13 +198,15 @@ void lower_cumsum(BlockLowerer& bl, const Node& n, Stage& st) {
 // ArgMax, ArgMin: [is_max, outer, len, inner, x, indices, select_last_index]; no epilogue.
 void lower_arg_reduce(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();
-  need_f32_library(g, n);
+  const DType dt = g.value(n.inputs[0]).type.dtype;
+  if (!is_integer(dt)) need_f32_library(g, n);  // f32, or any integer type
   InferCtx c(g, n);
   const std::vector<int64_t> id = dims_of(g, n.inputs[0]);
   AnchorStage& a = st.anchor;
   a.args.push_back(bool_arg(n.op == OpKind::ArgMax));
   push_rows(a.args, id, axis_attr(c, 0, static_cast<int64_t>(id.size())));
   a.args.push_back(buffer_arg(n.inputs[0]));
+  a.args.back().dtype = dt;
   a.args.push_back(buffer_arg(n.outputs[0]));
   a.args.push_back(bool_arg(c.attr_int("select_last_index", 0) != 0));
   st.label = op_info(n.op).name;

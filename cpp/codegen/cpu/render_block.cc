@@ -275,7 +275,9 @@ class BlockRenderer {
         code_.open("");
         arrays(a.args);
         const std::string ep = epilogue(a, "0L");
-        const std::string f = "dnnf::rowops::reduce_f32<dnnf::rowops::" + a.args[0].name + ">";
+        const std::string f = std::string(a.args[0].dtype == DType::F32 ? "dnnf::rowops::reduce_f32"
+                                                                         : "dnnf::rowops::reduce_int") +
+                              "<dnnf::rowops::" + a.args[0].name + ">";
         code_.line(call(f.c_str(), a.args, a, ep, 1));
         code_.close();
         return;

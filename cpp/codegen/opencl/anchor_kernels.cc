@@ -231,6 +231,30 @@ void Renderer::reduce(K& k, const AnchorStage& a, int64_t global[3]) {
                   "; dn_rest /= " + L(d[static_cast<size_t>(i)]) + ";");
   const bool mx = kind.find("Max") != std::string::npos, mn = kind.find("Min") != std::string::npos;
   const bool prod = kind.find("Prod") != std::string::npos, l2 = kind.find("L2") != std::string::npos;
+  const DType dt = a.args.at(0).dtype;
+  if (dt != DType::F32) {  // integers: exact in their type (Sum and Prod wrap through unsigned)
+    const std::string t = cltype(dt, sp), x = p(a.args.at(4).value);
+    std::string ut = t.rfind("u", 0) == 0 ? t : "u" + t;
+    if (dt == DType::I8 || dt == DType::U8 || dt == DType::I16 || dt == DType::U16) ut = "uint";
+    // Max/Min start from the first element (integers' empty sets are refused by lowering;
+    // bool's empty Max/Min are false/true).
+    k.body.line(mx || mn ? t + " acc = " + (reduced == 0 ? std::string(mn ? "1" : "0") : x + "[dn_base]") + ";"
+                         : ut + " acc = " + (prod ? "1" : "0") + ";");
+    k.body.open("for (long dn_t = 0; dn_t < " + L(reduced) + "; ++dn_t)");
+    k.body.line("long dn_tr = dn_t, dn_off = dn_base;");
+    for (int i = r; i-- > 0;)
+      if (mask >> i & 1u)
+        k.body.line("dn_off += (dn_tr % " + L(d[static_cast<size_t>(i)]) + ") * " +
+                    L(stride[static_cast<size_t>(i)]) + "; dn_tr /= " + L(d[static_cast<size_t>(i)]) + ";");
+    k.body.line("const " + t + " x = " + x + "[dn_off];");
+    k.body.line(mx ? "acc = x > acc ? x : acc;" : mn ? "acc = x < acc ? x : acc;"
+                : prod ? "acc = (" + ut + ")(acc * (" + ut + ")x);" : "acc = (" + ut + ")(acc + (" + ut + ")x);");
+    k.body.close();
+    const std::string y = a.y != kNoValue ? "p" + std::to_string(a.y) : "";
+    if (y.empty() || a.ep.present) throw InternalError("codegen: an integer reduction with an epilogue");
+    k.body.line(y + "[e] = (" + t + ")acc;");
+    return;
+  }
   k.body.line(std::string("float acc = ") + (mx ? "-INFINITY" : mn ? "INFINITY" : prod ? "1.0f" : "0.0f") + ";");
   k.body.open("for (long dn_t = 0; dn_t < " + L(reduced) + "; ++dn_t)");
   k.body.line("long dn_tr = dn_t, dn_off = dn_base;");
@@ -391,6 +415,18 @@ void Renderer::arg_reduce(K& k, const AnchorStage& a, int64_t global[3]) {  // [
   const bool mx = a.args.at(0).i != 0, last = a.args.at(6).i != 0;
   const int64_t outer = a.args.at(1).i, len = a.args.at(2).i, inner = a.args.at(3).i;
   row_head(k, outer, len, inner, global);
+  const DType dt = a.args.at(4).dtype;
+  if (dt != DType::F32) {  // integers: exact comparisons, no NaN
+    const std::string t = cltype(dt, sp);
+    k.body.line("__global const " + t + "* dn_x = " + p(a.args.at(4).value) + " + dn_base;");
+    k.body.line("long bi = 0;");
+    k.body.open("for (long l = 1; l < " + L(len) + "; ++l)");
+    k.body.line("const " + t + " v = dn_x[l * " + L(inner) + "], b = dn_x[bi * " + L(inner) + "];");
+    k.body.line(std::string("if (v != b ? v ") + (mx ? ">" : "<") + " b : " + (last ? "1" : "0") + ") bi = l;");
+    k.body.close();
+    k.body.line(p(a.args.at(5).value) + "[dn_o * " + L(inner) + " + dn_i] = bi;");
+    return;
+  }
   k.body.line("__global const float* dn_x = " + p(a.args.at(4).value) + " + dn_base;");
   k.body.line("long bi = 0;");
   k.body.open("for (long l = 1; l < " + L(len) + "; ++l)");

@@ -2,6 +2,7 @@
 // any set of axes of a tensor of rank <= 8, with the fused epilogue; ArgMax/ArgMin at the end.
 //
 //   reduce_f32<ReduceKind::Mean>(rank, shape, axes_mask, x, y, ep)
+//   reduce_int<ReduceKind::Sum>(rank, shape, axes_mask, x, y, EpNone{})  (integers, below)
 //
 // Bit a of axes_mask set = axis a is reduced (0 = noop_with_empty_axes: y = f(x) elementwise,
 // so ReduceL2 gives |x|). y is the keepdims shape flattened; keepdims=0 only renames it.
@@ -256,6 +257,66 @@ void reduce_f32(int rank, const long* shape, unsigned axes_mask, const float* x,
   detail::epilogue_pass(y, R, C, ep);
 }
 
+// ---- Integer reductions ---------------------------------------------------------------------
+// reduce_int<K>(rank, shape, axes_mask, x, y): ReduceSum/Max/Min/Prod of an integer tensor
+// (T: int8_t .. uint64_t; bool for Max/Min, i.e. any/all), same layout rules as reduce_f32, exact in T (Sum and Prod wrap
+// modulo 2^bits, as ONNX Runtime's do). No epilogue: code generation keeps integer anchors'
+// consumers out of the anchor (Ep is EpNone). The outputs split across threads; each output
+// reads its elements in order.
+namespace detail {
+template <class T>
+struct Is {
+  using type = T;
+};
+}  // namespace detail
+
+template <ReduceKind K, class T, class Ep>
+void reduce_int(int rank, const long* shape, unsigned axes_mask, const T* x, T* y, const Ep&) {
+  static_assert(std::is_integral_v<T>, "reduce_int reduces integers");
+  static_assert(std::is_same_v<Ep, EpNone>, "integer reductions take no epilogue");
+  static_assert(K == ReduceKind::Sum || K == ReduceKind::Max || K == ReduceKind::Min ||
+                K == ReduceKind::Prod, "integer reductions: Sum, Max, Min, Prod");
+  // Wrapping arithmetic without signed overflow (types narrower than unsigned int widen to it,
+  // so that promotion never multiplies in signed int).
+  using U = typename std::conditional_t<(sizeof(T) < sizeof(unsigned)), detail::Is<unsigned>,
+                                        std::make_unsigned<T>>::type;
+  if (rank < 0 || rank > 8) throw std::invalid_argument("reduce_int: rank must be 0..8");
+  long out_n = 1, count = 1, in_stride[8] = {}, s = 1;
+  for (int a = rank - 1; a >= 0; --a) {
+    in_stride[a] = s;
+    s *= shape[a];
+    ((axes_mask >> a) & 1u ? count : out_n) *= shape[a];
+  }
+  if (out_n == 0) return;
+  detail::parallel_rows(out_n, count, [&](long lo, long hi) {
+    for (long o = lo; o < hi; ++o) {
+      long base = 0, rest = o;  // the first input element of output o
+      for (int a = rank - 1; a >= 0; --a) {
+        if ((axes_mask >> a) & 1u) continue;
+        base += (rest % shape[a]) * in_stride[a];
+        rest /= shape[a];
+      }
+      U acc = K == ReduceKind::Prod ? U(1) : U(0);
+      T best = count > 0 ? x[base] : T(K == ReduceKind::Min);  // bool's empty Min/Max: true/false
+      for (long t = 0; t < count; ++t) {
+        long off = base, tr = t;
+        for (int a = rank - 1; a >= 0; --a) {
+          if (!((axes_mask >> a) & 1u)) continue;
+          off += (tr % shape[a]) * in_stride[a];
+          tr /= shape[a];
+        }
+        const T v = x[off];
+        if constexpr (K == ReduceKind::Sum) acc = U(acc + U(v));
+        if constexpr (K == ReduceKind::Prod) acc = U(acc * U(v));
+        if constexpr (K == ReduceKind::Max) best = v > best ? v : best;
+        if constexpr (K == ReduceKind::Min) best = v < best ? v : best;
+      }
+      if constexpr (K == ReduceKind::Max || K == ReduceKind::Min) y[o] = best;
+      else y[o] = static_cast<T>(acc);
+    }
+  });
+}
+
 // ---- ArgMax / ArgMin ----------------------------------------------------------------------
 // y[o, i] = index along the axis of the extreme of x[o, :, i] (NumPy's rule: the first
 // extreme; NaN counts as the extreme, the first NaN wins); select_last_index picks the last.
@@ -363,6 +424,26 @@ inline void arg_reduce_i64(bool is_max, long outer, long axis, long inner, const
     select_last_index ? detail::arg_reduce<false, true>(outer, axis, inner, x, y)
                       : detail::arg_reduce<false, false>(outer, axis, inner, x, y);
   }
+}
+
+// Integer inputs: exact comparisons, scalar (no NaN; ties by select_last_index).
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+void arg_reduce_i64(bool is_max, long outer, long axis, long inner, const T* x, int64_t* y,
+                    bool select_last_index) {
+  if (outer <= 0 || inner <= 0) return;
+  detail::parallel_rows(outer * inner, axis, [&](long lo, long hi) {
+    for (long u = lo; u < hi; ++u) {
+      const long o = u / inner, i = u % inner;
+      const T* p = x + o * axis * inner + i;
+      long bi = 0;
+      for (long a = 1; a < axis; ++a) {
+        const T v = p[a * inner], b = p[bi * inner];
+        const bool better = v != b ? (is_max ? v > b : v < b) : select_last_index;
+        if (better) bi = a;
+      }
+      y[u] = bi;
+    }
+  });
 }
 
 }  // namespace dnnf::rowops

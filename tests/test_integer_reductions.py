@@ -1,0 +1,174 @@
+"""Integer reductions in generated code (issue 17 part 3): ReduceSum, ReduceMax, ReduceMin,
+ReduceProd, ArgMax and ArgMin on every integer element type, exact in that type (Sum and
+Prod wrap as ONNX Runtime's do), over rows, columns and scattered axes. Checked against
+ONNX Runtime and the NumPy reference on every x86 dialect (compiled only where this CPU
+lacks it), NEON under qemu and OpenCL; what stays refused says what to do."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dnnfusion as df
+from dnnfusion import _core
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper as h  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+from codegen_runner import assert_matches_reference, compile_only, run  # noqa: E402
+from dialects import compile_only as lacks_here, params  # noqa: E402
+from test_codegen_neon import _check_ran_neon, _run_neon, driver_obj  # noqa: E402,F401
+from test_codegen_neon import _generate as _neon_generate  # noqa: E402
+
+ONNX_TYPE = {np.int8: T.INT8, np.uint8: T.UINT8, np.int16: T.INT16, np.uint16: T.UINT16, np.int32: T.INT32,
+             np.int64: T.INT64, np.uint32: T.UINT32, np.uint64: T.UINT64}
+SHAPE = (3, 5, 7)
+# Rows (last axis), columns (first axes kept around a reduced middle), scattered axes, all.
+AXES = {"rows": [2], "middle": [1], "outer_inner": [0, 2], "all": [0, 1, 2]}
+
+
+def _data(dtype, seed=0):
+    """Values with the type's bounds among them: sums and products wrap (NumPy's rule, and
+    C's for unsigned arithmetic), Max/Min meet the extremes."""
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -100), min(info.max, 100)
+    x = rng.integers(lo, hi, SHAPE, endpoint=True).astype(dtype)
+    x.flat[::11] = info.max
+    x.flat[5::13] = info.min
+    return x
+
+
+def _no_overflow(dtype, seed, op):
+    """Values whose Sum and Prod fit the type: ONNX Runtime sums int64 through a wider float
+    type (not exact near the bounds), so it is compared where no result overflows."""
+    rng = np.random.default_rng(seed)
+    if op == "ReduceProd":
+        x = rng.choice(np.array([-1, 1], dtype), SHAPE)
+        x.flat[::17] = 2
+        return x
+    if op == "ReduceSum":
+        return rng.integers(-100, 100, SHAPE, endpoint=True).astype(dtype)
+    return _data(dtype, seed)
+
+
+def _model(dtype, op, axes, keepdims=1, then_add=False):
+    """op over `axes` of x, optionally followed by an Add of the input's first row (an
+    integer consumer in the same block, which cannot be an epilogue)."""
+    t = ONNX_TYPE[dtype]
+    inits = [nh.from_array(np.array(axes, np.int64), "axes")]
+    if op.startswith("Arg"):
+        nodes = [h.make_node(op, ["x"], ["y"], axis=axes[0], keepdims=keepdims)]
+        out_t = T.INT64
+    else:
+        nodes = [h.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims)]
+        out_t = t
+    if then_add:
+        inits.append(nh.from_array(np.array(7, dtype), "seven"))
+        nodes[0].output[0] = "r"
+        nodes.append(h.make_node("Add", ["r", "seven"], ["y"]))
+    shape = [1 if a in axes else d for a, d in enumerate(SHAPE)
+             if keepdims or a not in axes]
+    g = h.make_graph(nodes, "intred", [h.make_tensor_value_info("x", t, SHAPE)],
+                     [h.make_tensor_value_info("y", out_t, shape)], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    onnx.checker.check_model(m)
+    return m
+
+
+def _ort(m, x):
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+REDUCE = ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("axes", sorted(AXES))
+@pytest.mark.parametrize("op", REDUCE)
+def test_reductions_match_onnxruntime(op, axes, dtype):
+    m = _model(dtype, op, AXES[axes])
+    x = _no_overflow(dtype, 0, op)
+    y = df.compile(m.SerializeToString(), threads=2)(x)
+    want = _ort(m, x)
+    assert y.dtype == want.dtype
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+                                   np.int64, np.uint64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("op", REDUCE + ["ArgMax", "ArgMin"])
+def test_every_integer_type_matches_the_reference(op, dtype):
+    """Every integer type against NumPy, with the type's bounds in the data (wrapping sums and
+    products), including the types ONNX Runtime has no kernel for (int8 sums, int16, ...)."""
+    axes = [1] if op.startswith("Arg") else [0, 2]
+    g = df.load(_model(dtype, op, axes).SerializeToString())
+    x = _data(dtype, seed=3)
+    outs, _ = run(g, {"x": x})
+    assert_matches_reference(g, {"x": x}, outs)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+def test_arg_reductions_match_onnxruntime(op, axis, dtype):
+    m = _model(dtype, op, [axis], keepdims=0)
+    x = _data(dtype, seed=1) % 4  # many ties: the first index wins
+    y = df.compile(m.SerializeToString(), threads=2)(x)
+    np.testing.assert_array_equal(y, _ort(m, x))
+
+
+@pytest.mark.parametrize("isa", params())
+@pytest.mark.parametrize("planner", ["dnnfusion", "none"])
+def test_a_consumer_in_the_block_reads_the_integer_result(planner, isa):
+    """ReduceSum then Add in one block: the Add is a loop after the reduction, not an
+    epilogue (epilogues compute on float vectors)."""
+    g = df.load(_model(np.int64, "ReduceSum", [1], then_add=True).SerializeToString())
+    x = _data(np.int64, seed=2)
+    if lacks_here(isa):
+        compile_only(g, planner, isa)
+        return
+    outs, gen = run(g, {"x": x}, planner=planner, isa=isa)
+    assert_matches_reference(g, {"x": x}, outs)
+    stages = [s for k in gen["kernels"] for s in k["stages"]]
+    assert any(s.startswith("ReduceSum") and "+epilogue" not in s for s in stages), stages
+
+
+@pytest.mark.parametrize("op", REDUCE + ["ArgMax"])
+def test_integer_reductions_on_neon(op, driver_obj, tmp_path):
+    g = df.load(_model(np.int32, op, [1]).SerializeToString())
+    x = _data(np.int32, seed=4)
+    r, outs = _run_neon(tmp_path, driver_obj, g, {"x": x}, _neon_generate(g, "dnnfusion"))
+    _check_ran_neon(r)
+    assert_matches_reference(g, {"x": x}, outs)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("op", REDUCE + ["ArgMax", "ArgMin"])
+def test_integer_reductions_on_opencl(op, dtype):
+    try:
+        _core.opencl_devices()
+    except df.Error as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    for axes in ([[1]] if op.startswith("Arg") else [[2], [0, 2]]):
+        g = df.load(_model(dtype, op, axes).SerializeToString())
+        x = _data(dtype, seed=5)
+        gen = _core.generate_opencl(g, df.plan.plan(g, target="opencl"))
+        outs = _core.OpenclExecutable(gen).run([x])
+        assert_matches_reference(g, {"x": x}, outs)
+
+
+def test_what_stays_refused_says_what_to_do():
+    for op in ("ReduceMean", "ReduceL2"):
+        g = df.load(_model(np.int64, op, [1]).SerializeToString())
+        with pytest.raises(df.UnsupportedOperatorError, match=f"integers with ReduceSum.*{op}.*Cast it to float"):
+            df.compile(g)
+    empty = h.make_graph([h.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=1)], "e",
+                         [h.make_tensor_value_info("x", T.INT64, [2, 0])],
+                         [h.make_tensor_value_info("y", T.INT64, [2, 1])],
+                         [nh.from_array(np.array([1], np.int64), "axes")])
+    with pytest.raises(df.UnsupportedOperatorError, match="empty set of i64"):
+        df.compile(h.make_model(empty, opset_imports=[h.make_opsetid("", 18)]).SerializeToString())
