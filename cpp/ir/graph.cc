@@ -8,12 +8,31 @@
 
 namespace dnnf {
 
+namespace {
+
+// A static type whose byte size does not fit in 62 bits describes no tensor any machine can
+// hold, and its element count would overflow the int64 arithmetic of every later pass.
+void check_size(const std::string& name, const TensorType& t) {
+  if (!t.is_static()) return;
+  int64_t bytes = static_cast<int64_t>(dtype_size(t.dtype));
+  for (const Dim& d : t.shape) {
+    const int64_t v = d.value;
+    if (v < 0) continue;  // reported by the shape checks that know the op
+    if (__builtin_mul_overflow(bytes, v, &bytes) || bytes > (int64_t{1} << 62))
+      throw ShapeError("value '" + name + "' of type " + t.str() +
+                       " would hold more than 2^62 bytes; no tensor can be that large");
+  }
+}
+
+}  // namespace
+
 ValueId Graph::new_value(const std::string& name, TensorType type) {
   auto id = static_cast<ValueId>(values_.size());
   std::string n = name.empty() ? "t" + std::to_string(id) : name;
   while (name.empty() && by_name_.count(n)) n += "_";
   if (by_name_.count(n))
     throw ModelFormatError("value name '" + n + "' is defined twice in graph '" + name_ + "'");
+  check_size(n, type);
   Value v;
   v.id = id;
   v.name = n;
