@@ -8,35 +8,19 @@ import os
 import sys
 import time
 from collections import OrderedDict
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from dnnfusion import _core
+from dnnfusion._paths import prelude_dir
 from dnnfusion import plan as _plan
 from dnnfusion import rewrite as _rewrite
 from dnnfusion.ecg import ECG, load
-from dnnfusion.errors import CompileError, DTypeError, Error, ShapeError
+from dnnfusion.errors import DTypeError, Error, ShapeError
 
 LAYOUTS = ("auto", "nchw", "nhwc")
 TARGETS = ("cpu", "opencl")
-
-
-def prelude_dir() -> str:
-    """The directory of the prelude headers generated code includes: ``$DNNF_PRELUDE_DIR``,
-    else ``prelude/`` inside the installed package, else ``cpp/codegen/prelude`` of the
-    source checkout this package was imported from (editable installs), so a developer's
-    edits to the prelude take effect without reinstalling."""
-    given = os.environ.get("DNNF_PRELUDE_DIR")
-    if given:
-        return given
-    here = Path(__file__).resolve().parent
-    for d in (here / "prelude", here.parent / "cpp" / "codegen" / "prelude"):
-        if (d / "simd.h").is_file():
-            return str(d)
-    raise CompileError(f"the prelude headers (simd.h, gemm.h, ...) are neither in {here / 'prelude'} "
-                       "nor in a source checkout; reinstall dnnfusion or set DNNF_PRELUDE_DIR")
 
 
 def default_threads() -> int:
@@ -147,7 +131,7 @@ class CompiledModel:
         if isinstance(a, np.generic):
             return np.asarray(a)
         if _is_torch(a):
-            from dnnfusion.frontends.fx import ecg_dtype
+            from dnnfusion.dtypes import ecg_dtype
 
             try:
                 ecg_dtype(a.dtype)

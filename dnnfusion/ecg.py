@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dnnfusion import _core
+from dnnfusion.dtypes import _NUMPY_DTYPES, numpy_dtype  # noqa: F401 - numpy_dtype is public here
 from dnnfusion.errors import ModelFormatError
 
 MAPPING_TYPES = ("One-to-One", "Reorganize", "Shuffle", "One-to-Many", "Many-to-Many")
@@ -60,14 +61,6 @@ def _nbytes(v: Any) -> int | None:
     return int(np.prod(v.shape, dtype=np.int64)) * np.dtype(_NUMPY_DTYPES[v.dtype]).itemsize
 
 
-_NUMPY_DTYPES = {"f16": "float16", "f32": "float32", "f64": "float64", "i8": "int8",
-                 "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
-                 "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool"}
-
-
-def numpy_dtype(dtype: str) -> np.dtype:
-    """The NumPy dtype of an ECG element type name (``"f32"`` -> ``float32``)."""
-    return np.dtype(_NUMPY_DTYPES[dtype])
 
 
 class ECG:

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from dnnfusion import _core, reference
+from dnnfusion._paths import default_db
 from dnnfusion.ecg import ECG
 from dnnfusion.errors import InternalError
 
@@ -220,19 +221,10 @@ def fusion_table() -> list[dict[str, str]]:
 
 
 # Profiling database ---------------------------------------------------------------------
+# Measuring one is dnnfusion.profiling's job (profiling.profile, `python -m dnnfusion profile`);
+# it imports this module, never the other way round.
 def _default_db() -> str:
-    from .profiling import default_db
-
     return default_db() or ""
-
-
-def profile(models: Any, db: str | os.PathLike, **kwargs: Any) -> list[dict[str, Any]]:
-    """Measures fused vs. unfused kernels for the yellow pairs of ``models`` (an iterable
-    of (name, ECG)) and merges them into the profiling database ``db``; see
-    :mod:`dnnfusion.profiling`."""
-    from .profiling import profile as _profile
-
-    return _profile(models, db, **kwargs)
 
 
 def profile_target(target: str = "cpu") -> str:

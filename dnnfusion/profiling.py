@@ -17,7 +17,6 @@ import os
 import re
 import statistics
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable
 
@@ -28,16 +27,7 @@ from . import plan as _plan
 from .ecg import ECG, numpy_dtype, parse
 from .errors import Error
 
-DEFAULT_DB = Path(__file__).resolve().parent / "data" / "profile_db.jsonl"
-
-
-def default_db() -> str | None:
-    """The database shipped with the package; ``$DNNF_PROFILE_DB`` overrides it (an empty
-    value means none). None when there is none."""
-    env = os.environ.get("DNNF_PROFILE_DB")
-    if env is not None:
-        return env or None
-    return str(DEFAULT_DB) if DEFAULT_DB.is_file() else None
+from ._paths import DEFAULT_DB, default_db, prelude_dir  # noqa: E402,F401 - re-exported
 
 
 def _token(name: str) -> str:
@@ -93,7 +83,6 @@ def _feeds(g: ECG, rng: np.random.Generator) -> list[np.ndarray]:
 
 
 def _executable(g: ECG, fused: bool, isa: str, threads: int) -> Any:
-    from .compiler import prelude_dir
 
     apart = _plan.plan(g, planner="none")
     if fused:

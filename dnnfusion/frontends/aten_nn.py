@@ -8,8 +8,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from dnnfusion.ecg import numpy_dtype
-from dnnfusion.frontends.aten_ops import (  # the registry and shared helpers
+from dnnfusion.dtypes import numpy_dtype
+from dnnfusion.frontends.aten_common import (  # the registry and shared helpers
     TABLE, _cast, _i64, _ntuple, _out_dtype, _out_shape, _rank, _reg, _scalar, _users_of_outputs, _x, aten,
 )
 

@@ -1,8 +1,9 @@
-"""ATen -> ECG: one small function per ATen op family (``TABLE``, keyed by the overload
-packet, e.g. ``aten.add``), used by :mod:`dnnfusion.frontends.fx`. This module holds the
-registry, shared helpers and the elementwise ops; :mod:`~dnnfusion.frontends.aten_nn`
-(linear algebra, convolution, normalization, pooling) and
-:mod:`~dnnfusion.frontends.aten_tensor` (reductions, layout, indexing, constants) add theirs.
+"""ATen -> ECG: one small function per ATen op family, registered into the ``TABLE`` of
+:mod:`~dnnfusion.frontends.aten_common` (keyed by the overload packet, e.g. ``aten.add``),
+used by :mod:`dnnfusion.frontends.fx`. This module holds the elementwise ops;
+:mod:`~dnnfusion.frontends.aten_nn` (linear algebra, convolution, normalization, pooling)
+and :mod:`~dnnfusion.frontends.aten_tensor` (reductions, layout, indexing, constants) add
+theirs.
 
 A converter gets the importer ``cx`` (``cx.op`` adds an ECG node, ``cx.const`` a constant,
 ``cx.meta()`` is torch's fake output, ``cx.fail`` builds the error) and the call's arguments
@@ -16,147 +17,18 @@ float stays f32 and an int tensor plus a Python float becomes f32.
 from __future__ import annotations
 
 import math
-import operator
 from typing import Any, Callable
 
 import numpy as np
-import torch
 
-from dnnfusion import _core
-from dnnfusion.ecg import numpy_dtype
-from dnnfusion.frontends.fx import _DTYPES, ecg_dtype
-
-aten = torch.ops.aten
-Value = _core.Value
-
-# Composite ops kept out of the default (core ATen) decomposition: the ECG has them, or
-# torch would expand them into index arithmetic. See the docstring of fx.py.
-_KEEP = ["linear", "matmul", "hardswish", "hardsigmoid", "silu", "mish", "softplus",
-         "pixel_shuffle", "triu", "tril", "prelu", "instance_norm", "adaptive_avg_pool1d",
-         "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-         "scaled_dot_product_attention", "upsample_nearest1d.vec", "upsample_nearest2d.vec",
-         "upsample_nearest3d.vec", "upsample_linear1d.vec", "upsample_bilinear2d.vec",
-         "upsample_trilinear3d.vec", "upsample_bicubic2d.vec", "_upsample_nearest_exact1d.vec",
-         "_upsample_nearest_exact2d.vec", "_upsample_nearest_exact3d.vec",
-         "reflection_pad1d", "reflection_pad2d", "reflection_pad3d",
-         "replication_pad1d", "replication_pad2d", "replication_pad3d"]
-
-
-_BASE_TABLE: list = []
-
-
-def decomposition_table() -> Any:
-    """The default (core ATen) decomposition table less the ops in ``_KEEP``."""
-    if not _BASE_TABLE:
-        table = torch.export.default_decompositions()
-        for name in _KEEP:
-            packet, _, overload = name.partition(".")
-            table.pop(getattr(getattr(aten, packet), overload or "default"), None)
-        _BASE_TABLE.append(table)
-    return _BASE_TABLE[0].copy()  # run_decompositions may change the table it gets
-
-
-TABLE: dict[Any, Callable[[Any, dict], Any]] = {}
-
-
-def _reg(*packets: Any) -> Callable:
-    def deco(fn: Callable) -> Callable:
-        for p in packets:
-            TABLE[p] = fn
-        return fn
-    return deco
-
-
-# ---------------------------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------------------------
-_ONNX = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9,
-         "f16": 10, "f64": 11, "u32": 12, "u64": 13}
-_TORCH = {ecg: getattr(torch, name) for name, ecg in _DTYPES.items()}
-_INT64_MIN = -(2 ** 63)
-
-
-def _x(a: dict) -> Any:
-    return a["self"] if "self" in a else a["input"]
-
-
-def _rank(v: Any) -> int:
-    return len(v.shape)
-
-
-def _is_float(dt: str) -> bool:
-    return dt in ("f16", "f32", "f64")
-
-
-def _out_dtype(cx: Any, i: int | None = None) -> str:
-    v = cx.meta() if i is None else cx.meta(i)
-    return ecg_dtype(v.dtype)
-
-
-def _out_shape(cx: Any, i: int | None = None) -> list[int]:
-    v = cx.meta() if i is None else cx.meta(i)
-    return [int(d) for d in v.shape]
-
-
-def _i64(cx: Any, values: Any, tag: str = "c") -> Any:
-    return cx.const(np.asarray(values, dtype=np.int64), tag)
-
-
-def _scalar(cx: Any, value: Any, dt: str, tag: str = "scalar") -> Any:
-    return cx.const(np.asarray(value, dtype=numpy_dtype(dt)), tag)
-
-
-def _cast(cx: Any, v: Any, dt: str) -> Any:
-    return v if v.dtype == dt else cx.op("Cast", [v], {"to": _ONNX[dt]})
-
-
-def _operand(cx: Any, x: Any, dt: str) -> Any:
-    """A tensor cast to ``dt``, or a Python scalar as a constant of ``dt``."""
-    return _cast(cx, x, dt) if isinstance(x, Value) else _scalar(cx, x, dt)
-
-
-def _promoted(*xs: Any) -> str:
-    """PyTorch's type promotion of tensors (ECG values) and Python scalars."""
-    def proxy(x: Any) -> Any:
-        if isinstance(x, Value):
-            return torch.empty((0,) * min(_rank(x), 1), dtype=_TORCH[x.dtype])
-        return x
-    dt = torch.result_type(proxy(xs[0]), proxy(xs[1]))
-    for x in xs[2:]:
-        dt = torch.result_type(torch.empty((0,), dtype=dt), proxy(x))
-    return ecg_dtype(dt)
-
-
-def _dims(v: Any, dim: Any) -> list[int]:
-    """Normalized reduction axes; ``None`` or ``[]`` mean all."""
-    r = _rank(v)
-    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-        return list(range(r))
-    dims = [dim] if isinstance(dim, int) else list(dim)
-    return sorted({d % r if r else 0 for d in dims}) if r else []
-
-
-def _ntuple(v: Any, n: int) -> list[int]:
-    if isinstance(v, int):
-        return [v] * n
-    v = list(v)
-    return v * n if len(v) == 1 else v
-
-
-def _users_of_outputs(cx: Any) -> set[int]:
-    """Which outputs of the current (multi-output) node are read."""
-    return {u.args[1] for u in cx.node.users if u.target is operator.getitem}
-
+from dnnfusion.frontends.aten_common import (  # the registry and shared helpers
+    TABLE, Value, _binary, _cast, _i64, _is_float, _operand, _out_dtype, _out_shape, _promoted, _rank,
+    _reg, _scalar, _unary, _x, aten,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Elementwise
 # ---------------------------------------------------------------------------------------------
-def _unary(op: str, **attrs: Any) -> Callable:
-    def conv(cx: Any, a: dict) -> Any:
-        return cx.op(op, [_cast(cx, _x(a), _out_dtype(cx))], attrs)
-    return conv
-
-
 for _packet, _op in [(aten.relu, "Relu"), (aten.sigmoid, "Sigmoid"), (aten.tanh, "Tanh"),
                      (aten.erf, "Erf"), (aten.exp, "Exp"), (aten.log, "Log"),
                      (aten.sqrt, "Sqrt"), (aten.reciprocal, "Reciprocal"), (aten.neg, "Neg"),
@@ -279,18 +151,6 @@ def _clamp(cx, a):
         return x
     return cx.op("Clip", [x, None if lo is None else _scalar(cx, lo, dt, "min"),
                           None if hi is None else _scalar(cx, hi, dt, "max")])
-
-
-# On bool tensors torch's arithmetic is logic.
-_BOOL_OP = {"Mul": "And", "Add": "Or", "Max": "Or", "Min": "And"}
-
-
-def _binary(op: str) -> Callable:
-    def conv(cx: Any, a: dict) -> Any:
-        dt = _out_dtype(cx)
-        return cx.op(_BOOL_OP.get(op, op) if dt == "bool" else op,
-                     [_operand(cx, a["self"], dt), _operand(cx, a["other"], dt)])
-    return conv
 
 
 TABLE[aten.mul] = _binary("Mul")
@@ -446,7 +306,3 @@ def _copy(cx, a):
     shape = _out_shape(cx)
     return y if list(y.shape) == shape else cx.op("Expand", [y, _i64(cx, shape)])
 
-
-# The other op families register themselves into TABLE when imported; they import the
-# helpers above, so they come last.
-from dnnfusion.frontends import aten_nn, aten_tensor  # noqa: E402,F401

@@ -8,9 +8,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from dnnfusion.ecg import numpy_dtype
+from dnnfusion.dtypes import numpy_dtype
 from dnnfusion.frontends.builder import FOLD_MAX_ELEMENTS
-from dnnfusion.frontends.aten_ops import (  # the registry and shared helpers
+from dnnfusion.frontends.aten_common import (  # the registry and shared helpers
     TABLE, Value, _INT64_MIN, _ONNX, _binary, _cast, _dims, _i64, _out_dtype, _out_shape, _rank, _reg, _scalar, _x, aten,
 )
 

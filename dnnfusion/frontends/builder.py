@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dnnfusion import _core
-from dnnfusion.ecg import numpy_dtype
+from dnnfusion.dtypes import numpy_dtype
 from dnnfusion.errors import InternalError, UnsupportedOperatorError
 
 # Inputs and outputs at most this large may be folded at import: enough for any shape

@@ -45,8 +45,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dnnfusion.errors import (DTypeError, Error, InternalError, ModelFormatError,
-                              UnsupportedOperatorError)
+from dnnfusion.dtypes import TORCH_DTYPES, ecg_dtype  # noqa: F401 - ecg_dtype is public here
+from dnnfusion.errors import Error, InternalError, ModelFormatError, UnsupportedOperatorError
 from dnnfusion.frontends.builder import GraphBuilder
 
 
@@ -96,7 +96,7 @@ def _dynamo_static_inputs(model: Any, example_inputs: tuple) -> dict[int, Any]:
 
 
 def _export(torch: Any, model: Any, args: tuple) -> Any:
-    from dnnfusion.frontends import aten_ops
+    from dnnfusion.frontends import aten_common
 
     modes = [(m, m.training) for m in model.modules()]
     try:
@@ -104,7 +104,7 @@ def _export(torch: Any, model: Any, args: tuple) -> Any:
         with warnings.catch_warnings():  # torch-internal deprecation noise of pytree specs
             warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
             ep = torch.export.export(model, args, strict=False)
-            ep = ep.run_decompositions(aten_ops.decomposition_table())
+            ep = ep.run_decompositions(aten_common.decomposition_table())
     except (TypeError, Error):
         raise
     except Exception as e:  # noqa: BLE001 - torch raises many kinds; all mean "cannot export"
@@ -117,19 +117,15 @@ def _export(torch: Any, model: Any, args: tuple) -> Any:
     return ep
 
 
-_DTYPES: dict[str, str] = {
-    "float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
-    "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
-    "uint64": "u64", "bool": "bool"}
+_DTYPES = TORCH_DTYPES  # the old name
 
 
-def ecg_dtype(dtype: Any) -> str:
-    """The ECG element type of a torch dtype; DTypeError for the ones the ECG lacks."""
-    name = str(dtype).replace("torch.", "")
-    if name not in _DTYPES:
-        raise DTypeError(f"torch dtype {name} is not supported; dnnfusion supports "
-                         + " ".join(f"torch.{n}" for n in _DTYPES))
-    return _DTYPES[name]
+def _aten_table() -> dict:
+    """The ATen converter registry with every family registered (importing a family
+    registers its converters)."""
+    from dnnfusion.frontends import aten_common, aten_nn, aten_ops, aten_tensor  # noqa: F401
+
+    return aten_common.TABLE
 
 
 def tensor_array(t: Any, what: str) -> np.ndarray:
@@ -150,11 +146,9 @@ class _Importer:
     """Walks the exported fx graph once, in order, converting each node."""
 
     def __init__(self, torch: Any, ep: Any, name: str, static: dict[int, Any]):
-        from dnnfusion.frontends import aten_ops
-
         self.torch = torch
         self.ep = ep
-        self.table = aten_ops.TABLE
+        self.table = _aten_table()
         self.b = GraphBuilder(name)
         self.static = static
         self.env: dict[str, Any] = {}

@@ -249,7 +249,7 @@ def load(key: str, path: str) -> Any | None:
 
 def store(key: str, path: str, graph: Any) -> bool:
     """Writes the entry for ``graph`` (imported from ``path``). False if it cannot be cached."""
-    from dnnfusion.ecg import numpy_dtype
+    from dnnfusion.dtypes import numpy_dtype
 
     try:
         located = locate_raw_data(path)

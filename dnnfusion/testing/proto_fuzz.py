@@ -21,7 +21,6 @@ import argparse
 import random
 import sys
 import time
-from typing import Any
 
 import numpy as np
 
