@@ -27,7 +27,8 @@ ort = pytest.importorskip("onnxruntime")
 
 from dnnfusion.testing import onnx_fuzz  # noqa: E402
 
-from codegen_runner import run  # noqa: E402
+from codegen_runner import compile_only, run  # noqa: E402
+from dialects import compile_only as lacks_here, params  # noqa: E402
 
 LONG = "DNNF_FUZZ_EXAMPLES" in os.environ
 EXAMPLES = int(os.environ.get("DNNF_FUZZ_EXAMPLES", "15"))
@@ -60,3 +61,41 @@ def test_random_graphs_match_onnxruntime(mode, data, monkeypatch):
         ctx = f"output {i} of the graph:\n{m.describe()}"
         assert a.shape == b.shape and a.dtype == b.dtype, f"{a.shape} {a.dtype} vs {b.shape} {b.dtype}; {ctx}"
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4, err_msg=ctx)
+
+
+# ---- Cases the fuzzer found, kept as regressions ------------------------------------------
+def _reduce_keepdims0_bias(shape, axis):
+    """ReduceSum with keepdims=0 over a leading axis, then Add of a bias along the kept last
+    axis: the epilogue's [R, C] view said C = 1 where the kernel's is the last axis, so the
+    bias was read at the wrong column (found with shape [1, 2], axis 0)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(0)
+    out = [d for i, d in enumerate(shape) if i != axis]
+    bias = rng.standard_normal(out[-1]).astype(np.float32)
+    g = h.make_graph([h.make_node("ReduceSum", ["x", "ax"], ["r"], keepdims=0),
+                      h.make_node("Add", ["r", "b"], ["y"])], "found",
+                     [h.make_tensor_value_info("x", T.FLOAT, shape)],
+                     [h.make_tensor_value_info("y", T.FLOAT, out)],
+                     [nh.from_array(np.array([axis], np.int64), "ax"), nh.from_array(bias, "b")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    return onnx_fuzz.Model(m, {"x": rng.standard_normal(shape).astype(np.float32)}, ["ReduceSum", "Add"])
+
+
+FOUND = {"reduce_unit_axis_keepdims0_bias": lambda: _reduce_keepdims0_bias([1, 2], 0),
+         "reduce_leading_axis_keepdims0_bias": lambda: _reduce_keepdims0_bias([3, 5, 4], 1)}
+
+
+@pytest.mark.parametrize("isa", params())
+@pytest.mark.parametrize("case", sorted(FOUND))
+def test_cases_the_fuzzer_found(case, isa):
+    m = FOUND[case]()
+    g = df.load(m.proto)
+    if lacks_here(isa):
+        compile_only(g, "dnnfusion", isa)
+        return
+    got, gen = run(g, m.feeds, isa=isa)
+    assert any("+epilogue" in s for k in gen["kernels"] for s in k["stages"])  # the fused form
+    np.testing.assert_allclose(got[0], _ort(m)[0], rtol=1e-5, atol=1e-5)

@@ -53,8 +53,11 @@ std::pair<int64_t, int64_t> view_axis(const Graph& g, const Node& n) {
 
 // Reductions: [out / C, C], C = the last input dim when it is kept, else 1.
 std::pair<int64_t, int64_t> view_reduce(const Graph& g, const Node& n) {
+  // As reduce_f32 sees it: the last input axis is kept unless reduced, whatever keepdims says
+  // (keepdims=0 drops reduced axes, the kept ones keep their order, so the flat output index
+  // is still row * C + col).
   const std::vector<int64_t> od = dims_of(g, n.outputs.at(0)), id = dims_of(g, n.inputs.at(0));
-  bool last_kept = !id.empty() && od.size() == id.size() && od.back() == id.back();
+  bool last_kept = !id.empty();
   InferCtx c(g, n);
   std::vector<int64_t> axes;
   if (n.inputs.size() > 1 && n.inputs[1] != kNoValue) axes = const_vector(c, 1, "axes");
