@@ -84,8 +84,31 @@ def _reduce_keepdims0_bias(shape, axis):
     return onnx_fuzz.Model(m, {"x": rng.standard_normal(shape).astype(np.float32)}, ["ReduceSum", "Add"])
 
 
+def _layer_norm_inner_axis_residual(shape, axis):
+    """LayerNormalization over several trailing dims (axis not the last) with a fused Add of
+    a tensor: the epilogue's view took the last dim as the row, the kernel's row is every dim
+    from `axis` on, so the Add read the wrong elements (found with shape [2, 1], axis 0)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(1)
+    norm = shape[axis:]
+    g = h.make_graph([h.make_node("LayerNormalization", ["x", "s", "b"], ["n"], axis=axis),
+                      h.make_node("Add", ["n", "x"], ["y"]), h.make_node("Mul", ["y", "k"], ["z"])], "found",
+                     [h.make_tensor_value_info("x", T.FLOAT, shape)],
+                     [h.make_tensor_value_info("z", T.FLOAT, shape)],
+                     [nh.from_array(rng.standard_normal(norm).astype(np.float32), "s"),
+                      nh.from_array(rng.standard_normal(norm).astype(np.float32), "b"),
+                      nh.from_array(rng.standard_normal(shape[-1]).astype(np.float32), "k")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    return onnx_fuzz.Model(m, {"x": rng.standard_normal(shape).astype(np.float32)}, ["LayerNormalization"])
+
+
 FOUND = {"reduce_unit_axis_keepdims0_bias": lambda: _reduce_keepdims0_bias([1, 2], 0),
-         "reduce_leading_axis_keepdims0_bias": lambda: _reduce_keepdims0_bias([3, 5, 4], 1)}
+         "reduce_leading_axis_keepdims0_bias": lambda: _reduce_keepdims0_bias([3, 5, 4], 1),
+         "layer_norm_whole_tensor_residual": lambda: _layer_norm_inner_axis_residual([2, 1], 0),
+         "layer_norm_two_dims_residual": lambda: _layer_norm_inner_axis_residual([3, 4, 5], 1)}
 
 
 @pytest.mark.parametrize("isa", params())

@@ -409,6 +409,7 @@ void lower_roi_align(BlockLowerer& bl, const Node& n, Stage& st);
 void lower_resize(BlockLowerer& bl, const Node& n, Stage& st);
 std::pair<int64_t, int64_t> view_axis(const Graph& g, const Node& n);
 std::pair<int64_t, int64_t> view_reduce(const Graph& g, const Node& n);
+std::pair<int64_t, int64_t> view_layer_norm(const Graph& g, const Node& n);
 bool layer_norm_epilogue(const Node& n);
 
 const AnchorRow* anchor_row(OpKind op) {
@@ -427,7 +428,7 @@ const AnchorRow* anchor_row(OpKind op) {
       {OpKind::GlobalMaxPool, K::GlobalMaxPool, always, view_global_pool, lower_global_pool},
       {OpKind::Softmax, K::Softmax, always, view_axis, lower_softmax},
       {OpKind::LogSoftmax, K::LogSoftmax, always, view_axis, lower_softmax},
-      {OpKind::LayerNormalization, K::LayerNorm, layer_norm_epilogue, view_last_dim, lower_layer_norm},
+      {OpKind::LayerNormalization, K::LayerNorm, layer_norm_epilogue, view_layer_norm, lower_layer_norm},
       {OpKind::ReduceMean, K::Reduce, always, view_reduce, lower_reduce},
       {OpKind::ReduceSum, K::Reduce, always, view_reduce, lower_reduce},
       {OpKind::ReduceMax, K::Reduce, always, view_reduce, lower_reduce},

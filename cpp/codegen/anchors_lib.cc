@@ -70,6 +70,16 @@ std::pair<int64_t, int64_t> view_reduce(const Graph& g, const Node& n) {
   return {numel(od) / std::max<int64_t>(C, 1), C};
 }
 
+// LayerNormalization: [rows, norm], norm = the product of the dims from `axis` on, as the
+// kernel runs it (one row per normalized group, even when axis is not the last dim).
+std::pair<int64_t, int64_t> view_layer_norm(const Graph& g, const Node& n) {
+  const std::vector<int64_t> id = dims_of(g, n.inputs.at(0));
+  InferCtx c(g, n);
+  const int64_t ax = axis_attr(c, -1, static_cast<int64_t>(id.size()));
+  const int64_t norm = std::max<int64_t>(prod(id, ax, id.size()), 1);
+  return {numel(id) / norm, norm};
+}
+
 // LayerNormalization fuses an epilogue only when its Mean/InvStdDev outputs are not asked for.
 bool layer_norm_epilogue(const Node& n) { return n.outputs.size() == 1; }
 
