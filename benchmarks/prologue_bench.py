@@ -1,7 +1,8 @@
 """Fused GEMM prologues (issue 13, paper §4.3-4.4), measured: each model generated twice from
 the same plan, with prologues (a GEMM's A computed while it is packed) and without (every
 operand made in its block written to scratch first, then packed), both built at the same
-optimisation level and timed in one process, rounds interleaved, median per build. Outputs
+optimisation level and timed in one process, rounds interleaved (which build runs first
+alternates from round to round), median per build. Outputs
 are compared between the two builds; the passes and intermediate bytes are what each
 generated module does (codegen/counts.h).
 
@@ -75,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(2):  # warm-up
             for _, exe in builds.values():
                 exe.run(feeds)
-        for _ in range(args.rounds):
-            for on, (_, exe) in builds.items():
+        for r in range(args.rounds):
+            # Alternate which build runs first (ABBA...), so that an order effect (the first
+            # run of a round warming or evicting something) cannot favour one build.
+            order = [False, True] if r % 2 == 0 else [True, False]
+            for on, exe in ((on, builds[on][1]) for on in order):
                 t0 = time.perf_counter()
                 exe.run(feeds)
                 times[on].append(time.perf_counter() - t0)
