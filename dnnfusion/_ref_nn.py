@@ -134,7 +134,9 @@ def conv(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     wg = _f64(w).reshape(group, m // group, c // group, *w.shape[2:])
     out = np.zeros((n, group, m // group, math.prod(win.out_shape)))
     for tap in win.taps():
-        patch = xg[(slice(None),) * 3 + win.tap_slices(tap)].reshape(n, group, c // group, -1)
+        # explicit sizes, not -1: NumPy cannot infer -1 for an empty batch
+        patch = xg[(slice(None),) * 3 + win.tap_slices(tap)].reshape(n, group, c // group,
+                                                                      math.prod(win.out_shape))
         out += wg[(Ellipsis, *tap)] @ patch  # (G, Mg, Cg) @ (N, G, Cg, P) -> (N, G, Mg, P)
     y = out.reshape(n, m, *win.out_shape)
     if b is not None:
@@ -188,7 +190,7 @@ def conv_transpose(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
         out = [f - pb - pe for f, pb, pe in zip(full, begin, pads[nd:])]
     n, c = x.shape[:2]
     mg = w.shape[1]
-    xg = _f64(x).reshape(n, group, c // group, -1)
+    xg = _f64(x).reshape(n, group, c // group, math.prod(x.shape[2:]))
     wg = _f64(w).reshape(group, c // group, mg, *kernel)
     # The buffer covers both the full result and the requested window [begin, begin + out).
     lo = [min(0, pb) for pb in begin]

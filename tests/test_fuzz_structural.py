@@ -83,3 +83,23 @@ def test_coverage_guided_search_with_atheris():
     covs = [int(tok[len("cov: "):].split()[0]) for ln in r.stderr.splitlines() for tok in [ln[ln.find("cov: "):]]
             if "cov: " in ln]
     assert runs and max(covs) > 200, (runs, covs[-3:])
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+def test_an_empty_batch_runs_in_the_reference_and_the_compiled_model(op):
+    """Found by the fuzzer: the NumPy reference's convolutions reshaped with -1, which NumPy
+    cannot infer for an empty batch, so `run_reference` raised a bare ValueError."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    w = np.ones((3, 2, 3, 3) if op == "ConvTranspose" else (2, 3, 3, 3), np.float32)
+    g = h.make_graph([h.make_node(op, ["x", "w"], ["y"])], "empty",
+                     [h.make_tensor_value_info("x", T.FLOAT, [0, 3, 5, 5])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [0, 2, 7, 7] if op == "ConvTranspose" else [0, 2, 3, 3])],
+                     [nh.from_array(w, "w")])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 18)]).SerializeToString()
+    x = np.zeros((0, 3, 5, 5), np.float32)
+    (want,) = df.load(model).run_reference(x)
+    got = df.compile(model, threads=1)(x)
+    assert got.shape == want.shape == ((0, 2, 7, 7) if op == "ConvTranspose" else (0, 2, 3, 3))
