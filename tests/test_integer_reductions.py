@@ -171,3 +171,23 @@ def test_what_stays_refused_says_what_to_do():
                          [nh.from_array(np.array([1], np.int64), "axes")])
     with pytest.raises(df.UnsupportedOperatorError, match="empty set of i64"):
         df.compile(h.make_model(empty, opset_imports=[h.make_opsetid("", 18)]).SerializeToString())
+
+
+@pytest.mark.parametrize("isa", params())
+def test_integer_scalars_beyond_2_to_53_stay_exact(isa):
+    """Found by the structural fuzzer: a one-element int64 constant was inlined as a literal
+    through a double, so x * -2089670227099910142 lost its low bits; such constants are now
+    read from memory."""
+    from onnx import helper as h
+
+    big = np.array(-2089670227099910142, np.int64)
+    g = h.make_graph([h.make_node("Mul", ["x", "k"], ["m"]), h.make_node("Add", ["m", "one"], ["y"])], "big",
+                     [h.make_tensor_value_info("x", T.INT64, [2, 9])], [h.make_tensor_value_info("y", T.INT64, [2, 9])],
+                     [nh.from_array(big, "k"), nh.from_array(np.array(2**60 + 1, np.int64), "one")])
+    ecg = df.load(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]).SerializeToString())
+    x = np.arange(-9, 9, dtype=np.int64).reshape(2, 9)
+    if lacks_here(isa):
+        compile_only(ecg, "dnnfusion", isa)
+        return
+    outs, _ = run(ecg, {"x": x}, isa=isa)
+    np.testing.assert_array_equal(outs[0], x * big + np.int64(2**60 + 1))

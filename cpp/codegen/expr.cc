@@ -5,6 +5,7 @@
 #include "codegen/expr.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
@@ -178,7 +179,14 @@ Ref ExprBuilder::eval_in(ValueId v, const std::vector<IExpr>& idx, Mode m) {
   auto leaf = leaves_.find(v);
   if (leaf != leaves_.end()) {
     const Leaf& l = leaf->second;
-    if (l.constant && l.constant->type.numel() == 1) {
+    // A one-element constant is spelled as a literal, which goes through a double: an
+    // integer beyond 2^53 would lose its low bits, so such a constant is loaded instead.
+    bool literal_ok = l.constant && l.constant->type.numel() == 1;
+    if (literal_ok && is_integer(l.dtype)) {
+      const double d = l.constant->to_doubles().at(0);
+      literal_ok = std::fabs(d) < 9007199254740992.0;  // 2^53: every integer below is exact
+    }
+    if (literal_ok) {
       out = constant_literal(l.constant->to_doubles().at(0), l.dtype, m);
     } else {
       Instr i;
