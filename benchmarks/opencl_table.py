@@ -1,19 +1,29 @@
 """The OpenCL target beside the CPU target, per zoo model: kernels, passes (launches) and
-latency on the default OpenCL device (PoCL's CPU device unless DNNF_OPENCL_DEVICE or a GPU
-says otherwise) against the CPU target's, and the largest relative error against PyTorch.
-Median of --repeat runs after a warm-up; reduced models by default (PoCL is slow).
+latency on the default OpenCL device (a GPU where there is one, else PoCL's CPU device, unless
+DNNF_OPENCL_DEVICE says otherwise) against the CPU target's, and the largest relative error
+against PyTorch eager on the CPU. Median of --repeat runs after a warm-up; reduced models by
+default (PoCL is slow).
 
     python benchmarks/opencl_table.py                  # reduced models
     python benchmarks/opencl_table.py --full --models resnet50,bert_base
+    python benchmarks/opencl_table.py --full --no-cpu --torch-device cuda --json out.json
+
+"opencl ms" is a whole call (inputs written to the device, every kernel, outputs read back);
+"kernel ms" is the sum of the kernels' OpenCL event times (CompiledModel.profile()).
+--torch-device adds PyTorch eager on that device (e.g. cuda, synchronised) as a peer.
+A model that fails to compile or run is reported on its row and the table goes on.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
 import statistics
 import sys
 import time
+import traceback
 
 import dnnfusion as df
 from dnnfusion.zoo import compiled_check as cc
@@ -30,27 +40,78 @@ def median_ms(fn, repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
+def torch_ms(name: str, full: bool, device: str, repeat: int) -> float:
+    import torch
+
+    zm = registry.get(name, reduced=not full)
+    mod = zm.module.to(device).eval()
+    xs = [x.to(device) for x in zm.example_inputs]
+
+    def call():
+        with torch.no_grad():
+            mod(*xs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    return median_ms(call, repeat)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--full", action="store_true", help="full-size models (default: reduced)")
     ap.add_argument("--models", default=",".join(registry.list()))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="CPU target threads")
+    ap.add_argument("--no-cpu", action="store_true", help="leave out the CPU target's columns")
+    ap.add_argument("--torch-device", default=None, help="also time PyTorch eager on this device (e.g. cuda)")
+    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
     dev = next(d for d in df._core.opencl_devices() if d["selected"])
-    print(f"OpenCL device: {dev['name']} ({dev['platform']}, {dev['version']}); CPU target: "
-          f"{df._core.cpu_features()['isa']}, {platform.processor() or platform.machine()}; "
-          f"{'full' if args.full else 'reduced'} models, median of {args.repeat}")
-    print(f"{'model':<16} {'cpu passes':>10} {'ocl launches':>12} {'cpu ms':>9} {'opencl ms':>10} {'rel err':>9}")
+    head = (f"OpenCL device: {dev['name']} ({dev['platform']}, {dev['version']}); CPU target: "
+            f"{df._core.cpu_features()['isa']}, {platform.processor() or platform.machine()}, "
+            f"{os.cpu_count()} cores; {'full' if args.full else 'reduced'} models, median of {args.repeat}")
+    print(head)
+    print(f"{'model':<16} {'cpu passes':>10} {'ocl launches':>12} {'cpu ms':>9} {'opencl ms':>10} "
+          f"{'kernel ms':>10} {'torch ms':>9} {'rel err':>9}", flush=True)
+    rows = []
+    bad = 0
     for name in args.models.split(","):
-        path, inputs, ref_torch, _ = cc.references(name, not args.full)
-        cpu = df.compile(path, inputs, threads=args.threads)
-        ocl = df.compile(path, inputs, target="opencl")
-        err = cc._rel_err(ocl.run(*inputs), ref_torch)
-        print(f"{name:<16} {cpu.stats['passes']:>10} {len(ocl.generated.launches):>12} "
-              f"{median_ms(lambda: cpu.run(*inputs), args.repeat):>9.2f} "
-              f"{median_ms(lambda: ocl.run(*inputs), args.repeat):>10.2f} {err:>9.1e}", flush=True)
-    return 0
+        row: dict = {"model": name}
+        try:
+            path, inputs, ref_torch, _ = cc.references(name, not args.full)
+            t = time.perf_counter()
+            ocl = df.compile(path, inputs, target="opencl")
+            row["opencl_compile_s"] = time.perf_counter() - t
+            row["rel_err"] = cc._rel_err(ocl.run(*inputs), ref_torch)
+            row["launches"] = len(ocl.generated.launches)
+            row["opencl_ms"] = median_ms(lambda: ocl.run(*inputs), args.repeat)
+            row["kernel_ms"] = sum(r["ms"] for r in ocl.profile(*inputs, repeat=args.repeat).rows
+                                   if r["block"] >= 0)
+            if not args.no_cpu:
+                cpu = df.compile(path, inputs, threads=args.threads)
+                row["cpu_passes"] = cpu.stats["passes"]
+                row["cpu_ms"] = median_ms(lambda: cpu.run(*inputs), args.repeat)
+            if args.torch_device:
+                row["torch_ms"] = torch_ms(name, args.full, args.torch_device, args.repeat)
+        except Exception as e:  # report and go on
+            traceback.print_exc(file=sys.stderr)
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        rows.append(row)
+        if "error" in row or row.get("rel_err", 0) > cc.REL_TOL:
+            bad += 1
+
+        def f(key, fmt, width):
+            return format(row[key], fmt).rjust(width) if key in row else "-".rjust(width)
+
+        print(f"{name:<16} {f('cpu_passes', 'd', 10)} {f('launches', 'd', 12)} {f('cpu_ms', '.2f', 9)} "
+              f"{f('opencl_ms', '.2f', 10)} {f('kernel_ms', '.2f', 10)} {f('torch_ms', '.2f', 9)} "
+              f"{f('rel_err', '.1e', 9)}" + (f"  ERROR {row['error']}" if "error" in row else ""), flush=True)
+        if args.json:  # after every row, so a run cut short keeps what it measured
+            with open(args.json, "w") as fh:
+                json.dump({"header": head, "device": dev, "full": args.full, "repeat": args.repeat,
+                           "rows": rows}, fh, indent=1, default=str)
+    print(f"{len(rows) - bad} of {len(rows)} models within {cc.REL_TOL:g} of PyTorch")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
