@@ -71,6 +71,10 @@ struct OpenclCodegenOptions {
   int64_t local_mem_bytes = 32768;  // CL_DEVICE_LOCAL_MEM_SIZE
   int max_kernel_args = 128;        // the planner's limit too (PlanOptions::max_kernel_args)
   bool fp64 = false;                // cl_khr_fp64
+  // GEMMs and convolutions big enough through local-memory tiles (where the work-group and
+  // local memory allow); false: one work-item per output element everywhere
+  // (DNNF_OPENCL_TILING=0, for comparisons).
+  bool tiled_gemm = true;
 };
 
 }  // namespace dnnf

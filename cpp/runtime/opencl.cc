@@ -290,6 +290,8 @@ OpenclCodegenOptions codegen_options(const DeviceInfo& d) {
   o.max_work_group = d.max_work_group;
   o.local_mem_bytes = d.local_mem_bytes;
   o.fp64 = d.fp64;
+  const char* tiling = std::getenv("DNNF_OPENCL_TILING");
+  o.tiled_gemm = !(tiling && std::string(tiling) == "0");
   return o;
 }
 

@@ -4,6 +4,7 @@
 // CPU prelude's kernel computes, then the fused epilogue on its result (finish_element).
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "codegen/opencl/renderer.h"
 #include "codegen/prelude/resize_taps.h"
@@ -11,15 +12,122 @@
 
 namespace dnnf::cg::opencl {
 
+// A GEMM tile through local memory, for GEMMs and convolutions (as implicit GEMMs) big
+// enough to fill it: C[b](M x N) = A[b](M x K) B[b](K x N). A work-group of 16 x 16
+// work-items computes a 64 x 64 tile of C, each work-item a 4 x 4 block of it in registers
+// (rows ty + 16 i, columns tx + 16 j); K advances 16 at a time through two local tiles that
+// the group loads together, each element once (A's prologue, where there is one, is evaluated
+// there, so once per 64 columns instead of once per column). Every output still accumulates
+// fma(A[m, k], B[k, n]) over k in order from 0, as the one-item-per-element kernel does, so
+// both give the same bits. `load_a` spells v = A(b, dn_m, dn_k), `load_b` v = B(b, dn_k, dn_n)
+// (both only called in range; out of range the tile holds 0), `out` the flat output index of
+// (b, dn_m, dn_n).
+void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t M, int64_t N, int64_t Kd, int64_t batch,
+                          const std::function<void()>& load_a, const std::function<void()>& load_b,
+                          const std::string& out, int64_t global[3]) {
+  constexpr int64_t T = kTile, S = kTile / kTileItems, P = kTile + 1;  // tile, items per side, padded row
+  shape.dims = 3;
+  shape.local[0] = S;
+  shape.local[1] = S;
+  shape.local[2] = 1;
+  global[0] = (N + T - 1) / T * S;
+  global[1] = (M + T - 1) / T * S;
+  global[2] = batch;
+  k.body.line("__local float dn_As[" + std::to_string(kTileK * P) + "], dn_Bs[" + std::to_string(kTileK * P) + "];");
+  k.body.line("const int dn_tx = (int)get_local_id(0), dn_ty = (int)get_local_id(1), dn_t = dn_ty * " + std::to_string(S) +
+              " + dn_tx;");
+  k.body.line("const long b = get_global_id(2), dn_m0 = (long)get_group_id(1) * " + L(T) + ", dn_n0 = (long)get_group_id(0) * " +
+              L(T) + ";");
+  k.body.line("(void)b;");
+  std::string regs;
+  for (int i = 0; i < kTileItems * kTileItems; ++i) regs += (i ? ", c" : "c") + std::to_string(i) + " = 0.0f";
+  k.body.line("float " + regs + ";");
+  k.body.open("for (long dn_k0 = 0; dn_k0 < " + L(Kd) + "; dn_k0 += " + L(kTileK) + ")");
+  const int64_t per_item = kTileK * T / (S * S);
+  k.body.open("for (int dn_l = 0; dn_l < " + std::to_string(per_item) + "; ++dn_l)");
+  k.body.line("const int dn_x = dn_t + " + std::to_string(S * S) + " * dn_l;");
+  k.body.open("");  // A: consecutive items along k
+  k.body.line("const int dn_ak = dn_x % " + std::to_string(kTileK) + ", dn_am = dn_x / " + std::to_string(kTileK) + ";");
+  k.body.line("const long dn_m = dn_m0 + dn_am, dn_k = dn_k0 + dn_ak;");
+  k.body.line("float v = 0.0f;");
+  k.body.open("if (dn_m < " + L(M) + " && dn_k < " + L(Kd) + ")");
+  load_a();
+  k.body.close();
+  k.body.line("dn_As[dn_ak * " + std::to_string(P) + " + dn_am] = v;");
+  k.body.close();
+  k.body.open("");  // B: consecutive items along n
+  k.body.line("const int dn_bn = dn_x % " + std::to_string(T) + ", dn_bk = dn_x / " + std::to_string(T) + ";");
+  k.body.line("const long dn_n = dn_n0 + dn_bn, dn_k = dn_k0 + dn_bk;");
+  k.body.line("float v = 0.0f;");
+  k.body.open("if (dn_n < " + L(N) + " && dn_k < " + L(Kd) + ")");
+  load_b();
+  k.body.close();
+  k.body.line("dn_Bs[dn_bk * " + std::to_string(P) + " + dn_bn] = v;");
+  k.body.close();
+  k.body.close();
+  k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
+  k.body.open("for (int dn_kk = 0; dn_kk < " + std::to_string(kTileK) + "; ++dn_kk)");
+  k.body.line("__local const float* dn_ar = dn_As + dn_kk * " + std::to_string(P) + " + dn_ty;");
+  k.body.line("__local const float* dn_br = dn_Bs + dn_kk * " + std::to_string(P) + " + dn_tx;");
+  std::string ld;
+  for (int i = 0; i < kTileItems; ++i)
+    ld += (i ? ", a" : "const float a") + std::to_string(i) + " = dn_ar[" + std::to_string(i * S) + "]";
+  for (int j = 0; j < kTileItems; ++j) ld += ", b" + std::to_string(j) + " = dn_br[" + std::to_string(j * S) + "]";
+  k.body.line(ld + ";");
+  for (int i = 0; i < kTileItems; ++i) {
+    std::string f;
+    for (int j = 0; j < kTileItems; ++j) {
+      const std::string c = "c" + std::to_string(i * kTileItems + j);
+      f += c + " = fma(a" + std::to_string(i) + ", b" + std::to_string(j) + ", " + c + "); ";
+    }
+    k.body.line(f);
+  }
+  k.body.close();
+  k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
+  k.body.close();
+  for (int i = 0; i < kTileItems; ++i)
+    for (int j = 0; j < kTileItems; ++j) {
+      k.body.open("");
+      k.body.line("const long dn_m = dn_m0 + dn_ty + " + L(i * S) + ", dn_n = dn_n0 + dn_tx + " + L(j * S) + ";");
+      k.body.open("if (dn_m < " + L(M) + " && dn_n < " + L(N) + ")");
+      k.body.line("const float acc = c" + std::to_string(i * kTileItems + j) + ";");
+      finish_element(k, a, out);
+      k.body.close();
+      k.body.close();
+    }
+}
+
+bool Renderer::tiles_fit() const {
+  const int64_t side = kTile / kTileItems;
+  return tiling && side * side <= max_work_group && 2 * kTileK * (kTile + 1) * 4 <= local_mem_bytes;
+}
+
 void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
   const GemmCall& c = a.gemm;
+  const std::string offa = c.batched ? index(a.offset_a, a.batch_vars) : "0L";
+  const std::string offb = c.batched ? index(a.offset_b, a.batch_vars) : "0L";
+  if (tiles_fit() && c.M >= kTileMin && c.N >= kTileMin) {
+    tiled_gemm(
+        k, a, c.M, c.N, c.K, a.batch,
+        [&] {
+          if (c.a_computed) {  // A[row, k] by its prologue, once per element of the tile
+            k.body.line("const long row = dn_m, j = dn_k;");
+            k.body.line("(void)row; (void)j;");
+            render_program(c.a_prog, sp, k.body);
+          } else {
+            k.body.line("v = " + p(c.a) + "[(" + offa + ") + dn_m * " + L(c.rs_a) + " + dn_k * " + L(c.cs_a) + "];");
+          }
+        },
+        [&] { k.body.line("v = " + p(c.b) + "[(" + offb + ") + dn_k * " + L(c.rs_b) + " + dn_n * " + L(c.cs_b) + "];"); },
+        "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n", global);
+    return;
+  }
   global[0] = c.N;
   global[1] = c.M;
   global[2] = a.batch;
+  shape.dims = 3;
   k.body.line("const long dn_n = get_global_id(0), dn_m = get_global_id(1), b = get_global_id(2);");
   k.body.line("if (dn_n >= " + L(c.N) + " || dn_m >= " + L(c.M) + ") return;");
-  const std::string offa = c.batched ? index(a.offset_a, a.batch_vars) : "0L";
-  const std::string offb = c.batched ? index(a.offset_b, a.batch_vars) : "0L";
   k.body.line("(void)b;");
   k.body.line("__global const float* dn_b = " + p(c.b) + " + (" + offb + ") + dn_n * " + L(c.cs_b) + ";");
   k.body.line("float acc = 0.0f;");
@@ -54,6 +162,33 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
   }
   const AnchorArg& wa = a.args.at(2);
   const ValueId W = wa.kind == AnchorArg::Kind::Packed ? mp.packed.at(static_cast<size_t>(wa.i)).value : wa.value;
+  const int64_t Mg = M / G, Cg = C / G, Kc = Cg * taps;
+  if (tiles_fit() && Mg >= kTileMin && pixels >= kTileMin) {
+    // An implicit GEMM per (image, group): A = the group's weights [Mg, Cg * taps] as they
+    // lie, B[(c, tap), pixel] = the input under that tap (0 in the padding), never formed.
+    std::vector<int64_t> in_stride(static_cast<size_t>(nd));
+    int64_t st = 1;
+    for (int d = nd; d-- > 0;) {
+      in_stride[static_cast<size_t>(d)] = st;
+      st *= arr(0, d);
+    }
+    tiled_gemm(
+        k, a, Mg, pixels, Kc, N * G,
+        [&] { k.body.line("v = " + p(W) + "[((b % " + L(G) + ") * " + L(Mg) + " + dn_m) * " + L(Kc) + " + dn_k];"); },
+        [&] {
+          k.body.line("const long dn_c = dn_k / " + L(taps) + ";");
+          k.body.line("long dn_tr = dn_k % " + L(taps) + ", dn_rest = dn_n, dn_off = 0; bool dn_in = true;");
+          for (int d = nd; d-- > 0;)
+            k.body.line("{ const long kd = dn_tr % " + L(arr(2, d)) + "; dn_tr /= " + L(arr(2, d)) + "; const long o = dn_rest % " +
+                        L(arr(1, d)) + "; dn_rest /= " + L(arr(1, d)) + "; const long id = o * " + L(arr(3, d)) + " - " +
+                        L(s[20 + d]) + " + kd * " + L(arr(4, d)) + "; dn_in = dn_in && id >= 0 && id < " + L(arr(0, d)) +
+                        "; dn_off += id * " + L(in_stride[static_cast<size_t>(d)]) + "; }");
+          k.body.line("if (dn_in) v = " + p(a.args.at(1).value) + "[((b / " + L(G) + ") * " + L(C) + " + (b % " + L(G) + ") * " +
+                      L(Cg) + " + dn_c) * " + L(in_plane) + " + dn_off];");
+        },
+        "((b / " + L(G) + ") * " + L(M) + " + (b % " + L(G) + ") * " + L(Mg) + " + dn_m) * " + L(pixels) + " + dn_n", global);
+    return;
+  }
   global[0] = N * M * pixels;
   elementwise_head(k, global[0]);
   k.body.line("const long dn_pix = e % " + L(pixels) + ", dn_m = (e / " + L(pixels) + ") % " + L(M) +
@@ -169,42 +304,108 @@ void Renderer::global_pool(K& k, const AnchorStage& a, int64_t global[3], bool i
   finish_element(k, a, "e");
 }
 
-// Softmax / LogSoftmax: one work-item per (outer, inner) row of `len` elements.
+// A work-group per row (row kernels whose rows are long enough): the group's items each take
+// every kRowGroup-th element of the row, and a tree in local memory combines their partial
+// results (`op` of two floats); every item gets the total in `name`. The group never returns
+// early, so every item meets every barrier.
+bool Renderer::row_groups(int64_t len) const {
+  return tiling && len >= kRowGroupMin && kRowGroup <= max_work_group && kRowGroup * 4 <= local_mem_bytes;
+}
+
+void Renderer::group_head(K& k, int64_t rows, int64_t global[3]) {
+  global[0] = rows * kRowGroup;
+  shape.local[0] = kRowGroup;
+  k.body.line("__local float dn_red[" + std::to_string(kRowGroup) + "];");
+  k.body.line("const long dn_r = get_group_id(0); const int dn_lid = (int)get_local_id(0);");
+}
+
+void Renderer::group_reduce(K& k, const std::string& part, const std::string& name, const std::string& op) {
+  k.body.line("dn_red[dn_lid] = " + part + ";");
+  k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
+  k.body.open("for (int dn_s = " + std::to_string(kRowGroup / 2) + "; dn_s > 0; dn_s >>= 1)");
+  k.body.line("if (dn_lid < dn_s) { const float x = dn_red[dn_lid], y = dn_red[dn_lid + dn_s]; dn_red[dn_lid] = " + op + "; }");
+  k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
+  k.body.close();
+  k.body.line("const float " + name + " = dn_red[0];");
+  k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
+}
+
+// Softmax / LogSoftmax: one work-item per (outer, inner) row of `len` elements, or a
+// work-group per row where the rows are long.
 void Renderer::softmax(K& k, const AnchorStage& a, int64_t global[3], bool log) {
   const int64_t outer = a.args.at(0).i, len = a.args.at(1).i, inner = a.args.at(2).i;
+  const std::string xl = "dn_x[l * " + L(inner) + "]";
+  const std::string value = log ? xl + " - dn_max - log(dn_sum)" : "exp(" + xl + " - dn_max) / dn_sum";
+  if (row_groups(len)) {
+    group_head(k, outer * inner, global);
+    k.body.line("const long dn_base = (dn_r / " + L(inner) + ") * " + L(len * inner) + " + dn_r % " + L(inner) + ";");
+    k.body.line("__global const float* dn_x = " + p(a.args.at(3).value) + " + dn_base;");
+    const std::string each = "for (long l = dn_lid; l < " + L(len) + "; l += " + L(kRowGroup) + ")";
+    k.body.line("float dn_p = -INFINITY;");
+    k.body.line(each + " dn_p = fmax(dn_p, " + xl + ");");
+    group_reduce(k, "dn_p", "dn_max", "fmax(x, y)");
+    k.body.line("dn_p = 0.0f;");
+    k.body.line(each + " dn_p += exp(" + xl + " - dn_max);");
+    group_reduce(k, "dn_p", "dn_sum", "x + y");
+    k.body.open(each);
+    k.body.line("const float acc = " + value + ";");
+    finish_element(k, a, "dn_base + l * " + L(inner));
+    k.body.close();
+    return;
+  }
   global[0] = outer * inner;
   k.body.line("const long dn_r = get_global_id(0);");
   k.body.line("if (dn_r >= " + L(outer * inner) + ") return;");
   k.body.line("const long dn_base = (dn_r / " + L(inner) + ") * " + L(len * inner) + " + dn_r % " + L(inner) + ";");
   k.body.line("__global const float* dn_x = " + p(a.args.at(3).value) + " + dn_base;");
   k.body.line("float dn_max = -INFINITY, dn_sum = 0.0f;");
-  k.body.line("for (long l = 0; l < " + L(len) + "; ++l) dn_max = fmax(dn_max, dn_x[l * " + L(inner) + "]);");
-  k.body.line("for (long l = 0; l < " + L(len) + "; ++l) dn_sum += exp(dn_x[l * " + L(inner) + "] - dn_max);");
+  k.body.line("for (long l = 0; l < " + L(len) + "; ++l) dn_max = fmax(dn_max, " + xl + ");");
+  k.body.line("for (long l = 0; l < " + L(len) + "; ++l) dn_sum += exp(" + xl + " - dn_max);");
   k.body.open("for (long l = 0; l < " + L(len) + "; ++l)");
-  k.body.line(std::string("const float acc = ") +
-              (log ? "dn_x[l * " + L(inner) + "] - dn_max - log(dn_sum);" : "exp(dn_x[l * " + L(inner) + "] - dn_max) / dn_sum;"));
+  k.body.line("const float acc = " + value + ";");
   finish_element(k, a, "dn_base + l * " + L(inner));
   k.body.close();
 }
 
-// LayerNormalization: one work-item per row of `norm` elements.
+// LayerNormalization: one work-item per row of `norm` elements, or a work-group per row
+// where the rows are long (mean, then the variance about it, as the CPU kernel).
 void Renderer::layer_norm(K& k, const AnchorStage& a, int64_t global[3]) {
   const int64_t rows = a.args.at(0).i, norm = a.args.at(1).i;
   const AnchorArg &scale = a.args.at(3), &bias = a.args.at(4), &mean = a.args.at(7), &inv = a.args.at(8);
-  global[0] = rows;
-  k.body.line("const long dn_r = get_global_id(0);");
-  k.body.line("if (dn_r >= " + L(rows) + ") return;");
+  const std::string n = literal(static_cast<double>(norm), DType::F32, sp);
+  const std::string eps = literal(a.args.at(5).f, DType::F32, sp);
+  const bool group = row_groups(norm);
+  std::string first = "0";
+  if (group) {
+    group_head(k, rows, global);
+    first = "dn_lid";
+  } else {
+    global[0] = rows;
+    k.body.line("const long dn_r = get_global_id(0);");
+    k.body.line("if (dn_r >= " + L(rows) + ") return;");
+  }
+  const std::string each = "for (long l = " + first + "; l < " + L(norm) + "; l += " + (group ? L(kRowGroup) : "1") + ")";
   k.body.line("__global const float* dn_x = " + p(a.args.at(2).value) + " + dn_r * " + L(norm) + ";");
-  k.body.line("float dn_mean = 0.0f, dn_var = 0.0f;");
-  k.body.line("for (long l = 0; l < " + L(norm) + "; ++l) dn_mean += dn_x[l];");
-  k.body.line("dn_mean /= " + literal(static_cast<double>(norm), DType::F32, sp) + ";");
-  k.body.line("for (long l = 0; l < " + L(norm) + "; ++l) { const float d = dn_x[l] - dn_mean; dn_var += d * d; }");
-  k.body.line("const float dn_inv = 1.0f / sqrt(dn_var / " + literal(static_cast<double>(norm), DType::F32, sp) + " + " +
-              literal(a.args.at(5).f, DType::F32, sp) + ");");
-  if (mean.kind == AnchorArg::Kind::Buffer && mean.value != kNoValue) k.body.line(p(mean.value) + "[dn_r] = dn_mean;");
-  if (inv.kind == AnchorArg::Kind::Buffer && inv.value != kNoValue) k.body.line(p(inv.value) + "[dn_r] = dn_inv;");
-  k.body.open("for (long l = 0; l < " + L(norm) + "; ++l)");
-  std::string acc = "(dn_x[l] - dn_mean) * dn_inv";
+  if (group) {
+    k.body.line("float dn_p = 0.0f;");
+    k.body.line(each + " dn_p += dn_x[l];");
+    group_reduce(k, "dn_p", "dn_sum", "x + y");
+    k.body.line("const float dn_m = dn_sum / " + n + ";");
+    k.body.line("dn_p = 0.0f;");
+    k.body.line(each + " { const float d = dn_x[l] - dn_m; dn_p += d * d; }");
+    group_reduce(k, "dn_p", "dn_var", "x + y");
+  } else {
+    k.body.line("float dn_mean = 0.0f, dn_var = 0.0f;");
+    k.body.line(each + " dn_mean += dn_x[l];");
+    k.body.line("const float dn_m = dn_mean / " + n + ";");
+    k.body.line(each + " { const float d = dn_x[l] - dn_m; dn_var += d * d; }");
+  }
+  k.body.line("const float dn_inv = 1.0f / sqrt(dn_var / " + n + " + " + eps + ");");
+  const std::string lead = group ? "if (dn_lid == 0) " : "";
+  if (mean.kind == AnchorArg::Kind::Buffer && mean.value != kNoValue) k.body.line(lead + p(mean.value) + "[dn_r] = dn_m;");
+  if (inv.kind == AnchorArg::Kind::Buffer && inv.value != kNoValue) k.body.line(lead + p(inv.value) + "[dn_r] = dn_inv;");
+  k.body.open(each);
+  std::string acc = "(dn_x[l] - dn_m) * dn_inv";
   if (scale.kind == AnchorArg::Kind::Buffer && scale.value != kNoValue) acc += " * " + p(scale.value) + "[l]";
   if (bias.kind == AnchorArg::Kind::Buffer && bias.value != kNoValue) acc += " + " + p(bias.value) + "[l]";
   k.body.line("const float acc = " + acc + ";");
@@ -446,11 +647,15 @@ void Renderer::topk(K& k, const AnchorStage& a, int64_t global[3]) {  // [outer,
   if (kk < 0 || kk > len)
     throw UnsupportedOperatorError("TopK with k = " + std::to_string(kk) + " outside [0, " + std::to_string(len) +
                                    "] (node '" + a.node->name + "')");
-  row_head(k, outer, len, inner, global);
-  k.body.line("__global const float* dn_x = " + p(a.args.at(6).value) + " + dn_base;");
-  // Each element's rank in the CPU kernel's strict order (NaN first when largest, then
-  // the value, then the index): the ones ranked below k are the result, in rank order.
-  k.body.open("for (long l = 0; l < " + L(len) + "; ++l)");
+  // One work-item per element (row, l): its rank in the CPU kernel's strict order (NaN first
+  // when largest, then the value, then the index), found by comparing it with every element of
+  // its row; the ones ranked below k are the result, in rank order. The ranks of a row are
+  // distinct, so no two items store the same place.
+  global[0] = outer * inner * len;
+  elementwise_head(k, global[0]);
+  k.body.line("const long l = e % " + L(len) + ", dn_r = e / " + L(len) + ";");
+  k.body.line("const long dn_o = dn_r / " + L(inner) + ", dn_i = dn_r % " + L(inner) + ";");
+  k.body.line("__global const float* dn_x = " + p(a.args.at(6).value) + " + dn_o * " + L(len * inner) + " + dn_i;");
   k.body.line("const float v = dn_x[l * " + L(inner) + "]; const bool nv = isnan(v); long rank = 0;");
   k.body.open("for (long m = 0; m < " + L(len) + "; ++m)");
   k.body.line("const float w = dn_x[m * " + L(inner) + "]; const bool nw = isnan(w);");
@@ -460,7 +665,6 @@ void Renderer::topk(K& k, const AnchorStage& a, int64_t global[3]) {  // [outer,
   k.body.open("if (rank < " + L(kk) + ")");
   k.body.line("const long dn_at = (dn_o * " + L(kk) + " + rank) * " + L(inner) + " + dn_i;");
   k.body.line(p(a.args.at(7).value) + "[dn_at] = v; " + p(a.args.at(8).value) + "[dn_at] = l;");
-  k.body.close();
   k.body.close();
 }
 

@@ -47,15 +47,18 @@ void Renderer::declare(K& k, const BlockPlan& b) {
   }
 }
 
-void Renderer::finish(K& k, int dims, const int64_t (&global)[3], bool round_up) {
+void Renderer::finish(K& k, const int64_t (&global)[3]) {
   std::string params = "__global int* dnnf_err, __global uchar* dnnf_arena, __global uchar* dnnf_scratch";
   for (size_t i = 0; i < k.values.size(); ++i) params += ", __global uchar* dnnf_v" + std::to_string(i);
   kernels += k.globals + "__kernel void " + k.name + "(" + params + ") {\n" + k.body.text + "}\n\n";
   OpenclLaunch l;
   l.kernel = k.name;
-  l.dims = dims;
-  for (int d = 0; d < dims; ++d) l.global[d] = std::max<int64_t>(1, global[d]);
-  if (round_up) l.global[0] = (l.global[0] + kGroup - 1) / kGroup * kGroup;
+  l.dims = shape.dims;
+  for (int d = 0; d < shape.dims; ++d) {
+    l.global[d] = std::max<int64_t>(1, global[d]);
+    l.local[d] = shape.local[d];
+  }
+  if (shape.dims == 1) l.global[0] = (l.global[0] + kGroup - 1) / kGroup * kGroup;
   OpenclArg a;
   for (OpenclArg::Kind kind : {OpenclArg::Kind::ErrorFlag, OpenclArg::Kind::Arena, OpenclArg::Kind::Scratch}) {
     a.kind = kind;
@@ -161,8 +164,7 @@ void Renderer::block(const BlockPlan& b) {
     k.name = info.function + "_" + std::to_string(s);
     declare(k, b);
     int64_t global[3] = {1, 1, 1};
-    int dims = 1;
-    bool round_up = true;
+    shape = Shape{};
     switch (st.kind) {
       case Stage::Kind::Loop:
         loop(k, st.loop);
@@ -175,13 +177,9 @@ void Renderer::block(const BlockPlan& b) {
       }
       case Stage::Kind::Anchor:
         anchor(k, st.anchor, global);
-        if (st.anchor.kind == AnchorKind::MatMul || st.anchor.kind == AnchorKind::Gemm) {
-          dims = 3;
-          round_up = false;
-        }
         break;
     }
-    finish(k, dims, global, round_up);
+    finish(k, global);
     out.launches.back().block = b.block;
   }
   out.kernels.push_back(std::move(info));
@@ -205,7 +203,7 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
     if (g.value(v).type.dtype == DType::F64 && !opt.fp64 && (g.value(v).producer >= 0 || g.value(v).constant))
       throw UnsupportedOperatorError("the model computes in float64, which this OpenCL device does not support "
                                      "(no cl_khr_fp64): value '" + g.value(v).name + "'");
-  cg::opencl::Renderer r{g, mp, sp, m, {}};
+  cg::opencl::Renderer r{g, mp, sp, m, {}, opt.max_work_group, opt.local_mem_bytes, opt.tiled_gemm, {}};
   for (const cg::BlockPlan& b : mp.blocks) r.block(b);
   m.inputs = g.inputs();
   m.outputs = g.outputs();

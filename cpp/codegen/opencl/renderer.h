@@ -2,6 +2,7 @@
 // per stage; the stage kernels are in render.cc, the anchors' in anchor_kernels.cc.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,13 @@
 namespace dnnf::cg::opencl {
 
 constexpr int64_t kGroup = 64;  // work-items per group of 1-D launches (rounded-up global size)
+// The local-memory GEMM tile (tiled_gemm): kTile x kTile outputs per work-group, kTileItems x
+// kTileItems per work-item, K in steps of kTileK; GEMMs and convolutions with fewer than
+// kTileMin rows or columns keep one work-item per output element.
+constexpr int64_t kTile = 64, kTileItems = 4, kTileK = 16, kTileMin = 32;
+// Row kernels (Softmax, LayerNorm) with rows of kRowGroupMin elements or more run a
+// work-group of kRowGroup items per row (group_reduce).
+constexpr int64_t kRowGroup = 128, kRowGroupMin = 64;
 
 struct Renderer {
   const Graph& g;
@@ -21,6 +29,15 @@ struct Renderer {
   Spelling sp;
   OpenclModule& out;
   std::string kernels;
+  // The device's limits (OpenclCodegenOptions) and whether GEMMs may be tiled at all.
+  int64_t max_work_group = 256, local_mem_bytes = 32768;
+  bool tiling = true;
+  // The launch shape of the stage being rendered, beyond its global size: set by the kernels
+  // that need a 3-D launch or a fixed work-group (0: the default 1-D, runtime-chosen group).
+  struct Shape {
+    int dims = 1;
+    int64_t local[3] = {0, 0, 0};
+  } shape;
 
   // A kernel under construction: its value arguments (graph inputs, outputs, constants)
   // and its body.
@@ -36,7 +53,8 @@ struct Renderer {
   // Declares p<v> for every buffer of the block, as the CPU renderer does.
   void declare(K& k, const BlockPlan& b);
 
-  void finish(K& k, int dims, const int64_t (&global)[3], bool round_up);
+  // Appends the kernel to the program and its launch (global size, `shape`) to the module.
+  void finish(K& k, const int64_t (&global)[3]);
 
   void loop(K& k, const LoopStage& l);
 
@@ -65,11 +83,25 @@ struct Renderer {
 
   void gemm(K& k, const AnchorStage& a, int64_t global[3]);
 
+  // Whether the device can run tiled_gemm's work-groups and local tiles.
+  bool tiles_fit() const;
+
+  // GEMM C[b] = A[b] B[b] through local-memory tiles (see anchor_kernels.cc).
+  void tiled_gemm(K& k, const AnchorStage& a, int64_t M, int64_t N, int64_t Kd, int64_t batch,
+                  const std::function<void()>& load_a, const std::function<void()>& load_b, const std::string& out,
+                  int64_t global[3]);
+
   void conv(K& k, const AnchorStage& a, int64_t global[3]);
 
   void pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max);
 
   void global_pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max);
+
+  // A work-group per row: whether rows of `len` get one, the kernel's head (dn_r: the row,
+  // dn_lid: the item), and a reduction of each item's `part` over the group into `name`.
+  bool row_groups(int64_t len) const;
+  void group_head(K& k, int64_t rows, int64_t global[3]);
+  void group_reduce(K& k, const std::string& part, const std::string& name, const std::string& op);
 
   // Softmax / LogSoftmax: one work-item per (outer, inner) row of `len` elements.
   void softmax(K& k, const AnchorStage& a, int64_t global[3], bool log);

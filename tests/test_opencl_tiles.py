@@ -1,0 +1,152 @@
+"""The OpenCL target's local-memory GEMM tiles (issue 15): GEMMs and convolutions (as implicit
+GEMMs) big enough run in 64 x 64 tiles of work-groups of 16 x 16 items. Each case runs tiled
+and untiled (DNNF_OPENCL_TILING=0) on the OpenCL device: both match the NumPy reference, and
+give the same bits, since every output accumulates the same fmas in the same order. Sizes are
+chosen off the tile (partial tiles in M, N and K), batched, with prologues and epilogues."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dnnfusion as df
+from dnnfusion import _core
+
+onnx = pytest.importorskip("onnx")
+from onnx import helper as h  # noqa: E402
+
+from test_codegen import f32, model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def device():
+    try:
+        devices = _core.opencl_devices()
+    except df.Error as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    return next(d for d in devices if d["selected"])
+
+
+def matmul(m, k, n, batch=()):
+    return model([h.make_node("MatMul", ["x", "w"], ["y"])], {"x": f32(*batch, m, k)}, ["y"],
+                 [("w", f32(*batch, k, n))])
+
+
+def matmul_two_inputs(m, k, n):  # B is a graph input, not a constant
+    return model([h.make_node("MatMul", ["x", "w"], ["y"])], {"x": f32(2, m, k), "w": f32(2, k, n)}, ["y"])
+
+
+def gemm_epilogue(m, k, n):  # Gemm with transB, then bias + Relu fused after it
+    return model([h.make_node("Gemm", ["x", "w", "b"], ["g"], transB=1), h.make_node("Relu", ["g"], ["y"])],
+                 {"x": f32(m, k)}, ["y"], [("w", f32(n, k)), ("b", f32(n))])
+
+
+def transposed_a(m, k, n):  # A read through a Transpose (the 0-op prologue)
+    return model([h.make_node("Transpose", ["x"], ["t"], perm=[1, 0]), h.make_node("MatMul", ["t", "w"], ["m"]),
+                  h.make_node("Add", ["m", "c"], ["y"])],
+                 {"x": f32(k, m)}, ["y"], [("w", f32(k, n)), ("c", f32(m, n))])
+
+
+def conv(c, m, hw, kernel, group=1, **attrs):
+    nd = len(hw)
+    return model([h.make_node("Conv", ["x", "w", "b"], ["c"], group=group, **attrs),
+                  h.make_node("Sigmoid", ["c"], ["y"])],
+                 {"x": f32(2, c, *hw)}, ["y"], [("w", f32(m, c // group, *kernel[:nd])), ("b", f32(m))])
+
+
+CASES = {
+    "matmul_exact_tile": lambda: matmul(64, 16, 64),
+    "matmul_partial_tiles": lambda: matmul(33, 17, 70),
+    "matmul_tall": lambda: matmul(257, 5, 40),
+    "matmul_long_k": lambda: matmul(40, 300, 45),
+    "matmul_batched": lambda: matmul(50, 24, 36, batch=(3,)),
+    "matmul_batched_inputs": lambda: matmul_two_inputs(48, 20, 65),
+    "gemm_transb_epilogue": lambda: gemm_epilogue(70, 33, 96),
+    "transposed_a_prologue": lambda: transposed_a(45, 31, 64),
+    "conv2d_3x3_pad": lambda: conv(8, 40, (9, 11), (3, 3), pads=[1, 1, 1, 1]),
+    "conv2d_stride_dilation": lambda: conv(6, 36, (15, 14), (3, 2), strides=[2, 1], dilations=[2, 1], pads=[2, 0, 1, 1]),
+    "conv2d_groups": lambda: conv(8, 64, (8, 8), (3, 3), group=2, pads=[1, 1, 1, 1]),
+    "conv2d_1x1": lambda: conv(16, 48, (7, 9), (1, 1)),
+    "conv1d": lambda: conv(5, 33, (70,), (5,), pads=[2, 2]),
+    "conv3d": lambda: conv(3, 32, (4, 6, 5), (3, 3, 3), pads=[1, 1, 1, 1, 1, 1]),
+}
+
+
+def run(ecg, feeds, tiling: str, monkeypatch):
+    monkeypatch.setenv("DNNF_OPENCL_TILING", tiling)
+    m = df.compile(ecg, target="opencl")
+    return m.run(*[feeds[v.name] for v in ecg.inputs]), m.source()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_tiled_matches_reference_and_untiled_bits(device, case, monkeypatch):
+    if device["max_work_group"] < 256 or device["local_mem_bytes"] < 2 * 16 * 65 * 4:
+        pytest.skip(f"{device['name']} cannot run 16 x 16 work-groups with 8 KiB of local memory")
+    ecg, feeds = CASES[case]()
+    want = ecg.run_reference(**feeds)
+    tiled, src_tiled = run(ecg, feeds, "1", monkeypatch)
+    plain, src_plain = run(ecg, feeds, "0", monkeypatch)
+    assert "__local float dn_As" in src_tiled and "barrier(CLK_LOCAL_MEM_FENCE)" in src_tiled
+    assert "__local" not in src_plain
+    for got, ref, other in zip(tiled, want, plain):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+        assert np.array_equal(got, other), "tiled and untiled results differ"
+
+
+def test_small_gemm_is_not_tiled(device, monkeypatch):
+    ecg, feeds = matmul(8, 40, 100)  # 8 rows: a 64-row tile would idle most of its work-items
+    out, src = run(ecg, feeds, "1", monkeypatch)
+    assert "__local" not in src
+    np.testing.assert_allclose(out[0], ecg.run_reference(**feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+# Row kernels with a work-group per row (Softmax, LogSoftmax, LayerNorm with rows of 64 or
+# more): the group's partial sums are combined in another order than one item's loop, so they
+# match the reference and the one-item kernel to rounding, not to the bit.
+def softmax(shape, axis, op="Softmax"):
+    return model([h.make_node(op, ["x"], ["s"], axis=axis), h.make_node("Mul", ["s", "c"], ["y"])],
+                 {"x": f32(*shape) * 4}, ["y"], [("c", f32(shape[-1]))])
+
+
+def layer_norm(rows, norm, stats=False):
+    outs = ["y", "mean", "inv"] if stats else ["y"]
+    return model([h.make_node("LayerNormalization", ["x", "g", "b"], outs, axis=-1, epsilon=1e-5)],
+                 {"x": f32(rows, norm) * 3 + 1}, outs, [("g", f32(norm)), ("b", f32(norm))])
+
+
+ROW_CASES = {
+    "softmax_long_rows": lambda: softmax((6, 300), -1),
+    "softmax_rows_of_64": lambda: softmax((5, 64), -1),
+    "softmax_inner_axis": lambda: softmax((2, 130, 7), 1),
+    "logsoftmax_long_rows": lambda: softmax((4, 1000), -1, "LogSoftmax"),
+    "layer_norm_rows": lambda: layer_norm(9, 768),
+    "layer_norm_mean_and_inverse": lambda: layer_norm(3, 200, stats=True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROW_CASES))
+def test_row_groups_match_reference(device, case, monkeypatch):
+    if device["max_work_group"] < 128:
+        pytest.skip(f"{device['name']} cannot run work-groups of 128 items")
+    ecg, feeds = ROW_CASES[case]()
+    want = ecg.run_reference(**feeds)
+    grouped, src = run(ecg, feeds, "1", monkeypatch)
+    single, src_single = run(ecg, feeds, "0", monkeypatch)
+    assert "__local float dn_red" in src and "__local" not in src_single
+    for got, ref, other in zip(grouped, want, single):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got, other, rtol=1e-5, atol=1e-6)
+
+
+def test_topk_long_rows_with_ties_and_nan(device, monkeypatch):
+    """TopK ranks every element in its own work-item (a row of 5000 took seconds on a GPU as one
+    item's quadratic loop): ties go to the lower index, NaN ranks first, as the CPU kernel."""
+    x = np.round(f32(2, 5000) * 4).astype(np.float32)  # many ties
+    x[0, 17] = np.nan
+    ecg, feeds = model([h.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1, largest=1)], {"x": x},
+                       ["v", "i"], [("k", np.array([50], np.int64))])
+    v, i = run(ecg, feeds, "1", monkeypatch)[0]
+    rv, ri = ecg.run_reference(**feeds)
+    np.testing.assert_array_equal(i, ri)
+    np.testing.assert_array_equal(v, rv)
+    assert np.isnan(v[0, 0]) and i[0, 0] == 17
