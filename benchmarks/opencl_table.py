@@ -56,6 +56,32 @@ def torch_ms(name: str, full: bool, device: str, repeat: int) -> float:
     return median_ms(call, repeat)
 
 
+def measure(name: str, *, full: bool = False, repeat: int = 5, cpu: bool = True, threads: int | None = None,
+            torch_device: str | None = None) -> dict:
+    """One row of the table: the model compiled for the default OpenCL device (and the CPU
+    target), its error against PyTorch eager and the times; a failure is the row's "error"."""
+    row: dict = {"model": name}
+    try:
+        path, inputs, ref_torch, _ = cc.references(name, not full)
+        t = time.perf_counter()
+        ocl = df.compile(path, inputs, target="opencl")
+        row["opencl_compile_s"] = time.perf_counter() - t
+        row["rel_err"] = cc._rel_err(ocl.run(*inputs), ref_torch)
+        row["launches"] = len(ocl.generated.launches)
+        row["opencl_ms"] = median_ms(lambda: ocl.run(*inputs), repeat)
+        row["kernel_ms"] = sum(r["ms"] for r in ocl.profile(*inputs, repeat=repeat).rows if r["block"] >= 0)
+        if cpu:
+            m = df.compile(path, inputs, threads=threads)
+            row["cpu_passes"] = m.stats["passes"]
+            row["cpu_ms"] = median_ms(lambda: m.run(*inputs), repeat)
+        if torch_device:
+            row["torch_ms"] = torch_ms(name, full, torch_device, repeat)
+    except Exception as e:  # report and go on
+        traceback.print_exc(file=sys.stderr)
+        row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--full", action="store_true", help="full-size models (default: reduced)")
@@ -76,26 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     bad = 0
     for name in args.models.split(","):
-        row: dict = {"model": name}
-        try:
-            path, inputs, ref_torch, _ = cc.references(name, not args.full)
-            t = time.perf_counter()
-            ocl = df.compile(path, inputs, target="opencl")
-            row["opencl_compile_s"] = time.perf_counter() - t
-            row["rel_err"] = cc._rel_err(ocl.run(*inputs), ref_torch)
-            row["launches"] = len(ocl.generated.launches)
-            row["opencl_ms"] = median_ms(lambda: ocl.run(*inputs), args.repeat)
-            row["kernel_ms"] = sum(r["ms"] for r in ocl.profile(*inputs, repeat=args.repeat).rows
-                                   if r["block"] >= 0)
-            if not args.no_cpu:
-                cpu = df.compile(path, inputs, threads=args.threads)
-                row["cpu_passes"] = cpu.stats["passes"]
-                row["cpu_ms"] = median_ms(lambda: cpu.run(*inputs), args.repeat)
-            if args.torch_device:
-                row["torch_ms"] = torch_ms(name, args.full, args.torch_device, args.repeat)
-        except Exception as e:  # report and go on
-            traceback.print_exc(file=sys.stderr)
-            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        row = measure(name, full=args.full, repeat=args.repeat, cpu=not args.no_cpu, threads=args.threads,
+                      torch_device=args.torch_device)
         rows.append(row)
         if "error" in row or row.get("rel_err", 0) > cc.REL_TOL:
             bad += 1

@@ -23,6 +23,7 @@ from dnnfusion import plan, rewrite  # noqa: E402  (after the core types they us
 from dnnfusion.plan import FusionPlan, fusion_table  # noqa: E402
 from dnnfusion.rewrite import RewriteReport  # noqa: E402
 from dnnfusion.compiler import CompiledModel, compile  # noqa: E402,A004
+from dnnfusion.compiler import opencl_devices  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -38,6 +39,7 @@ __all__ = [
     "RewriteReport",
     "compile",
     "CompiledModel",
+    "opencl_devices",
     "Error",
     "UnsupportedOperatorError",
     "ShapeError",

@@ -190,6 +190,14 @@ class CompiledModel:
             lines.append(f"  {k['function']} (block {k['block']}): {' | '.join(k['stages'])}; "
                          f"{k['passes']} pass{'es' if k['passes'] != 1 else ''}, "
                          f"{_mb(k['intermediate_bytes_written'])} intermediates written")
+        if self.stats["target"] == "opencl":
+            d = self.generated.device
+            lines += ["", f"OpenCL device limits ({d['name']}): at most {d['max_kernel_args']} tensors per kernel "
+                      f"(CL_DEVICE_MAX_PARAMETER_SIZE {d['max_parameter_bytes']} bytes; the planner's limit, named "
+                      "above where it stopped a fusion); work-groups of at most "
+                      f"{d['max_work_group']} items and {d['local_mem_bytes'] >> 10} KiB of local memory: GEMMs "
+                      "and convolutions are tiled where 16 x 16 items and 8.1 KiB fit, Softmax/LayerNorm rows "
+                      "get work-groups where 128 items fit, else one work-item per element or row"]
         lines += ["", _CODE_LEGEND[self.stats["target"]]]
         return "\n".join(lines)
 
@@ -224,9 +232,10 @@ _CODE_LEGEND = {
             "+epilogue(n ops): n operators applied to each output vector in registers before the "
             "store. Each 'loop' is a pass that writes a tensor an anchor reads from memory."),
     "opencl": ("+prologue(0 ops): the GEMM reads A through the composed index maps of layout "
-               "operators, with no copy. The OpenCL GEMM (one work-item per output element) reads "
-               "each A element once per output column, so an A made by arithmetic would be "
-               "recomputed N times: such an A is written once by a loop kernel instead. "
+               "operators, with no copy. The OpenCL GEMM reads each A element once per 64-column "
+               "tile (once per output column where it is not tiled), so an A made by arithmetic "
+               "would be recomputed N/64 to N times: such an A is written once by a loop kernel "
+               "instead. "
                "+epilogue(n ops): n operators applied to each result before the store."),
 }
 
@@ -365,6 +374,16 @@ class _Specializer:
         return m
 
 
+def opencl_devices() -> list[dict]:
+    """The OpenCL devices ``compile(..., target="opencl")`` can use, one dict each: ``index``
+    ("platform:device", what ``device=`` and ``$DNNF_OPENCL_DEVICE`` take, as does a part of
+    the name), ``name``, ``type``, ``platform``, ``version``, ``compute_units``,
+    ``global_mem_bytes``, ``local_mem_bytes``, ``max_work_group``, ``fp64`` and ``selected``
+    (the one used by default: the first GPU, else the first device). Raises ``Error`` saying
+    how to install an OpenCL driver where there is none."""
+    return list(_core.opencl_devices())
+
+
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str = "cpu",  # noqa: A001
             planner: str = "dnnfusion", threads: int | None = None,
             input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
@@ -442,6 +461,9 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         prelude = prelude_dir()
     else:
         isa = "opencl"
+        # The device first: its limits bound the plan (kernel arguments) and the code
+        # (work-groups, local memory), and a missing driver fails before any work.
+        ocl_device = _core.opencl_select_device(device)
 
     t_start = time.perf_counter()
     ecg = load(model, example_inputs, input_shapes=input_shapes)
@@ -462,7 +484,8 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     ecg, layout_report = _rewrite.select_layout(ecg, layout)
     layout_report["mode"] = layout
     t_rewritten = time.perf_counter()
-    fusion = _plan.plan(ecg, planner=planner, target=target, horizontal=horizontal)
+    fusion = _plan.plan(ecg, planner=planner, target=target, horizontal=horizontal,
+                        max_kernel_args=ocl_device["max_kernel_args"] if target == "opencl" else 0)
     t_planned = time.perf_counter()
     if target == "cpu":
         generated = _core.generate_cpu(ecg.graph, fusion, isa)

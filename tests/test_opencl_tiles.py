@@ -150,3 +150,26 @@ def test_topk_long_rows_with_ties_and_nan(device, monkeypatch):
     np.testing.assert_array_equal(i, ri)
     np.testing.assert_array_equal(v, rv)
     assert np.isnan(v[0, 0]) and i[0, 0] == 17
+
+
+def test_kernel_argument_limit_comes_from_the_device(device):
+    """compile(target="opencl") plans with the device's limit on kernel arguments
+    (CL_DEVICE_MAX_PARAMETER_SIZE over 8-byte pointers, less the 3 every kernel takes), explain()
+    names it where it split a block, and code generation refuses a plan made without it."""
+    limit = device["max_kernel_args"]
+    assert limit == device["max_parameter_bytes"] // 8 - 3
+    n = limit + 10  # a chain of Adds over more inputs than one kernel may take
+    xs = {f"x{i}": f32(4) for i in range(n)}
+    nodes = [h.make_node("Add", ["x0", "x1"], ["s1"])]
+    nodes += [h.make_node("Add", [f"s{i - 1}", f"x{i}"], [f"s{i}"]) for i in range(2, n)]
+    ecg, feeds = model(nodes, xs, [f"s{n - 1}"])
+    m = df.compile(ecg, target="opencl")
+    np.testing.assert_allclose(m.run(*[feeds[v.name] for v in ecg.inputs])[0], ecg.run_reference(**feeds)[0],
+                               rtol=1e-5, atol=1e-5)
+    kernels = m.source().split("__kernel void ")[1:]
+    assert len(kernels) >= 2 and all(k.split("{")[0].count("dnnf_v") <= limit for k in kernels)
+    text = m.explain()
+    assert f"over the opencl limit of {limit} (kernel-argument limit)" in text
+    unlimited = df.plan.plan(ecg, target="opencl", max_kernel_args=10 * n)
+    with pytest.raises(df.CompileError, match=f"kernel-argument limit of {limit}"):
+        _core.generate_opencl(ecg.graph, unlimited, "")

@@ -40,6 +40,8 @@ py::dict device_dict(const ocl::DeviceInfo& d) {
   o["max_alloc_bytes"] = d.max_alloc_bytes;
   o["base_align_bytes"] = d.base_align_bytes;
   o["fp64"] = d.fp64;
+  o["max_parameter_bytes"] = d.max_parameter_bytes;
+  o["max_kernel_args"] = ocl::max_kernel_args(d);
   o["selected"] = d.selected;
   return o;
 }
@@ -124,6 +126,10 @@ void bind_opencl(py::module_& m) {
     return out;
   }, "Every OpenCL device of every platform as a dict (index 'p:d', name, vendor, limits, selected). "
      "Error when no OpenCL library, platform or device exists.");
+  m.def("opencl_select_device", [](const std::string& spec) { return device_dict(ocl::select_device(spec)); },
+        py::arg("device") = "",
+        "The device `device` names ('' = $DNNF_OPENCL_DEVICE, else the first GPU, else the first device), as a "
+        "dict; Error listing the devices when nothing matches.");
 
   py::class_<OclGenerated, std::shared_ptr<OclGenerated>>(m, "OpenclModule",
       "An OpenCL C program for a fused plan: one kernel per stage of each block, and its launches.")

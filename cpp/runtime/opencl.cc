@@ -189,6 +189,7 @@ std::vector<Found> enumerate() {
       i.max_alloc_bytes = static_cast<int64_t>(device_value<cl_ulong>(ds[k], CL_DEVICE_MAX_MEM_ALLOC_SIZE));
       i.base_align_bytes = std::max<int64_t>(64, device_value<cl_uint>(ds[k], CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8);
       i.fp64 = device_value<cl_device_fp_config>(ds[k], CL_DEVICE_DOUBLE_FP_CONFIG) != 0;
+      i.max_parameter_bytes = static_cast<int64_t>(device_value<size_t>(ds[k], CL_DEVICE_MAX_PARAMETER_SIZE));
       out.push_back(std::move(f));
     }
   }
@@ -284,12 +285,17 @@ struct Executable::Impl {
   }
 };
 
+int64_t max_kernel_args(const DeviceInfo& d) {
+  return std::max<int64_t>(1, d.max_parameter_bytes / 8 - 3);
+}
+
 OpenclCodegenOptions codegen_options(const DeviceInfo& d) {
   OpenclCodegenOptions o;
   o.base_align_bytes = d.base_align_bytes;
   o.max_work_group = d.max_work_group;
   o.local_mem_bytes = d.local_mem_bytes;
   o.fp64 = d.fp64;
+  o.max_kernel_args = static_cast<int>(max_kernel_args(d));
   const char* tiling = std::getenv("DNNF_OPENCL_TILING");
   o.tiled_gemm = !(tiling && std::string(tiling) == "0");
   return o;

@@ -19,6 +19,7 @@ struct DeviceInfo {
   std::string name, vendor, version, driver, platform, type;
   int64_t compute_units = 0, max_work_group = 0, local_mem_bytes = 0, global_mem_bytes = 0, max_alloc_bytes = 0;
   int64_t base_align_bytes = 0;
+  int64_t max_parameter_bytes = 0;  // CL_DEVICE_MAX_PARAMETER_SIZE: all of a kernel's arguments
   bool fp64 = false;
   bool selected = false;  // the device `select_device("")` picks
 };
@@ -31,6 +32,11 @@ std::vector<DeviceInfo> devices();
 // device; "p:d" or "d" by index; otherwise a case-insensitive substring of the name. Error
 // listing the devices when nothing matches.
 DeviceInfo select_device(const std::string& spec);
+
+// How many tensors one kernel may take on this device: its argument bytes over 8-byte
+// pointers, less the three every kernel has (error flag, arena, scratch). The planner's
+// limit for the OpenCL target.
+int64_t max_kernel_args(const DeviceInfo& d);
 
 // What code generation needs to know of a device.
 OpenclCodegenOptions codegen_options(const DeviceInfo& d);

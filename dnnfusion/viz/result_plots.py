@@ -133,28 +133,44 @@ def _pyplot() -> Any:
     return plt
 
 
+def _grouped_barh(table: dict[str, dict[str, float | None]], series: Sequence[str] | None, title: str,
+                  xlabel: str, unit: str) -> SvgFigure:
+    """Grouped horizontal bars per row of `table` (log scale), one per series; a series without
+    a value for a row has no bar."""
+    plt = _pyplot()
+    models = list(table)
+    series = list(series or dict.fromkeys(k for row in table.values() for k in row))
+    fig, ax = plt.subplots(figsize=(8, 0.1 * len(models) * len(series) + 1.5))
+    h = 0.8 / len(series)
+    for i, s in enumerate(series):
+        ys = [j + i * h for j in range(len(models))]
+        ax.barh(ys, [table[m].get(s) or 0 for m in models], height=h, label=s,
+                color=FRAMEWORK_COLORS.get(s))
+    ax.set_yticks([j + 0.4 - h / 2 for j in range(len(models))], models)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(_plain("{:g}" + unit))
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    return _svg(fig)
+
+
 def plot_layer_counts(counts: dict[str, dict[str, int | None]], title: str = "Layer counts",
                       series: Sequence[str] | None = None) -> SvgFigure:
     """Grouped horizontal bars per model, one per series (e.g. "onnx ops" before fusion, then
     each framework's or planner's kernels after; fewer is better), as kernel_counts() returns
     them; a series without a count for a model has no bar."""
-    plt = _pyplot()
-    models = list(counts)
-    series = list(series or dict.fromkeys(k for row in counts.values() for k in row))
-    fig, ax = plt.subplots(figsize=(8, 0.1 * len(models) * len(series) + 1.5))
-    h = 0.8 / len(series)
-    for i, s in enumerate(series):
-        ys = [j + i * h for j in range(len(models))]
-        ax.barh(ys, [counts[m].get(s) or 0 for m in models], height=h, label=s,
-                color=FRAMEWORK_COLORS.get(s))
-    ax.set_yticks([j + 0.4 - h / 2 for j in range(len(models))], models)
-    ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(_plain("{:g}"))
-    ax.set_xlabel("operators before / kernels after fusion (log scale; no bar = no count)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    return _svg(fig)
+    return _grouped_barh(counts, series, title,
+                         "operators before / kernels after fusion (log scale; no bar = no count)", "")
+
+
+def plot_latencies(latencies: dict[str, dict[str, float | None]], title: str = "Latency",
+                   series: Sequence[str] | None = None) -> SvgFigure:
+    """Grouped horizontal bars of milliseconds per model, one per series (a framework, a target
+    or a device; shorter is better), log scale; a series without a time for a model has no bar."""
+    return _grouped_barh(latencies, series, title, "milliseconds per inference (log scale; no bar = not run)",
+                         " ms")
 
 
 def plot_speedups(result: dict, threads: int, over: str = "dnnfusion",

@@ -48,6 +48,11 @@ void Renderer::declare(K& k, const BlockPlan& b) {
 }
 
 void Renderer::finish(K& k, const int64_t (&global)[3]) {
+  if (static_cast<int64_t>(k.values.size()) > max_kernel_args)
+    throw CompileError("kernel " + k.name + " takes " + std::to_string(k.values.size()) +
+                       " tensors, more than the device's kernel-argument limit of " + std::to_string(max_kernel_args) +
+                       "; plan with that limit (compile(target='opencl') does; plan(..., max_kernel_args=" +
+                       std::to_string(max_kernel_args) + "))");
   std::string params = "__global int* dnnf_err, __global uchar* dnnf_arena, __global uchar* dnnf_scratch";
   for (size_t i = 0; i < k.values.size(); ++i) params += ", __global uchar* dnnf_v" + std::to_string(i);
   kernels += k.globals + "__kernel void " + k.name + "(" + params + ") {\n" + k.body.text + "}\n\n";
@@ -203,7 +208,7 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
     if (g.value(v).type.dtype == DType::F64 && !opt.fp64 && (g.value(v).producer >= 0 || g.value(v).constant))
       throw UnsupportedOperatorError("the model computes in float64, which this OpenCL device does not support "
                                      "(no cl_khr_fp64): value '" + g.value(v).name + "'");
-  cg::opencl::Renderer r{g, mp, sp, m, {}, opt.max_work_group, opt.local_mem_bytes, opt.tiled_gemm, {}};
+  cg::opencl::Renderer r{g, mp, sp, m, {}, opt.max_work_group, opt.local_mem_bytes, opt.max_kernel_args, opt.tiled_gemm, {}};
   for (const cg::BlockPlan& b : mp.blocks) r.block(b);
   m.inputs = g.inputs();
   m.outputs = g.outputs();

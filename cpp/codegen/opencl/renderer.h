@@ -30,7 +30,7 @@ struct Renderer {
   OpenclModule& out;
   std::string kernels;
   // The device's limits (OpenclCodegenOptions) and whether GEMMs may be tiled at all.
-  int64_t max_work_group = 256, local_mem_bytes = 32768;
+  int64_t max_work_group = 256, local_mem_bytes = 32768, max_kernel_args = 128;
   bool tiling = true;
   // The launch shape of the stage being rendered, beyond its global size: set by the kernels
   // that need a 3-D launch or a fixed work-group (0: the default 1-D, runtime-chosen group).
