@@ -16,6 +16,7 @@ from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import cells_opencl  # noqa: E402 - notebook 05, beside this file
 import cells_results  # noqa: E402 - notebooks 02-04, beside this file
 
 TOUR = [
@@ -76,7 +77,8 @@ def notebook(cells) -> nbformat.NotebookNode:
 
 NOTEBOOKS = {"01_tour.ipynb": TOUR, "02_layer_counts.ipynb": cells_results.LAYER_COUNTS,
              "03_speed.ipynb": cells_results.SPEED,
-             "04_rewriting_and_planners.ipynb": cells_results.REWRITING}
+             "04_rewriting_and_planners.ipynb": cells_results.REWRITING,
+             "05_opencl.ipynb": cells_opencl.OPENCL}
 
 
 def run(nb: nbformat.NotebookNode, timeout: int = 900) -> nbformat.NotebookNode:

@@ -17,7 +17,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 
 def test_there_are_notebooks():
     assert [p.name for p in NOTEBOOKS] == ["01_tour.ipynb", "02_layer_counts.ipynb", "03_speed.ipynb",
-                                           "04_rewriting_and_planners.ipynb"]
+                                           "04_rewriting_and_planners.ipynb", "05_opencl.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
