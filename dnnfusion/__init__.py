@@ -6,6 +6,19 @@ a ``torch.nn.Module`` or a ``torch.fx.GraphModule`` into an Extended Computation
 ``CompiledModel``.
 """
 
+import os as _os
+
+if _os.environ.get("DNNF_CORE_LIBRARY"):  # another build of the C++ core (.ci/sanitize's ASan build)
+    import importlib.util as _ilu
+    import sys as _sys
+
+    _spec = _ilu.spec_from_file_location("dnnfusion._core", _os.environ["DNNF_CORE_LIBRARY"])
+    if _spec is None or _spec.loader is None:
+        raise ImportError(f"DNNF_CORE_LIBRARY={_os.environ['DNNF_CORE_LIBRARY']} is not a loadable extension")
+    _core = _ilu.module_from_spec(_spec)
+    _sys.modules["dnnfusion._core"] = _core
+    _spec.loader.exec_module(_core)
+
 from dnnfusion.errors import (
     CompileError,
     DTypeError,

@@ -8,6 +8,7 @@ dnnfusion.Error or a compiled model that matches the reference. CI runs fixed se
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -20,9 +21,12 @@ pytest.importorskip("onnx")
 from dnnfusion.testing import proto_fuzz  # noqa: E402
 
 
+CASES = int(os.environ.get("DNNF_PROTO_FUZZ_CASES", "600"))  # .ci/sanitize runs fewer
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_mutated_models_end_in_an_error_or_a_correct_result(seed):
-    cmd = [sys.executable, "-m", "dnnfusion.testing.proto_fuzz", "--cases", "600", "--seed", str(seed),
+    cmd = [sys.executable, "-m", "dnnfusion.testing.proto_fuzz", "--cases", str(CASES), "--seed", str(seed),
            "--compile-every", "3"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -36,7 +40,7 @@ def test_mutated_models_end_in_an_error_or_a_correct_result(seed):
     (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("tally ")]
     tally = dict(kv.split("=") for kv in line.split()[1:])
     # The mutations reach both ends: refusals, and models that still compile and run.
-    assert int(tally["error"]) > 100 and int(tally.get("matched", 0)) > 10, tally
+    assert int(tally["error"]) > CASES // 6 and int(tally.get("matched", 0)) > (10 if CASES >= 600 else 0), tally
 
 
 def test_a_shape_too_large_for_any_machine_is_a_shape_error():

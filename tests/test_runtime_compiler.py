@@ -322,3 +322,16 @@ def test_a_full_disk_gives_a_clear_error_or_a_correct_result(tmp_path, limit):
                        text=True, env={**os.environ, "DNNF_CACHE_DIR": str(tmp_path)}, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == ("CLEAR CompileError" if limit == 4096 else "CORRECT"), (r.stdout, r.stderr[-2000:])
+
+
+def test_sanitize_without_the_asan_runtime_is_a_clear_error(monkeypatch):
+    """DNNF_SANITIZE=1 compiles generated code with ASan, which only loads into a process whose
+    ASan runtime came first: outside .ci/sanitize's preload that is a CompileError saying so,
+    before any compiling (under the preload, .ci/sanitize runs the same code sanitized)."""
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        lib = _core.compile_shared(kernel("sanitized"), [])  # the sanitized run: it loads
+        assert lib.path.endswith(".so")
+        return
+    monkeypatch.setenv("DNNF_SANITIZE", "1")
+    with pytest.raises(df.CompileError, match=r"needs the ASan runtime loaded first: run under LD_PRELOAD"):
+        _core.compile_shared(kernel("sanitized"), [])

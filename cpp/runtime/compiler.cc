@@ -377,6 +377,18 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   }
   Compiler cc = find_compiler();
   std::string dir = cache_dir();
+  std::vector<std::string> all_flags = flags;
+  if (env("DNNF_SANITIZE") == "1") {
+    // Generated code under AddressSanitizer + UBSan (.ci/sanitize). An instrumented library
+    // only loads into a process whose ASan runtime came first (LD_PRELOAD): say so here
+    // rather than let dlopen fail with the runtime's own message.
+    if (!::dlsym(RTLD_DEFAULT, "__asan_init"))
+      throw CompileError("DNNF_SANITIZE=1 compiles generated code with AddressSanitizer, which needs the ASan "
+                         "runtime loaded first: run under LD_PRELOAD=$(g++ -print-file-name=libasan.so) "
+                         "(as .ci/sanitize does), or unset DNNF_SANITIZE");
+    for (const char* f : {"-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"})
+      all_flags.push_back(f);
+  }
   // Length-prefixed fields, so no two different inputs frame to the same bytes.
   std::string framed;
   auto field = [&](const std::string& s) { framed += std::to_string(s.size()) + ':' + s; };
@@ -385,8 +397,8 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   field(std::to_string(cc.argv.size()));
   for (const auto& a : cc.argv) field(a);
   field(cc.version);
-  field(std::to_string(flags.size()));
-  for (const auto& f : flags) field(f);
+  field(std::to_string(all_flags.size()));
+  for (const auto& f : all_flags) field(f);
   std::string key = sha256_hex(framed);
   std::string so = dir + "/" + key + ".so", kept = dir + "/" + key + ".cc";
 
@@ -419,7 +431,7 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   for (const char* a : {"-shared", "-fPIC", "-o"}) argv.push_back(a);
   argv.push_back(tmp_so);
   argv.push_back(tmp_src);
-  argv.insert(argv.end(), flags.begin(), flags.end());  // after the source, so -l flags link
+  argv.insert(argv.end(), all_flags.begin(), all_flags.end());  // after the source, so -l flags link
   ProcessResult r = run_process(argv, timeout_s);
   // Keep the source under its key, for the error message and for debugging generated code.
   if (::rename(tmp_src.c_str(), kept.c_str()) != 0) kept = tmp_src;
