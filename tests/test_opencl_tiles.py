@@ -16,15 +16,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper as h  # noqa: E402
 
 from test_codegen import f32, model  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def device():
-    try:
-        devices = _core.opencl_devices()
-    except df.Error as e:
-        pytest.skip(f"no OpenCL device: {e}")
-    return next(d for d in devices if d["selected"])
+from test_opencl import device  # noqa: E402,F401  (the fixture: the selected device, or skip)
 
 
 def matmul(m, k, n, batch=()):

@@ -46,24 +46,24 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t M, int64_t N, int6
   const int64_t per_item = kTileK * T / (S * S);
   k.body.open("for (int dn_l = 0; dn_l < " + std::to_string(per_item) + "; ++dn_l)");
   k.body.line("const int dn_x = dn_t + " + std::to_string(S * S) + " * dn_l;");
-  k.body.open("");  // A: consecutive items along k
-  k.body.line("const int dn_ak = dn_x % " + std::to_string(kTileK) + ", dn_am = dn_x / " + std::to_string(kTileK) + ";");
-  k.body.line("const long dn_m = dn_m0 + dn_am, dn_k = dn_k0 + dn_ak;");
-  k.body.line("float v = 0.0f;");
-  k.body.open("if (dn_m < " + L(M) + " && dn_k < " + L(Kd) + ")");
-  load_a();
-  k.body.close();
-  k.body.line("dn_As[dn_ak * " + std::to_string(P) + " + dn_am] = v;");
-  k.body.close();
-  k.body.open("");  // B: consecutive items along n
-  k.body.line("const int dn_bn = dn_x % " + std::to_string(T) + ", dn_bk = dn_x / " + std::to_string(T) + ";");
-  k.body.line("const long dn_n = dn_n0 + dn_bn, dn_k = dn_k0 + dn_bk;");
-  k.body.line("float v = 0.0f;");
-  k.body.open("if (dn_n < " + L(N) + " && dn_k < " + L(Kd) + ")");
-  load_b();
-  k.body.close();
-  k.body.line("dn_Bs[dn_bk * " + std::to_string(P) + " + dn_bn] = v;");
-  k.body.close();
+  // One element of a tile: `f`/`s` its fast and slow coordinates in the tile (the fast one
+  // along consecutive items), `where` the global coordinates they give, `inside` the bounds.
+  auto element = [&](const char* tile, const std::string& f, int64_t fast, const std::string& s, const std::string& where,
+                     const std::string& inside, const std::function<void()>& load, const std::string& at) {
+    k.body.open("");
+    k.body.line("const int " + f + " = dn_x % " + std::to_string(fast) + ", " + s + " = dn_x / " + std::to_string(fast) + ";");
+    k.body.line(where);
+    k.body.line("float v = 0.0f;");
+    k.body.open("if (" + inside + ")");
+    load();
+    k.body.close();
+    k.body.line(std::string(tile) + "[" + at + "] = v;");
+    k.body.close();
+  };
+  element("dn_As", "dn_ak", kTileK, "dn_am", "const long dn_m = dn_m0 + dn_am, dn_k = dn_k0 + dn_ak;",
+          "dn_m < " + L(M) + " && dn_k < " + L(Kd), load_a, "dn_ak * " + std::to_string(P) + " + dn_am");
+  element("dn_Bs", "dn_bn", T, "dn_bk", "const long dn_n = dn_n0 + dn_bn, dn_k = dn_k0 + dn_bk;",
+          "dn_n < " + L(N) + " && dn_k < " + L(Kd), load_b, "dn_bk * " + std::to_string(P) + " + dn_bn");
   k.body.close();
   k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
   k.body.open("for (int dn_kk = 0; dn_kk < " + std::to_string(kTileK) + "; ++dn_kk)");
