@@ -6,6 +6,10 @@
 #   ocl-icd-libopencl1 clinfo), NVIDIA's OpenCL driver (libnvidia-opencl.so.1) is found on the
 #   machine, dnnfusion is built there (python3 with torch, onnx, onnxruntime, pybind11 and
 #   scikit-build-core already installed). Results go to $OUT (default ./gpu_out).
+# Knobs: REDUCED_MODELS, FULL_MODELS, and time limits REDUCED_S, FULL_S, UNTILED_S (0: skip the
+# pass with DNNF_OPENCL_TILING=0). The runs of 2026-11-25: the first (committed results, before
+# the tiles) with the defaults; the second, lost when the machine stopped answering, with
+#   REDUCED_MODELS=faster_rcnn,mask_rcnn,s3d,c3d,resnet50 REDUCED_S=70 FULL_S=160 UNTILED_S=110
 set -u
 OUT=${OUT:-./gpu_out}
 mkdir -p "$OUT"
