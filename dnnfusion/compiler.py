@@ -217,8 +217,10 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         s = self.stats
-        return (f"<CompiledModel {self.graph.name!r} ({s['planner']}, {s['isa']}, {s['threads']} "
-                f"threads): {s['operators_before']} operators -> {s['kernels']} kernels, "
+        where = (f"on {s['device']}" if s.get("target") == "opencl"
+                 else f"{s['threads']} thread{'s' if s['threads'] != 1 else ''}")
+        return (f"<CompiledModel {self.graph.name!r} ({s['planner']}, {s['isa']}, {where}): "
+                f"{s['operators_before']} operators -> {s['kernels']} kernels, "
                 f"{s['passes']} passes over memory, {_mb(s['intermediate_bytes_written'])} "
                 "intermediates written>")
 
