@@ -3,6 +3,7 @@
 #include "runtime/compiler.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
@@ -250,6 +251,30 @@ void reject_cache(const std::string& dir, const std::string& why) {
                      "write; fix its owner/permissions or set DNNF_CACHE_DIR to a private directory");
 }
 
+// Whether the file holds every byte its ELF headers point at. dlopen maps the segments where
+// the program headers say they are, so a library cut short on disk (a disk fault, a full disk
+// in another tool) loads and then dies with SIGBUS at the first page past the end; such a
+// cache entry is compiled again instead.
+bool elf_complete(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  Elf64_Ehdr eh;
+  bool ok = ::fstat(fd, &st) == 0 && ::pread(fd, &eh, sizeof eh, 0) == static_cast<ssize_t>(sizeof eh) &&
+            std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+            eh.e_phentsize == sizeof(Elf64_Phdr);
+  const uint64_t size = ok ? static_cast<uint64_t>(st.st_size) : 0;
+  ok = ok && eh.e_phoff <= size && eh.e_phnum * uint64_t{sizeof(Elf64_Phdr)} <= size - eh.e_phoff;
+  ok = ok && (eh.e_shoff == 0 || (eh.e_shoff <= size && eh.e_shnum * uint64_t{eh.e_shentsize} <= size - eh.e_shoff));
+  for (uint16_t i = 0; ok && i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    ok = ::pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * sizeof ph)) == static_cast<ssize_t>(sizeof ph) &&
+         ph.p_offset <= size && ph.p_filesz <= size - ph.p_offset;
+  }
+  ::close(fd);
+  return ok;
+}
+
 void* load(const std::string& path, std::string* err) {
   void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -404,7 +429,7 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
 
   std::string err;
   struct stat st;
-  if (::lstat(so.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) {
+  if (::lstat(so.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && elf_complete(so)) {
     if (!load_it) return CompiledLibrary(nullptr, so, true);
     if (void* h = load(so, &err)) return CompiledLibrary(handle_of(h), so, true);
     // An unloadable cached object (a disk fault, a foreign file): compile it again.

@@ -1,0 +1,91 @@
+"""The caches under stress (issue 17, part 7), end to end through `dnnfusion.compile` in
+separate processes, as users hit them: two processes compiling the same model at once into a
+cold cache, a kernel library truncated on disk, a cache directory that cannot be created. Each
+ends in a correct result or a clear `dnnfusion.Error`, never a crash or a wrong answer.
+(The kernel cache's own cases, corrupt entries, races on one source, full disks and unsafe
+permissions, are in test_runtime_compiler.py; the import cache's in test_import_cache.py.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
+
+CHILD = textwrap.dedent("""
+    import sys, numpy as np, dnnfusion as df
+    path = sys.argv[1]
+    x = np.linspace(-2, 2, 6 * 40, dtype=np.float32).reshape(6, 40)
+    try:
+        m = df.compile(path, [x])
+    except df.Error as e:
+        print("clear error:", type(e).__name__, str(e).splitlines()[0])
+        sys.exit(3)
+    got = m(x)
+    want = df.load(path).run_reference(x=x)[0]
+    ok = np.allclose(got, want, rtol=1e-5, atol=1e-6)
+    print("correct" if ok else "WRONG", "cache_hit" if m.stats["cache_hit"] else "compiled", m.library_path)
+    sys.exit(0 if ok else 1)
+""")
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    rng = np.random.default_rng(3)
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Add", ["m", "b"], ["a"]),
+                      h.make_node("Tanh", ["a"], ["t"]), h.make_node("Softmax", ["t"], ["y"], axis=-1)],
+                     "stress", [h.make_tensor_value_info("x", T.FLOAT, [6, 40])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [6, 24])],
+                     [nh.from_array(rng.standard_normal((40, 24)).astype(np.float32), "w"),
+                      nh.from_array(rng.standard_normal(24).astype(np.float32), "b")])
+    path = tmp_path / "stress.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def child(path: str, cache: str) -> subprocess.Popen:
+    env = dict(os.environ, DNNF_CACHE_DIR=cache)
+    return subprocess.Popen([sys.executable, "-c", CHILD, path], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish(p: subprocess.Popen) -> tuple[int, str]:
+    out, err = p.communicate(timeout=300)
+    return p.returncode, out + err[-2000:]
+
+
+def test_two_processes_compile_the_same_model_at_once(model_path, tmp_path):
+    cache = str(tmp_path / "cache")
+    procs = [child(model_path, cache) for _ in range(2)]  # both start on a cold cache
+    results = [finish(p) for p in procs]
+    for rc, out in results:
+        assert rc == 0 and out.startswith("correct"), out
+    rc, out = finish(child(model_path, cache))  # a third finds what they left
+    assert rc == 0 and out.startswith("correct cache_hit"), out
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.02, 0.0])
+def test_a_truncated_kernel_library_is_rebuilt(model_path, tmp_path, keep):
+    cache = str(tmp_path / "cache")
+    rc, out = finish(child(model_path, cache))
+    assert rc == 0 and out.startswith("correct compiled"), out
+    lib = out.split()[-1]
+    size = os.path.getsize(lib)
+    with open(lib, "r+b") as f:  # a disk fault: the file is cut short
+        f.truncate(int(size * keep))
+    rc, out = finish(child(model_path, cache))
+    assert rc == 0 and out.startswith("correct"), out
+    assert os.path.getsize(lib) == size  # compiled again in place
+
+
+def test_a_cache_directory_that_cannot_be_created_is_a_clear_error(model_path):
+    rc, out = finish(child(model_path, "/proc/self/no-such-dir/cache"))  # not even root can
+    assert (rc == 0 and out.startswith("correct")) or (rc == 3 and out.startswith("clear error")), out
+    if rc == 3:
+        assert "/proc/self/no-such-dir" in out  # it names the directory it could not make
