@@ -127,7 +127,7 @@ def test_row_groups_match_reference(device, case, monkeypatch):
     assert "__local float dn_red" in src and "__local" not in src_single
     for got, ref, other in zip(grouped, want, single):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(got, other, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, other, rtol=1e-4, atol=1e-5)  # sums in another order: rounding
 
 
 def test_topk_long_rows_with_ties_and_nan(device, monkeypatch):
