@@ -283,3 +283,35 @@ def test_rounds_keep_each_cells_least_disturbed_run():
     # No ok round: the first round's failure is the cell; one round: no round list.
     assert runner._best_round([{"status": "error", "round": 1}])["round"] == 1
     assert "round_medians_ms" not in runner._best_round(cells[:1])
+
+
+def test_roofline_measured_and_tabled(run):
+    """The run measures this machine's roof (FMA peak, triad bandwidth) and each model's work,
+    and the table's figures follow from them and the cells' medians."""
+    res, _ = run
+    roof = res["meta"]["roofline"]["per_threads"]["1"]
+    assert 1 < roof["peak_gflops"] < 1e4 and 0.5 < roof["bandwidth_gbs"] < 1e4
+    ref = res["references"]["tiny_cnn"]
+    work = ref["work"]
+    io = 4 * (sum(math.prod(s) for s in ref["input_shapes"]) + sum(math.prod(s) for s in ref["output_shapes"]))
+    assert work["io_bytes"] == io and work["weight_bytes"] > 0
+    assert work["compulsory_bytes"] == work["io_bytes"] + work["weight_bytes"] and work["flops"] > 0
+    from harness import roofline
+
+    b = roofline.bound_ms(work, roof)
+    assert b == max(work["flops"] / (roof["peak_gflops"] * 1e6), work["compulsory_bytes"] / (roof["bandwidth_gbs"] * 1e6))
+    (c,) = _cells(res, "dnnfusion")
+    text = report.roofline_table(res, 1)
+    ms = c["latency_ms"]["median"]
+    assert f"{work['flops'] / (ms * 1e6):.0f} ({100 * b / ms:.0f}%)" in text
+    assert "Roofline, 1 thread" in pathlib.Path(res["paths"]["tables"]).read_text()
+    assert report.roofline_table({"meta": {}, "models": [], "frameworks": [], "cells": []}, 1) == ""
+
+
+def test_roofline_bound_is_the_slower_of_compute_and_memory():
+    from harness import roofline
+
+    roof = {"peak_gflops": 100.0, "bandwidth_gbs": 10.0}
+    assert roofline.bound_ms({"flops": 2e9, "compulsory_bytes": 1e6}, roof) == pytest.approx(20.0)  # compute
+    assert roofline.bound_ms({"flops": 1e6, "compulsory_bytes": 1e9}, roof) == pytest.approx(100.0)  # memory
+    assert roofline.bound_ms({"flops": 1e6, "compulsory_bytes": 1e9}, {"peak_gflops": 100.0}) is None

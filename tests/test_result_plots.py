@@ -79,9 +79,21 @@ def test_roofline_says_when_the_results_have_no_roof():
     r = viz.load_results(FULL)
     assert viz.roofline_inputs(r) is None  # the committed results carry no peak/bandwidth
     assert "No roofline" in _texts(viz.plot_roofline([], None, None))
+    r = _tiny_result()  # a run that measured its roof (harness/roofline.py) and the models' work
+    r["meta"]["roofline"] = {"per_threads": {"1": {"peak_gflops": 100.0, "bandwidth_gbs": 20.0},
+                                             "2": {"peak_gflops": 200.0, "bandwidth_gbs": 30.0}}}
+    assert viz.roofline_inputs(r) == (200.0, 30.0) and viz.roofline_inputs(r, 1) == (100.0, 20.0)
+    r["references"]["a"]["work"] = {"flops": 4e9, "compulsory_bytes": 1e8}
+    assert viz.roofline_points(r) == [{"model": "a", "flops": 4e9, "bytes": 1e8, "ms": 2.0,
+                                       "framework": "dnnfusion"}]  # b: no work
+    assert viz.roofline_points(r, "ort") == [{"model": "a", "flops": 4e9, "bytes": 1e8, "ms": 4.0,
+                                              "framework": "ort"}]
+    assert viz.roofline_points(r, threads=1) == []
     pts = [{"model": "vgg16", "flops": 3.1e10, "bytes": 6e8, "ms": 300.0}]
     text = _texts(viz.plot_roofline(pts, peak_gflops=200.0, bandwidth_gbs=20.0))
     assert "vgg16" in text and "200 GFLOP/s" in text
+    text = _texts(viz.plot_roofline(viz.roofline_points(r) + viz.roofline_points(r, "ort"), *viz.roofline_inputs(r)))
+    assert text.count(" a ") + text.split().count("a") >= 1 and "ort" in text and "dnnfusion" in text
 
 
 def test_latest_results_picks_the_newest_full_run_with_the_framework(tmp_path):

@@ -3,6 +3,7 @@
 //
 //   gemm_bench run   THREADS REPS BUDGET_S VARIANT M,N,K [M,N,K ...]
 //   gemm_bench peak  THREADS SECONDS          (FMA throughput of this machine, GFLOP/s)
+//   gemm_bench bandwidth THREADS MIB REPS      (memory bandwidth: STREAM triad, GB/s)
 //
 // VARIANT: plain (C = A B, B packed per call), packed (B pre-packed once), fused (plain plus
 // a bias + GELU epilogue in the kernel), unfused (plain, then a separate bias + GELU pass).
@@ -127,11 +128,53 @@ double peak(int threads, double seconds) {
   return total;
 }
 
+// STREAM's triad a[i] = b[i] + s * c[i] over three arrays of `mib` MiB each (far larger than
+// the caches), split over `threads` threads that each first touch their own part (so the
+// pages sit near the thread on a NUMA machine). GB/s counts the bytes the loop must move,
+// 12 per element (read b and c, write a; the write-allocate read is not counted, as in
+// STREAM). Best of `reps` timed sweeps after one untimed one.
+double bandwidth(int threads, int mib, int reps) {
+  const size_t n = static_cast<size_t>(mib) * (1 << 20) / sizeof(float);
+  float* a = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  float* b = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  float* c = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  if (!a || !b || !c) return 0.0;
+  auto on_threads = [&](auto&& f) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { f(n * t / threads, n * (t + 1) / threads); });
+    for (auto& th : pool) th.join();
+  };
+  on_threads([&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) a[i] = 0.0f, b[i] = 1.0f, c[i] = 2.0f;
+  });
+  double best = 0;
+  for (int r = 0; r <= reps; ++r) {
+    const float s = 0.5f + 0.001f * r;
+    auto t0 = Clock::now();
+    on_threads([&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) a[i] = b[i] + s * c[i];
+    });
+    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (r > 0) best = std::max(best, 3.0 * n * sizeof(float) / dt / 1e9);
+  }
+  if (a[n / 2] == 12345.0f) std::printf("#");  // keep the stores
+  std::free(a);
+  std::free(b);
+  std::free(c);
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc >= 4 && std::strcmp(argv[1], "peak") == 0) {
     std::printf("{\"peak_gflops\": %.2f}\n", peak(std::atoi(argv[2]), std::atof(argv[3])));
+    return 0;
+  }
+  if (argc >= 5 && std::strcmp(argv[1], "bandwidth") == 0) {
+    std::printf("{\"bandwidth_gbs\": %.2f}\n",
+                bandwidth(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4])));
     return 0;
   }
   if (argc >= 7 && std::strcmp(argv[1], "run") == 0) {
@@ -145,6 +188,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: gemm_bench run THREADS REPS BUDGET_S VARIANT M,N,K...\n"
-               "       gemm_bench peak THREADS SECONDS\n");
+               "       gemm_bench peak THREADS SECONDS\n"
+               "       gemm_bench bandwidth THREADS MIB REPS\n");
   return 2;
 }

@@ -223,6 +223,14 @@ def run_reference(spec: dict, result: dict) -> None:
         result["aten_export_s"] = round(time.perf_counter() - t0, 3)
     except Exception as e:  # noqa: BLE001
         errors["aten"] = _short(e)
+    stage("work")
+    if result.get("onnx_path"):
+        try:  # FLOPs and compulsory bytes, for the roofline table
+            from harness import roofline
+
+            result["work"] = roofline.model_work(result["onnx_path"], [x.numpy() for x in m.example_inputs], outs)
+        except Exception as e:  # noqa: BLE001
+            errors["work"] = _short(e)
     result["errors"] = errors
     try:
         result["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()

@@ -5,6 +5,8 @@ import csv
 import io
 from typing import Any
 
+from . import roofline
+
 SHORT = {"error": "ERR", "timeout": "TIMEOUT", "n/a": "n/a", "skipped": "skip"}
 
 
@@ -66,6 +68,40 @@ def latency_cell(c: dict | None) -> str:
     return s + (" WRONG" if c["status"] == "wrong" else "")
 
 
+def roofline_table(result: dict, t: int, cmap: dict | None = None) -> str:
+    """Per model: its work, this machine's bound at t threads, and each framework's achieved
+    GFLOP/s with its % of the bound (bound ms / median ms); '' when the run has no roofline."""
+    roof = roofline.roof_for(result, t)
+    if not roof:
+        return ""
+    cmap = cmap if cmap is not None else _cell_map(result["cells"])
+    fws = result["frameworks"]
+    rows = []
+    for m in result["models"]:
+        work = (result["references"].get(m) or {}).get("work")
+        b = roofline.bound_ms(work, roof)
+        if b is None:
+            rows.append([m, "-", "-", "-"] + ["-"] * len(fws))
+            continue
+        compute = work["flops"] / (roof["peak_gflops"] * 1e6) >= b
+        row = [m, f"{work['flops'] / 1e9:.3g}", f"{work['compulsory_bytes'] / 2**20:.0f}",
+               f"{_fmt_ms(b)} {'C' if compute else 'M'}"]
+        for fw in fws:
+            c = cmap.get((m, fw, t))
+            lat = (c or {}).get("latency_ms")
+            if not lat or c["status"] != "ok":
+                row.append(_status_text(c) if c is not None and not lat else "-")
+                continue
+            ms = lat["median"]
+            row.append(f"{work['flops'] / (ms * 1e6):.0f} ({100 * b / ms:.0f}%)")
+        rows.append(row)
+    head = (f"\nRoofline, {t} thread{'s' if t > 1 else ''}: this machine's {roof['peak_gflops']:.0f} GFLOP/s "
+            f"FMA peak and {roof['bandwidth_gbs']:.1f} GB/s triad bandwidth (measured in this run); "
+            "bound = max(FLOPs/peak, compulsory bytes/bandwidth), C compute- or M memory-bound; "
+            "per framework: achieved GFLOP/s (% of the bound = bound ms / median ms)\n\n")
+    return head + table(["model", "GFLOP", "MB", "bound ms"] + fws, rows) + "\n"
+
+
 def render(result: dict) -> str:
     models = result["models"]
     fws = result["frameworks"]
@@ -84,6 +120,8 @@ def render(result: dict) -> str:
         rows = [[m] + [latency_cell(cmap.get((m, fw, t))) for fw in fws] for m in models]
         w(table(["model"] + fws, rows))
         w("\n")
+    for t in threads:
+        w(roofline_table(result, t, cmap))
     t0 = threads[0]
     w(f"\nCompile/session-creation time s / peak RSS MB ({t0} thread{'s' if t0 > 1 else ''})\n\n")
     rows = []

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from . import machine, models, report
+from . import machine, models, report, roofline
 from .frameworks import DEFAULT_FRAMEWORKS, FRAMEWORKS
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -130,6 +130,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--keep-artifacts", action="store_true",
                    help="keep per-cell logs and converted models (in --workdir)")
     p.add_argument("--quiet", action="store_true", help="no tables on stdout")
+    p.add_argument("--no-roofline", action="store_true",
+                   help="do not measure this machine's FMA peak and memory bandwidth (about 4 s "
+                        "per thread count), so no roofline table")
     return p.parse_args(argv)
 
 
@@ -186,6 +189,11 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"machine: {cpu.get('model_name')}, {cpu.get('logical_cpus')} CPUs, "
           f"{' '.join(f for f in cpu.get('flags', []) if f.startswith(('avx512f', 'amx_tile', 'avx2')))}, "
           f"load {meta.get('loadavg_start')}; OPENBLAS_CORETYPE={meta['env'].get('OPENBLAS_CORETYPE')}")
+    if not args.no_roofline:
+        meta["roofline"] = roofline.measure(threads)
+        per = meta["roofline"].get("per_threads")
+        print("roofline: " + ("; ".join(f"{t} thread(s) {r['peak_gflops']:.0f} GFLOP/s, {r['bandwidth_gbs']:.1f} GB/s"
+                                        for t, r in per.items()) if per else meta["roofline"]["error"]))
     print(f"results: {json_path}", flush=True)
 
     rounds = max(1, args.rounds)

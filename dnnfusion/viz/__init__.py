@@ -7,9 +7,10 @@ from dnnfusion.viz.plan_drawing import PALETTE, draw_plan
 from dnnfusion.viz.result_plots import (geomean, kernel_counts, latest_results, load_results, plot_kernel_profile,
                                         plot_latencies,
                                         plot_layer_counts, plot_roofline, plot_speedups,
-                                        result_origin, roofline_inputs, speedups)
+                                        result_origin, roofline_inputs, roofline_points,
+                                        speedups)
 from dnnfusion.viz.zoo_counts import model_counts, planner_counts
 
 __all__ = ["PALETTE", "SvgFigure", "draw_fusion_table", "draw_plan", "geomean", "kernel_counts",
            "latest_results", "load_results", "model_counts", "planner_counts", "plot_kernel_profile", "plot_latencies", "plot_layer_counts", "plot_roofline",
-           "plot_speedups", "result_origin", "roofline_inputs", "speedups"]
+           "plot_speedups", "result_origin", "roofline_inputs", "roofline_points", "speedups"]

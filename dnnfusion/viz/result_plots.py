@@ -225,18 +225,41 @@ def plot_kernel_profile(profile: Any, n: int = 20, title: str | None = None) -> 
     return _svg(fig)
 
 
-def roofline_inputs(result: dict) -> tuple[float, float] | None:
-    """(peak GFLOP/s, memory bandwidth GB/s) when the result's metadata carries them."""
-    cpu = result.get("meta", {}).get("cpu", {})
-    peak, bw = cpu.get("peak_gflops"), cpu.get("bandwidth_gbs")
+def roofline_inputs(result: dict, threads: int | None = None) -> tuple[float, float] | None:
+    """(peak GFLOP/s, memory bandwidth GB/s) that the harness measured on the result's machine
+    for ``threads`` threads (default: the most it ran), or None when the run did not measure them."""
+    per = ((result.get("meta") or {}).get("roofline") or {}).get("per_threads") or {}
+    if per:
+        t = str(threads if threads is not None else max(int(k) for k in per))
+        roof = per.get(t) or {}
+        peak, bw = roof.get("peak_gflops"), roof.get("bandwidth_gbs")
+    else:
+        cpu = (result.get("meta") or {}).get("cpu", {})
+        peak, bw = cpu.get("peak_gflops"), cpu.get("bandwidth_gbs")
     return (float(peak), float(bw)) if peak and bw else None
+
+
+def roofline_points(result: dict, framework: str = "dnnfusion", threads: int | None = None) -> list[dict]:
+    """plot_roofline's points for one framework: each model's FLOPs and compulsory bytes (the
+    harness's reference cell) with the framework's median latency at ``threads`` (default: the
+    most the run used). Models without the work or an ok cell are left out."""
+    t = threads if threads is not None else max(result.get("threads") or [1])
+    pts = []
+    for m in result.get("models", []):
+        work = (result.get("references", {}).get(m) or {}).get("work")
+        c = next((c for c in result.get("cells", []) if c["model"] == m and c["framework"] == framework
+                  and c["threads"] == t and c.get("status") == "ok" and c.get("latency_ms")), None)
+        if work and c:
+            pts.append({"model": m, "flops": work["flops"], "bytes": work["compulsory_bytes"],
+                        "ms": c["latency_ms"]["median"], "framework": framework})
+    return pts
 
 
 def plot_roofline(points: Sequence[dict], peak_gflops: float | None,
                   bandwidth_gbs: float | None, title: str | None = None) -> SvgFigure:
     """Each model's achieved GFLOP/s against its arithmetic intensity (FLOPs per byte moved),
     under the machine's compute roof and memory slope. points: dicts with model, flops, bytes,
-    ms. Without a peak and a bandwidth the chart says so instead of guessing them."""
+    ms and optionally framework (colour; default dnnfusion). Without a peak and a bandwidth the chart says so instead of guessing them."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     if not (peak_gflops and bandwidth_gbs):
@@ -250,10 +273,16 @@ def plot_roofline(points: Sequence[dict], peak_gflops: float | None,
     grid = [lo * (hi / lo) ** (i / 100) for i in range(101)]
     ax.plot(grid, [min(peak_gflops, bandwidth_gbs * x) for x in grid], color="black",
             label=f"roof: {peak_gflops:.0f} GFLOP/s, {bandwidth_gbs:.0f} GB/s")
+    named, labelled = set(), set()
     for p, x in zip(pts, xs):
         y = p["flops"] / (p["ms"] * 1e6)
-        ax.scatter([x], [y], color=FRAMEWORK_COLORS["dnnfusion"])
-        ax.annotate(p["model"], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        fw = p.get("framework", "dnnfusion")
+        ax.scatter([x], [y], color=FRAMEWORK_COLORS.get(fw, "gray"), s=18,
+                   label=None if fw in labelled else fw)
+        labelled.add(fw)
+        if p["model"] not in named:  # each model named once, at its first framework's point
+            named.add(p["model"])
+            ax.annotate(p["model"], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
