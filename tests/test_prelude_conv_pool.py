@@ -312,6 +312,15 @@ def cases_x86() -> list[Case]:
         Case("conv_nhwc", (1, 4, 6, 7, 8), k=(3, 3, 3), M=5, pads=(1,) * 6, threads=2),
         Case("conv_nhwc", (1, 19, 15, 15), k=(5, 5), M=19, group=19, pads=(2,) * 4,
              ep="bias_relu"),
+        # depthwise with whole channel vectors: the specialised interiors (k3/k5, stride 1/2;
+        # 8-pixel blocks, then the generic loop and the edges), epilogue in registers
+        Case("conv_nhwc", (1, 32, 13, 21), k=(3, 3), M=32, group=32, pads=(1,) * 4,
+             ep="bias_relu", threads=2),
+        Case("conv_nhwc", (2, 48, 12, 37), k=(3, 3), M=48, group=48, pads=(1, 1, 1, 1),
+             strides=(2, 2), ep="stores"),
+        Case("conv_nhwc", (1, 32, 11, 23), k=(5, 5), M=32, group=32, pads=(2,) * 4),
+        Case("conv_nhwc", (1, 16, 9, 40), k=(5, 5), M=16, group=16, pads=(2, 2, 1, 2),
+             strides=(2, 2), ep="stores", threads=2),
         # channels-last pools: channel tails, padding, ceil mode, dilation, 1-D and 3-D
         Case("max_pool_nhwc", (2, 19, 17, 15), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
              ep="bias_relu", threads=2),
