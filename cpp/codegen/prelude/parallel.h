@@ -2,8 +2,12 @@
 // persistent std::thread workers (no OpenMP), with a settable thread count.
 //
 // Semantics: fn(task) is called once for every task in [0, n_tasks), by the calling thread
-// and the pool's workers (dynamic: each grabs the next task index), and parallel_for returns
-// when all have finished. A parallel_for issued from inside a task, or while another thread
+// and the pool's workers, and parallel_for returns when all have finished. Thread i first
+// runs the i-th contiguous share of the tasks, in order, then takes tasks left in the other
+// shares (each share hands out its next index atomically). So consecutive kernels that split
+// their output the same way (rows of pixels, row blocks of a GEMM) run each part on the same
+// core and read what that core's cache holds, while a thread that starts late (woken from
+// sleep, preempted on a shared VM) still gets its share done by the others. A parallel_for issued from inside a task, or while another thread
 // is using the pool, runs its tasks inline on the calling thread, so nesting never deadlocks.
 // Workers wait actively for a while after a job (the next kernel usually follows within
 // microseconds), yielding the core, then sleep on a condition variable so an idle pool costs
@@ -34,8 +38,9 @@ namespace dnnf {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  explicit ThreadPool(int n_threads)
+      : n_threads_(n_threads < 1 ? 1 : n_threads), shares_(new Share[n_threads_]) {
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
   }
   ~ThreadPool() {
     {
@@ -64,13 +69,16 @@ class ThreadPool {
       std::lock_guard<std::mutex> lock(mu_);
       ctx_ = const_cast<void*>(static_cast<const void*>(&fn));
       invoke_ = [](void* ctx, int t) { (*static_cast<Fn*>(ctx))(t); };
-      n_tasks_ = n_tasks;
-      next_.store(0, std::memory_order_relaxed);
+      for (int i = 0; i < n_threads_; ++i) {
+        shares_[i].next.store(static_cast<int>(static_cast<long>(n_tasks) * i / n_threads_),
+                              std::memory_order_relaxed);
+        shares_[i].end = static_cast<int>(static_cast<long>(n_tasks) * (i + 1) / n_threads_);
+      }
       active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
       generation_.fetch_add(1, std::memory_order_release);
     }
     cv_work_.notify_all();
-    work();
+    work(0);
     // Wait for the workers: spin first (they finish together with us on balanced work).
     for (int spin = 0; active_.load(std::memory_order_acquire) != 0; ++spin) {
       if (spin < kSpin) {
@@ -100,15 +108,18 @@ class ThreadPool {
     return flag;
   }
 
-  void work() {
+  void work(int self) {
     bool& flag = in_task_();
     bool saved = flag;
     flag = true;
-    for (int t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < n_tasks_;) invoke_(ctx_, t);
+    for (int k = 0; k < n_threads_; ++k) {  // its own share first, then the others'
+      Share& sh = shares_[(self + k) % n_threads_];
+      for (int t; (t = sh.next.fetch_add(1, std::memory_order_relaxed)) < sh.end;) invoke_(ctx_, t);
+    }
     flag = saved;
   }
 
-  void worker_loop() {
+  void worker_loop(int self) {
     in_task_() = true;
     uint64_t seen = 0;
     for (;;) {
@@ -125,7 +136,7 @@ class ThreadPool {
       }
       seen = g;
       if (stop_.load(std::memory_order_relaxed)) return;
-      work();
+      work(self);
       if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> lock(mu_);
         cv_done_.notify_one();
@@ -140,10 +151,13 @@ class ThreadPool {
   std::condition_variable cv_work_, cv_done_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
+  struct alignas(64) Share {  // a thread's contiguous part of the tasks, on its own cache line
+    std::atomic<int> next{0};
+    int end = 0;
+  };
+  std::unique_ptr<Share[]> shares_;
   void* ctx_ = nullptr;
   void (*invoke_)(void*, int) = nullptr;
-  int n_tasks_ = 0;
-  std::atomic<int> next_{0};
   std::atomic<int> active_{0};
 };
 
