@@ -312,6 +312,13 @@ def cases_x86() -> list[Case]:
         Case("conv_nhwc", (1, 4, 6, 7, 8), k=(3, 3, 3), M=5, pads=(1,) * 6, threads=2),
         Case("conv_nhwc", (1, 19, 15, 15), k=(5, 5), M=19, group=19, pads=(2,) * 4,
              ep="bias_relu"),
+        # Winograd F(2x2, 3x3) (3x3 stride 1, >= 32 channels, >= 8x8 outputs): odd output
+        # sizes (half-empty edge tiles), no padding, asymmetric padding, channel tails on
+        # both sides, two images, each epilogue kind
+        Case("conv_nhwc", (1, 32, 9, 11), k=(3, 3), M=40, pads=(1, 1, 1, 1), ep="bias_relu",
+             threads=2),
+        Case("conv_nhwc", (2, 48, 12, 10), k=(3, 3), M=33, ep="stores"),
+        Case("conv_nhwc", (1, 35, 17, 9), k=(3, 3), M=64, pads=(2, 1, 0, 2), threads=2),
         # depthwise with whole channel vectors: the specialised interiors (k3/k5, stride 1/2;
         # 8-pixel blocks, then the generic loop and the edges), epilogue in registers
         Case("conv_nhwc", (1, 32, 13, 21), k=(3, 3), M=32, group=32, pads=(1,) * 4,

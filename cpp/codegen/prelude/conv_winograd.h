@@ -1,0 +1,227 @@
+// Winograd F(2x2, 3x3) for the channels-last 3x3 convolution with stride 1 (Lavin and Gray,
+// "Fast Algorithms for Convolutional Neural Networks", 2016): each 2x2 block of outputs is
+// computed from a 4x4 block of inputs with 16 multiplies per (input, output) channel pair
+// instead of 36, so the multiply-adds fall 2.25x; the price is three cheap transforms:
+//
+//   V = B^T d B   (input tile d, 4x4, per input channel)      B^T = [1  0 -1  0]
+//   U = G g G^T   (3x3 kernel g, once when the model loads)         [0  1  1  0]
+//   Y = A^T (U . V) A  (2x2 outputs, per output channel)            [0 -1  1  0]
+//                                                                    [0  1  0 -1]
+//   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]   A^T = [1 1 1 0; 0 1 -1 -1]
+//
+// and the elementwise product summed over input channels is 16 GEMMs, one per position xi of
+// the 4x4 tile: M_xi[tile, m] = sum_c V_xi[tile, c] U_xi[c, m], through the packed GEMM of
+// gemm.h with U_xi packed once. One parallel task takes a few rows of tiles: it transforms
+// their inputs into a buffer sized to stay in L2, runs the 16 GEMMs single-threaded over it,
+// transforms back into whole output rows and hands each row to the caller's `finish` (the
+// epilogue and the store). The transforms add/subtract only (the 1/2s are in U), so the
+// results differ from direct convolution by rounding only, within a few ulps of the sums.
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include <unistd.h>
+
+#include "conv.h"
+#include "gemm.h"
+
+namespace dnnf::conv::wino {
+
+// 3x3, stride 1, dilation 1, one group, 2-D (or 3-D with a depth-1 kernel and input).
+inline bool applies(const ConvShape& s) {
+  if (s.group != 1) return false;
+  const window::Geom g = detail::geom(s);
+  return g.k[0] == 1 && g.in[0] == 1 && g.out[0] == 1 && g.k[1] == 3 && g.k[2] == 3 && g.stride[1] == 1 &&
+         g.stride[2] == 1 && g.dil[1] == 1 && g.dil[2] == 1 && g.pad[1] <= 2 && g.pad[2] <= 2;
+}
+
+// Whether to use it: where it applies, the channels are many enough that the GEMMs, not the
+// transforms, carry the time (both at least kMinChannels) and the output plane is at least
+// 8x8 (on 7x7 planes a quarter of the 2x2 tiles' outputs is padding and the direct kernel
+// is as fast: measured 1.02x with AVX-512, 0.98x with AVX2 at 512 channels).
+// DNNF_WINOGRAD=0 turns it off, =1 uses it wherever it applies (both for comparisons/tests).
+inline constexpr int kMinChannels = 32, kMinPixels = 64;
+inline constexpr int kMinTiles = 2 * gemm::kMR;
+inline bool chosen(const ConvShape& s) {
+  if (!applies(s)) return false;
+  if (const char* e = std::getenv("DNNF_WINOGRAD")) {
+    if (e[0] == '0') return false;
+    if (e[0] == '1') return true;
+  }
+  const window::Geom g = detail::geom(s);
+  return s.C >= kMinChannels && s.M >= kMinChannels && g.out[1] * g.out[2] >= kMinPixels;
+}
+
+// U_xi = (G g G^T)[xi] as 16 GEMM B operands [C, M], packed.
+class Weights {
+ public:
+  Weights(const ConvShape& s, const float* w) : C_(s.C), M_(s.M) {
+    std::vector<float> u(static_cast<size_t>(16) * C_ * M_);
+    for (int m = 0; m < M_; ++m)
+      for (int c = 0; c < C_; ++c) {
+        const float* g = w + (static_cast<long>(m) * C_ + c) * 9;
+        float t[4][3], U[4][4];
+        for (int j = 0; j < 3; ++j) {
+          t[0][j] = g[j];
+          t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+          t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+          t[3][j] = g[6 + j];
+        }
+        for (int i = 0; i < 4; ++i) {
+          U[i][0] = t[i][0];
+          U[i][1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+          U[i][2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+          U[i][3] = t[i][2];
+        }
+        for (int xi = 0; xi < 16; ++xi) u[(static_cast<size_t>(xi) * C_ + c) * M_ + m] = U[xi / 4][xi % 4];
+      }
+    for (int xi = 0; xi < 16; ++xi)
+      packed_.emplace_back(u.data() + static_cast<size_t>(xi) * C_ * M_, M_, 1, C_, M_);
+  }
+  const gemm::PackedBView& b(int xi) const { return packed_[xi].view(); }
+
+ private:
+  int C_, M_;
+  std::vector<gemm::PackedB> packed_;
+};
+
+namespace detail {
+inline float* buffer(int slot, size_t n) {  // per thread, only grows, 64-byte aligned
+  struct Slot {
+    gemm::detail::Buffer buf;
+    size_t cap = 0;
+  };
+  thread_local Slot slots[3];
+  Slot& s = slots[slot];
+  if (s.cap < n) {
+    s.buf.reset(gemm::detail::alloc_floats(n));
+    s.cap = n;
+  }
+  return s.buf.get();
+}
+inline long l2_bytes() {
+  long l2 = 1L << 20;
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+  if (long v = sysconf(_SC_LEVEL2_CACHE_SIZE); v > 0) l2 = v;
+#endif
+  return l2;
+}
+}  // namespace detail
+
+// x [N, IY, IX, C] -> y [N, OY, OX, M]. finish(buf, nvk, n_pixels, row0): buf holds output
+// row row0 (a row index of y viewed as [N * OY * OX, M]... its first pixel) as n_pixels x nvk
+// vectors; it applies the epilogue and stores.
+template <class Finish>
+void run(const ConvShape& s, const float* x, const Weights& w, const Finish& finish) {
+  constexpr int W = kVecWidth;
+  const window::Geom g = ::dnnf::conv::detail::geom(s);
+  const int IY = g.in[1], IX = g.in[2], OY = g.out[1], OX = g.out[2], py = g.pad[1], px = g.pad[2];
+  const int C = s.C, M = s.M;
+  const int TX = (OX + 1) / 2, TY = (OY + 1) / 2;
+  const int nvk = (M + W - 1) / W, Mp = nvk * W;
+  // Tile rows per task: the transformed inputs and the GEMM outputs of a task (16 values
+  // per tile and channel each) within half of L2, but at least kMinTiles tiles (the GEMMs'
+  // rows: fewer leave the micro-kernel's MR-row tiles mostly empty), while every thread gets
+  // a task.
+  const long budget = detail::l2_bytes() / 2 / 4;  // floats
+  int R = static_cast<int>(std::max<long>(1, budget / (16L * TX * (C + Mp))));
+  R = std::max(R, (kMinTiles + TX - 1) / TX);
+  const int T = get_num_threads();
+  while (R > 1 && static_cast<long>(s.N) * ((TY + R - 1) / R) < T) --R;
+  R = std::min(R, TY);
+  const int per_image = (TY + R - 1) / R;
+  const long tasks = static_cast<long>(s.N) * per_image;
+  parallel_for(static_cast<int>(tasks), [&](int task) {
+    const long n = task / per_image;
+    const int ty0 = (task % per_image) * R, ty1 = std::min(TY, ty0 + R);
+    const int Tb = (ty1 - ty0) * TX;
+    float* V = detail::buffer(0, static_cast<size_t>(16) * Tb * C);
+    float* Mb = detail::buffer(1, static_cast<size_t>(16) * Tb * Mp);
+    float* O = detail::buffer(2, static_cast<size_t>(2) * (ty1 - ty0) * OX * Mp);
+    const float* xn = x + n * static_cast<long>(IY) * IX * C;
+    // 1. Input transform: V[xi][tile][c].
+    for (int ty = ty0; ty < ty1; ++ty) {
+      const float* rp[4];
+      for (int r = 0; r < 4; ++r) {
+        const int iy = 2 * ty - py + r;
+        rp[r] = iy >= 0 && iy < IY ? xn + static_cast<long>(iy) * IX * C : nullptr;
+      }
+      for (int tx = 0; tx < TX; ++tx) {
+        const long b = static_cast<long>(ty - ty0) * TX + tx;
+        const int ix0 = 2 * tx - px;
+        bool inside = ix0 >= 0 && ix0 + 3 < IX;
+        for (int r = 0; r < 4; ++r) inside = inside && rp[r] != nullptr;
+        for (int c0 = 0; c0 < C; c0 += W) {
+          const int nn = std::min(W, C - c0);
+          vf d[4][4];
+          for (int r = 0; r < 4; ++r)
+            for (int q = 0; q < 4; ++q) {
+              const int ix = ix0 + q;
+              if (inside && nn == W) {
+                d[r][q] = simd::v_loadu(rp[r] + static_cast<long>(ix) * C + c0);
+              } else {
+                d[r][q] = rp[r] && ix >= 0 && ix < IX ? gemm::load_lanes(rp[r] + static_cast<long>(ix) * C + c0, nn)
+                                                      : simd::v_zero();
+              }
+            }
+          vf t[4][4];
+          for (int q = 0; q < 4; ++q) {
+            t[0][q] = simd::v_sub(d[0][q], d[2][q]);
+            t[1][q] = simd::v_add(d[1][q], d[2][q]);
+            t[2][q] = simd::v_sub(d[2][q], d[1][q]);
+            t[3][q] = simd::v_sub(d[1][q], d[3][q]);
+          }
+          for (int i = 0; i < 4; ++i) {
+            const vf v4[4] = {simd::v_sub(t[i][0], t[i][2]), simd::v_add(t[i][1], t[i][2]),
+                              simd::v_sub(t[i][2], t[i][1]), simd::v_sub(t[i][1], t[i][3])};
+            for (int j = 0; j < 4; ++j)
+              gemm::store_lanes(V + ((static_cast<long>(i * 4 + j) * Tb + b) * C + c0), v4[j], nn);
+          }
+        }
+      }
+    }
+    // 2. The 16 GEMMs, on this thread.
+    gemm::Options one;
+    one.n_threads = 1;
+    for (int xi = 0; xi < 16; ++xi)
+      gemm::gemm_f32_src(Tb, M, C, gemm::AView<>{V + static_cast<long>(xi) * Tb * C, C, 1}, w.b(xi),
+                         Mb + static_cast<long>(xi) * Tb * Mp, Mp, gemm::EpNone{}, one);
+    // 3. Output transform into whole output rows O[row][pixel][nvk vectors].
+    for (int ty = ty0; ty < ty1; ++ty)
+      for (int tx = 0; tx < TX; ++tx) {
+        const long b = static_cast<long>(ty - ty0) * TX + tx;
+        for (int cv = 0; cv < nvk; ++cv) {
+          vf m[16];
+          for (int xi = 0; xi < 16; ++xi) m[xi] = simd::v_load(Mb + (static_cast<long>(xi) * Tb + b) * Mp + cv * W);
+          vf s0[4], s1[4];
+          for (int q = 0; q < 4; ++q) {
+            s0[q] = simd::v_add(simd::v_add(m[q], m[4 + q]), m[8 + q]);
+            s1[q] = simd::v_sub(simd::v_sub(m[4 + q], m[8 + q]), m[12 + q]);
+          }
+          const vf out[2][2] = {
+              {simd::v_add(simd::v_add(s0[0], s0[1]), s0[2]), simd::v_sub(simd::v_sub(s0[1], s0[2]), s0[3])},
+              {simd::v_add(simd::v_add(s1[0], s1[1]), s1[2]), simd::v_sub(simd::v_sub(s1[1], s1[2]), s1[3])}};
+          for (int i = 0; i < 2; ++i) {
+            if (2 * ty + i >= OY) break;
+            for (int j = 0; j < 2; ++j) {
+              const int ox = 2 * tx + j;
+              if (ox >= OX) break;
+              const long lr = 2L * (ty - ty0) + i;
+              simd::v_storeu(O + ((lr * OX + ox) * nvk + cv) * W, out[i][j]);
+            }
+          }
+        }
+      }
+    // 4. Epilogue and store, one output row at a time.
+    for (int lr = 0; lr < 2 * (ty1 - ty0); ++lr) {
+      const int oy = 2 * ty0 + lr;
+      if (oy >= OY) break;
+      finish(O + static_cast<long>(lr) * OX * Mp, nvk, OX, (n * OY + oy) * static_cast<long>(OX));
+    }
+  });
+}
+
+}  // namespace dnnf::conv::wino
