@@ -47,13 +47,20 @@ def merge(results: list[dict]) -> dict:
         for c in r["cells"]:
             cells[(c.get("model"), c.get("framework"), c.get("threads"))] = c
     first = results[0]
+    # The roofline of each thread count from the first run that measured it (the runs are
+    # meant to come from one machine; its cells' "% of the bound" use this one).
+    roof: dict = {}
+    for r in results:
+        for t, v in ((r["meta"].get("roofline") or {}).get("per_threads") or {}).items():
+            roof.setdefault(t, v)
     return {
         "meta": {"merged_from": [{"started": r["meta"].get("started"), "git": r["meta"].get("git"),
                                   "cpu": (r["meta"].get("cpu") or {}).get("model_name"),
                                   "frameworks": r["frameworks"], "threads": r["threads"]}
                                  for r in results],
                  "cpu": first["meta"].get("cpu"), "versions": first["meta"].get("versions"),
-                 "env": first["meta"].get("env")},
+                 "env": first["meta"].get("env"),
+                 **({"roofline": {"per_threads": roof}} if roof else {})},
         "args": dict(first["args"], frameworks=",".join(fws),
                      threads=",".join(str(t) for t in sorted(threads))),
         "models": models, "frameworks": fws, "threads": sorted(threads),

@@ -271,6 +271,9 @@ def test_merge_runs(run, tmp_path):
     assert len(merged["cells"]) == len(res["cells"])
     tables = next((tmp_path / "out").glob("*-merged-tables.txt")).read_text()
     assert "Merged from:" in tables and "12345" in tables and "tiny_cnn" in tables
+    # the first run's measured roofline is kept (its table is in the merged tables)
+    assert merged["meta"]["roofline"]["per_threads"]["1"] == res["meta"]["roofline"]["per_threads"]["1"]
+    assert "Roofline, 1 thread" in tables
 
 
 def test_rounds_keep_each_cells_least_disturbed_run():
