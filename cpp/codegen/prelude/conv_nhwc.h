@@ -74,14 +74,12 @@ inline void window_rows(const window::Geom& g, const float* x, int C, long n, in
 // U output pixels per channel vector, and along a row each input vector is loaded once and
 // used by every pixel whose window covers it ((U - 1) * SX + KX loads feed U * KX FMAs,
 // where the generic loop loads U * KX), with the row's KX weight vectors loaded once. The
-// epilogue runs on the accumulators and they are stored to y (row0: y's row of pixel 0)
-// directly, or, for a generated per-block (EpDyn) epilogue, to the block buffer that
-// finish_block reads. Returns the first pixel it did not compute.
-template <int KX, int SX, class Ep>
+// sums go to the row's block buffer like the generic loop's. Returns the first pixel it did
+// not compute.
+template <int KX, int SX>
 int depthwise_interior(const float* const* rows, const int* tap0, int nr, const float* wt, int C, int px,
-                       int ox, int hi, float* buf, float* y, long row0, const Ep& ep) {
+                       int ox, int hi, float* buf) {
   constexpr int W = kVecWidth, U = 8, NIN = (U - 1) * SX + KX;
-  constexpr bool kBuffered = gemm::IsEpDyn<Ep>::value;
   const int nvk = C / W;
   const long cstep = C;
   for (; ox + U <= hi; ox += U) {
@@ -107,14 +105,7 @@ int depthwise_interior(const float* const* rows, const int* tap0, int nr, const 
         }
       }
 #pragma GCC unroll 8
-      for (int u = 0; u < U; ++u) {
-        if constexpr (kBuffered) {
-          simd::v_storeu(buf + (static_cast<long>(ox + u) * nvk + cv) * W, a[u]);
-        } else {
-          ep.apply(a[u], row0 + ox + u, c0, W);
-          if constexpr (!gemm::ep_stores<Ep>) simd::v_storeu(y + (row0 + ox + u) * cstep + c0, a[u]);
-        }
-      }
+      for (int u = 0; u < U; ++u) simd::v_storeu(buf + (static_cast<long>(ox + u) * nvk + cv) * W, a[u]);
     }
   }
   return ox;
@@ -160,13 +151,11 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
   // windows they read stay in L1; the channel tail (C % W) goes through edge().
   const int full = C / W;
   const long step = static_cast<long>(sx) * C;
-  const long row0 = ((n * g.out[0] + oz) * static_cast<long>(g.out[1]) + oy) * OX;
-  // The common shapes, specialised: pixels [lo, done) finished in registers (the rest below).
-  int done = lo;
+  // The common shapes, specialised (the pixels they leave go through the loop below).
   if (full * W == C && dx == 1) {
     auto spec = [&](auto kx, auto sxc) {
-      done = depthwise_interior<decltype(kx)::value, decltype(sxc)::value>(rows.data(), tap0.data(), nr, wt, C, px,
-                                                                           lo, hi, buf, y, row0, ep);
+      ox = depthwise_interior<decltype(kx)::value, decltype(sxc)::value>(rows.data(), tap0.data(), nr, wt, C, px,
+                                                                         lo, hi, buf);
     };
     using I1 = std::integral_constant<int, 1>;
     using I2 = std::integral_constant<int, 2>;
@@ -177,8 +166,6 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
     else if (KX == 5 && sx == 1) spec(I5{}, I1{});
     else if (KX == 5 && sx == 2) spec(I5{}, I2{});
   }
-  const int kept = gemm::IsEpDyn<Ep>::value ? lo : done;  // [lo, kept) needs no finishing
-  ox = done;
   for (; ox + U <= hi && full > 0; ox += U) {
     for (int cv = 0; cv < full; ++cv) {
       const int c0 = cv * W;
@@ -204,10 +191,8 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
     }
   }
   for (; ox < OX; ++ox) edge(ox, 0);
-  finish_block(ep, buf, nvk, y + row0 * C, C, lo, C, row0, 0);
-  if (OX > kept)
-    finish_block(ep, buf + static_cast<long>(kept) * nvk * W, nvk, y + (row0 + kept) * C, C, OX - kept, C,
-                 row0 + kept, 0);
+  const long row0 = ((n * g.out[0] + oz) * static_cast<long>(g.out[1]) + oy) * OX;
+  finish_block(ep, buf, nvk, y + row0 * C, C, OX, C, row0, 0);
 }
 
 }  // namespace nhwc_detail

@@ -89,19 +89,6 @@ class Weights {
 };
 
 namespace detail {
-inline float* buffer(int slot, size_t n) {  // per thread, only grows, 64-byte aligned
-  struct Slot {
-    gemm::detail::Buffer buf;
-    size_t cap = 0;
-  };
-  thread_local Slot slots[3];
-  Slot& s = slots[slot];
-  if (s.cap < n) {
-    s.buf.reset(gemm::detail::alloc_floats(n));
-    s.cap = n;
-  }
-  return s.buf.get();
-}
 inline long l2_bytes() {
   long l2 = 1L << 20;
 #if defined(_SC_LEVEL2_CACHE_SIZE)
@@ -138,9 +125,9 @@ void run(const ConvShape& s, const float* x, const Weights& w, const Finish& fin
     const long n = task / per_image;
     const int ty0 = (task % per_image) * R, ty1 = std::min(TY, ty0 + R);
     const int Tb = (ty1 - ty0) * TX;
-    float* V = detail::buffer(0, static_cast<size_t>(16) * Tb * C);
-    float* Mb = detail::buffer(1, static_cast<size_t>(16) * Tb * Mp);
-    float* O = detail::buffer(2, static_cast<size_t>(2) * (ty1 - ty0) * OX * Mp);
+    float* V = gemm::detail::scratch(5, static_cast<size_t>(16) * Tb * C);
+    float* Mb = gemm::detail::scratch(6, static_cast<size_t>(16) * Tb * Mp);
+    float* O = gemm::detail::scratch(7, static_cast<size_t>(2) * (ty1 - ty0) * OX * Mp);
     const float* xn = x + n * static_cast<long>(IY) * IX * C;
     // 1. Input transform: V[xi][tile][c].
     for (int ty = ty0; ty < ty1; ++ty) {

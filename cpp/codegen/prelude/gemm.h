@@ -103,13 +103,14 @@ inline float* alloc_floats(size_t n) {
 }
 // Per-thread scratch that only grows: packing buffers are reused across calls (a fresh
 // multi-megabyte malloc would page-fault on every call). Slots: 0 packed B, 1 shared packed
-// A, 2 a task's own A block (or streamed B block), 3 one row of a BRows source.
+// A, 2 a task's own A block (or streamed B block), 3 one row of a BRows source; 5-7 Winograd's
+// per-task tiles (conv_winograd.h), which call the GEMM while holding them.
 inline float* scratch(int slot, size_t n) {
   struct Slot {
     Buffer buf;
     size_t cap = 0;
   };
-  thread_local Slot slots[5];
+  thread_local Slot slots[8];
   Slot& s = slots[slot];
   if (s.cap < n) {
     size_t cap = std::max(n, s.cap + s.cap / 2);
