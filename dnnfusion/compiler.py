@@ -15,6 +15,7 @@ import numpy as np
 from dnnfusion import _core
 from dnnfusion._paths import prelude_dir
 from dnnfusion import plan as _plan
+from dnnfusion import profiling as _profiling
 from dnnfusion import rewrite as _rewrite
 from dnnfusion.ecg import ECG, load
 from dnnfusion.errors import DTypeError, Error, ShapeError
@@ -37,6 +38,26 @@ def default_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def _profile_options(profile: str | None, seconds: float | None) -> tuple[str, float]:
+    """compile()'s profile mode and budget: the arguments, else $DNNF_PROFILE and
+    $DNNF_PROFILE_SECONDS, else "auto" and profiling.DEFAULT_SECONDS."""
+    if profile is None:
+        profile = os.environ.get("DNNF_PROFILE") or "auto"
+    if profile not in _profiling.PROFILE_MODES:
+        raise Error(f"unknown profile mode {profile!r}; choose 'auto' (measure the yellow "
+                    "pairs no database settles, within a time budget) or 'off' (estimate them)")
+    if seconds is None:
+        env = os.environ.get("DNNF_PROFILE_SECONDS")
+        try:
+            seconds = float(env) if env else _profiling.DEFAULT_SECONDS
+        except ValueError:
+            raise Error(f"DNNF_PROFILE_SECONDS={env!r} is not a number of seconds") from None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0 \
+            or seconds == float("inf"):
+        raise Error(f"profile_seconds must be a finite number of seconds >= 0, got {seconds!r}")
+    return profile, float(seconds)
 
 
 def _check_threads(threads: Any) -> int:
@@ -391,7 +412,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
             input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
             isa: str | None = None, layout: str | None = None, device: str = "",
             max_specializations: int = 8, float16: str = "f32",
-            horizontal: bool = False) -> CompiledModel:
+            horizontal: bool = False, profile: str | None = None,
+            profile_seconds: float | None = None) -> CompiledModel:
     """Compiles a model for the CPU (``target="cpu"``, C++ over SIMD) or an OpenCL device
     (``target="opencl"``, OpenCL C; ``device``: ``""`` = ``$DNNF_OPENCL_DEVICE``, else the
     first GPU, else the first device; ``"p:d"`` or part of its name, as
@@ -421,6 +443,15 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     ``max_specializations`` kept, least recently used dropped; ``stats["specializations"]``
     lists the shapes compiled). A dimension named the same in several inputs must agree.
 
+    Yellow cells of the fusion table (``profile``, dnnfusion planner on the CPU): ``"auto"``
+    (default; ``$DNNF_PROFILE`` overrides it) measures the pairs no profiling database settles
+    as the code they become, fused and apart, within ``profile_seconds`` (default
+    ``$DNNF_PROFILE_SECONDS`` or 5; largest intermediates first), and caches the results per
+    CPU and ISA beside the kernel cache, so later compiles use them and measure the rest;
+    ``"off"`` settles them by the analytic estimate. ``explain()`` says for each yellow pair
+    whether it was measured now, cached, read from a database or estimated, and
+    ``stats["profile"]`` counts them (:mod:`dnnfusion.profiling`).
+
     float16 models (``float16``): ``"f32"`` computes them in float32 (constants converted
     exactly at import; the compiled model takes and returns float16 where the model does,
     converting at its boundary, and ``stats["float16"]`` says so); ``"error"`` refuses them.
@@ -429,7 +460,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     if symbolic and input_shapes is None and example_inputs is not None:
         input_shapes = _shapes_of_examples(names, symbolic, example_inputs)
     kwargs = dict(target=target, planner=planner, threads=threads, optimize=optimize, isa=isa,
-                  layout=layout, device=device, float16=float16, horizontal=horizontal)
+                  layout=layout, device=device, float16=float16, horizontal=horizontal,
+                  profile=profile, profile_seconds=profile_seconds)
     m = _compile_static(model, example_inputs, input_shapes=input_shapes, **kwargs)
     if symbolic:
         m._specializer = _Specializer(model, symbolic, kwargs, max_specializations, m)
@@ -440,7 +472,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
 def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: str, planner: str,
                     threads: int | None, input_shapes: dict[str, Sequence[int]] | None,
                     optimize: bool, isa: str | None, layout: str | None, device: str,
-                    float16: str = "f32", horizontal: bool = False) -> CompiledModel:
+                    float16: str = "f32", horizontal: bool = False, profile: str | None = None,
+                    profile_seconds: float | None = None) -> CompiledModel:
     if target not in TARGETS:
         raise Error(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     if target == "opencl":  # channels-last convolutions are CPU kernels; OpenCL runs NCHW
@@ -450,6 +483,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     if horizontal and planner != "dnnfusion":
         raise Error(f"horizontal fusion is an option of the dnnfusion planner, not of {planner!r}")
     threads = _check_threads(threads)
+    profile, profile_seconds = _profile_options(profile, profile_seconds)
     if layout is None:
         layout = os.environ.get("DNNF_LAYOUT", "auto") if optimize else "nchw"
     if layout not in LAYOUTS:
@@ -486,8 +520,24 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     ecg, layout_report = _rewrite.select_layout(ecg, layout)
     layout_report["mode"] = layout
     t_rewritten = time.perf_counter()
-    fusion = _plan.plan(ecg, planner=planner, target=target, horizontal=horizontal,
-                        max_kernel_args=ocl_device["max_kernel_args"] if target == "opencl" else 0)
+    # Yellow cells measured on this machine: only the DNNFusion planner on the CPU asks for
+    # them (the OpenCL target keeps the estimate: its candidates would need the device's
+    # timers, see profiling.py); baselines read the same databases.
+    auto = profile == "auto" and target == "cpu"
+    dbs = [d for d in [_plan._default_db()] if d]
+    if auto and os.path.isfile(_profiling.machine_db(isa)):
+        dbs.append(str(_profiling.machine_db(isa)))
+    plan_args = dict(planner=planner, target=target, horizontal=horizontal,
+                     max_kernel_args=ocl_device["max_kernel_args"] if target == "opencl" else 0)
+    fusion = _plan.plan(ecg, profile_db=dbs, **plan_args)
+    profiled = None
+    if auto and planner == "dnnfusion":
+        profiled, fusion = _profiling.auto_profile(
+            ecg, fusion, lambda d: _plan.plan(ecg, profile_db=d, **plan_args), dbs=dbs,
+            isa=isa, threads=threads, seconds=profile_seconds)
+    elif auto:
+        profiled = _profiling.AutoProfile(db=str(_profiling.machine_db(isa)))
+    yellow = _profiling.annotate(fusion, profiled, profile_seconds)
     t_planned = time.perf_counter()
     if target == "cpu":
         generated = _core.generate_cpu(ecg.graph, fusion, isa)
@@ -530,6 +580,14 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         "planner": planner,
         "horizontal": bool(horizontal),
         "layout": layout_report,
+        # Where the yellow pairs' decisions came from (profile="auto" on the CPU).
+        # measured/cached/database/estimated count yellow pairs of the final plan;
+        # measured_keys the database entries this compile measured.
+        "profile": {"mode": profile if target == "cpu" else "off", **yellow,
+                    "measured_keys": len(profiled.measured) if profiled else 0,
+                    "seconds": profiled.seconds if profiled else 0.0,
+                    "failed": profiled.failed if profiled else [],
+                    "db": profiled.db if profiled else None},
         # "f32" when a float16 model computes in float32 (compile's float16 option), else None
         "float16": "f32" if f16_out else None,
     }

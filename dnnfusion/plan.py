@@ -193,7 +193,8 @@ def _values(vs: list) -> str:
 
 
 def plan(ecg: Any, planner: str = "dnnfusion", target: str = "cpu", horizontal: bool = False,
-         profile_db: str | os.PathLike | None = None, max_kernel_args: int = 0) -> FusionPlan:
+         profile_db: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+         max_kernel_args: int = 0) -> FusionPlan:
     """Plans operator fusion for an ECG.
 
     ``planner``: ``dnnfusion`` (paper §4.3) or a baseline (``none``, ``patterns``, ``tvm``,
@@ -203,14 +204,22 @@ def plan(ecg: Any, planner: str = "dnnfusion", target: str = "cpu", horizontal: 
     profiling database (JSON lines, see :func:`write_profile_db`); by default the one
     shipped with the package, measured by ``python -m dnnfusion profile`` (entries only
     apply on the machine they were measured on; ``$DNNF_PROFILE_DB`` names another, ``""``
-    means none). Yellow cells without an entry are settled by the analytic estimate.
+    means none), or a list of databases read in order (a later file's entry replaces an
+    earlier one with the same key; ``compile`` passes the shipped one and this machine's
+    cache, see :mod:`dnnfusion.profiling`). Yellow cells without an entry are settled by the
+    analytic estimate.
     """
     graph = ecg.graph if isinstance(ecg, ECG) else ecg
     if not isinstance(graph, _core.Graph):
         raise TypeError(f"plan() needs an ECG, got {type(ecg).__name__}")
+    if profile_db is None:
+        dbs = [_default_db()]
+    elif isinstance(profile_db, (str, os.PathLike)):
+        dbs = [os.fspath(profile_db)]
+    else:
+        dbs = [os.fspath(d) for d in profile_db]
     core = _core.plan_fusion(graph, planner=planner, target=target, horizontal=bool(horizontal),
-                             profile_db=_default_db() if profile_db is None else os.fspath(profile_db),
-                             max_kernel_args=int(max_kernel_args))
+                             profile_dbs=[d for d in dbs if d], max_kernel_args=int(max_kernel_args))
     return FusionPlan(graph, core)
 
 
@@ -245,6 +254,6 @@ def read_profile_db(path: str | os.PathLike) -> list[dict[str, Any]]:
 def write_profile_db(path: str | os.PathLike, entries: Sequence[Mapping[str, Any]],
                      merge: bool = True) -> None:
     """Writes measurements (dicts with target, producer, consumer, producer_type,
-    consumer_type, bucket, fused_ms, unfused_ms), replacing entries with the same key in
+    consumer_type, bucket, fused_ms, unfused_ms; optional noise_ms and how), replacing entries with the same key in
     the existing file when ``merge``; the file is replaced atomically."""
     _core.write_profile_db(os.fspath(path), [dict(e) for e in entries], merge)

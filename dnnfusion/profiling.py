@@ -1,73 +1,99 @@
 """Measures the yellow cells of the fusion table on this machine (paper §4.3).
 
-For each model, the DNNFusion planner runs without a database; every producer/consumer
-pair it settled by the analytic estimate is a question for the profiler. Each distinct
-key (target, the two operators, their mapping types, the intermediate's shape bucket) is
-answered once, on the first pair met with it: the pair is cut out of the model as a
-two-operator graph (its other operands become inputs, its weights stay constants), compiled
-twice (one fused kernel; two kernels with the intermediate in memory) and timed through the
-executor, median of repeated runs, interleaved so that machine noise hits both alike. The
-results go into a profiling database (JSON lines, see
-:func:`dnnfusion.plan.write_profile_db`) which the planner uses instead of the estimate.
+A yellow cell (e.g. a Shuffle producer feeding a Many-to-Many consumer) is a pair whose
+fusion may or may not pay off; the planner settles it from a profiling database when that
+has a row for this machine and the pair's key (target, the two operators, their mapping
+types, the intermediate's shape bucket), else by an analytic estimate.
+
+This module measures such keys. A pair is timed as the code it will become: the candidate
+is the producer's block and the consumer's block of the plan (one block if the estimate
+fused them), cut out of the model with its weights, planned twice by the DNNFusion planner
+with the key's decision forced each way, generated and compiled as usual, and run
+interleaved (the order alternates every round) until both have enough runs. The medians and
+the measurement's noise go into a database; a difference within the noise is a tie, which
+the planner decides for fusion (fewer passes over memory).
+
+Two ways in:
+
+* ``compile(..., profile="auto")`` (the default on the CPU): keys of the model being
+  compiled that no database settles are measured within a time budget, largest
+  intermediate first, and cached per CPU and ISA next to the kernel cache
+  (:func:`machine_db`), so later compiles use them and measure the rest.
+* ``python -m dnnfusion profile`` (:func:`profile`): every yellow key of the given models,
+  merged into a database file (the shipped one by default).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-import re
 import statistics
+import tempfile
 import time
-from types import SimpleNamespace
-from typing import Any, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from . import _core
 from . import plan as _plan
-from .ecg import ECG, numpy_dtype, parse
+from .ecg import ECG, numpy_dtype
 from .errors import Error
 
 from ._paths import DEFAULT_DB, default_db, prelude_dir  # noqa: E402,F401 - re-exported
 
-
-def _token(name: str) -> str:
-    """A value's name as the text form writes it."""
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name):
-        return "%" + name
-    return '%"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+PROFILE_MODES = ("auto", "off")
+DEFAULT_SECONDS = 5.0
+_SETTLE_S = 0.006  # s; longer than a pool's spin after a job (parallel.h kSpin)
 
 
-def pair_graph(ecg: ECG, p: Any, c: Any) -> ECG:
-    """The graph of producer p followed by consumer c, cut out of ``ecg``: operands from
-    elsewhere become graph inputs, constants stay constants, c's outputs are the outputs."""
-    lines = ecg.to_text().splitlines()
-    node_line = {}
-    const_line = {}
-    for line in lines:
-        s = line.strip()
-        for n in (p, c):
-            quoted = '"' + n.name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-            if s.endswith("@" + quoted) or s.endswith("@" + n.name):
-                node_line[n.id] = line
-        if " = const " in s:
-            const_line[s.split(": ", 1)[0]] = line
-    if len(node_line) != 2:
-        raise Error(f"profile: cannot find {p.name} and {c.name} in the text form")
-    produced = {v.id for v in p.outputs}
-    inputs, constants, seen = [], [], set()
-    for n in (p, c):
+def machine_db(isa: str) -> Path:
+    """This machine's cache of compile-time measurements for code of ``isa``: a file in the
+    kernel cache directory (``$DNNF_CACHE_DIR``, ``$XDG_CACHE_HOME/dnnfusion`` or
+    ``~/.cache/dnnfusion``), named by the CPU and ISA, since a measurement says nothing about
+    other CPUs or code for another ISA."""
+    target = _plan.profile_target("cpu")
+    tag = hashlib.sha256(f"{target}\n{isa}".encode()).hexdigest()[:16]
+    return Path(_core.kernel_cache_dir()) / f"profile-{isa}-{tag}.jsonl"
+
+
+def subgraph(ecg: ECG, nodes: Sequence[Any], name: str = "candidate") -> ECG:
+    """The operators ``nodes`` of ``ecg`` as a graph of their own: operands from elsewhere
+    become inputs, constants stay constants, and every value the rest of the model (or its
+    caller) reads is an output."""
+    g = ecg.graph
+    nodes = sorted(nodes, key=lambda n: n.id)
+    inside = {n.id for n in nodes}
+    produced = {v.id for n in nodes for v in n.outputs}
+    graph_outputs = {v.id for v in g.outputs}
+    sub = _core.Graph(name)
+    env: dict[int, Any] = {}
+    for n in nodes:
         for v in n.inputs:
-            if v is None or v.id in produced or v.id in seen:
+            if v is None or v.id in produced or v.id in env:
                 continue
-            seen.add(v.id)
-            tok = _token(v.name)
-            if tok in const_line:
-                constants.append(const_line[tok])
-            else:
-                inputs.append(f"{tok}: {v.type}")
-    body = [*constants, node_line[p.id], node_line[c.id],
-            "  return " + ", ".join(_token(v.name) for v in c.outputs)]
-    return parse(f"graph pair({', '.join(inputs)}) {{\n" + "\n".join(body) + "\n}\n")
+            env[v.id] = (sub.add_constant(v.name, v.numpy()) if v.is_constant
+                         else sub.add_input(v.name, v.dtype, [int(d) for d in v.shape]))
+    outputs = []
+    for n in nodes:
+        made = sub.add_node(n.op, [None if v is None else env[v.id] for v in n.inputs],
+                            dict(n.attrs), len(n.outputs), n.name, [v.name for v in n.outputs])
+        for v, r in zip(n.outputs, made):
+            env[v.id] = r
+            if v.id in graph_outputs or any(c.id not in inside for c in g.consumers(v)):
+                outputs.append(r)
+    sub.set_outputs(outputs)
+    return ECG(sub)
+
+
+def candidate(ecg: ECG, fusion: Any, p: Any, c: Any) -> ECG:
+    """The code a yellow pair decides about: producer ``p``'s block and consumer ``c``'s
+    block of plan ``fusion`` (one block when the plan fused them), cut out of ``ecg``."""
+    bp, bc = fusion.block_of(p), fusion.block_of(c)
+    nodes = {n.id: n for n in bp.nodes}
+    nodes.update({n.id: n for n in bc.nodes})
+    return subgraph(ecg, list(nodes.values()))
 
 
 def _feeds(g: ECG, rng: np.random.Generator) -> list[np.ndarray]:
@@ -82,79 +108,248 @@ def _feeds(g: ECG, rng: np.random.Generator) -> list[np.ndarray]:
     return out
 
 
-def _executable(g: ECG, fused: bool, isa: str, threads: int) -> Any:
-
-    apart = _plan.plan(g, planner="none")
-    if fused:
-        blocks = apart.core.blocks
-        produced = set(blocks[0]["outputs"])
-        inputs = list(dict.fromkeys(blocks[0]["inputs"] +
-                                    [v for v in blocks[1]["inputs"] if v not in produced]))
-        core = SimpleNamespace(block_of=[0] * len(g.nodes),
-                               blocks=[{"id": 0, "nodes": [n.id for n in g.nodes],
-                                        "inputs": inputs, "outputs": blocks[1]["outputs"]}])
-        plan = core
-    else:
-        plan = apart
-    gen = _core.generate_cpu(g.graph, plan, isa)
-    return _core.CpuExecutable(g.graph, gen, isa, threads, prelude_dir())
+def _blocks(fp: Any) -> list[tuple[str, ...]]:
+    return [tuple(n.name for n in b.nodes) for b in fp.blocks]
 
 
-def measure_pair(g: ECG, *, isa: str, threads: int, min_seconds: float = 0.3,
-                 min_runs: int = 15) -> tuple[float, float]:
-    """(fused ms, unfused ms) of a two-operator graph: medians over interleaved runs."""
-    feeds = _feeds(g, np.random.default_rng(0))
-    exes = [_executable(g, True, isa, threads), _executable(g, False, isa, threads)]
+@dataclass
+class Timing:
+    """Medians of two executables' runs and the noise of their difference."""
+
+    a_ms: float
+    b_ms: float
+    noise_ms: float
+    runs: int
+
+
+def _mad(xs: Sequence[float]) -> float:
+    m = statistics.median(xs)
+    return statistics.median(abs(x - m) for x in xs)
+
+
+def time_pair(exes: Sequence[Any], feeds: list[np.ndarray], min_seconds: float = 0.2,
+              min_blocks: int = 6, block_ms: float = 2.0, max_seconds: float = 10.0) -> Timing:
+    """Times two executables on the same inputs in alternating blocks of consecutive runs
+    (A B, then B A, ...). Each executable has its own thread pool, whose workers spin for a
+    few milliseconds after a run: run-by-run interleaving on a small machine made one side
+    compete with the other's spinning workers and measured it up to twice as slow. So before
+    each block the process sleeps until the other pool is asleep, runs once untimed, then
+    times about ``block_ms`` of runs. Each side's time is the median of its runs; the noise
+    is the larger of two standard errors of the difference (from the spread of the per-block
+    medians, so that drifts between blocks count) and how much the difference changes between
+    the first and the second half of the blocks, and at least 0.5% of the faster side."""
     for e in exes:
         e.run(feeds)  # warm up (pool start, page faults)
-    times: list[list[float]] = [[], []]
-    t_end = time.perf_counter() + min_seconds
-    while len(times[0]) < min_runs or time.perf_counter() < t_end:
-        for k, e in enumerate(exes):
-            t = time.perf_counter()
-            e.run(feeds)
-            times[k].append((time.perf_counter() - t) * 1e3)
-        if len(times[0]) >= 2000:
+    t = time.perf_counter()
+    for e in exes:
+        e.run(feeds)
+    per_run_ms = (time.perf_counter() - t) * 1e3 / 2
+    k = max(1, min(50, int(block_ms / max(per_run_ms, 1e-3))))
+    runs: list[list[float]] = [[], []]
+    blocks: list[list[float]] = [[], []]
+    t0 = time.perf_counter()
+    r = 0
+    while True:
+        elapsed = time.perf_counter() - t0
+        if (r >= min_blocks and elapsed >= min_seconds) or (r >= 2 and elapsed >= max_seconds):
             break
-    return statistics.median(times[0]), statistics.median(times[1])
+        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+            time.sleep(_SETTLE_S)  # the other pool's workers stop spinning and sleep
+            exes[i].run(feeds)
+            ts = []
+            for _ in range(k):
+                t = time.perf_counter()
+                exes[i].run(feeds)
+                ts.append((time.perf_counter() - t) * 1e3)
+            runs[i] += ts
+            blocks[i].append(statistics.median(ts))
+        r += 1
+    med = [statistics.median(x) for x in runs]
+    se = [1.2533 * 1.4826 * _mad(b) / np.sqrt(len(b)) for b in blocks]
+    h = len(blocks[0]) // 2
+    halves = [statistics.median(blocks[0][a:b]) - statistics.median(blocks[1][a:b])
+              for a, b in ((0, h), (h, len(blocks[0])))]
+    noise = max(2.0 * float(np.hypot(*se)), abs(halves[0] - halves[1]), 0.005 * min(med))
+    return Timing(med[0], med[1], noise, len(runs[0]))
 
 
-def yellow_pairs(ecg: ECG) -> list[tuple[Any, Any, dict]]:
-    """(producer, consumer, key) for every pair the planner settled with the estimate."""
-    fp = _plan.plan(ecg, planner="dnnfusion", profile_db="")
+def measure_candidate(ecg: ECG, fusion: Any, p: Any, c: Any, key: dict, *,
+                      dbs: Sequence[str], isa: str, threads: int,
+                      min_seconds: float = 0.2) -> dict:
+    """Measures one yellow pair as generated code (see the module's docstring) and returns
+    its database entry. Raises Error if the candidate cannot be compiled."""
+    sub = candidate(ecg, fusion, p, c)
+    target = _plan.profile_target("cpu")
+    base = {"target": target, "producer": p.op, "consumer": c.op,
+            "producer_type": key["producer_type"], "consumer_type": key["consumer_type"],
+            "bucket": key["bucket"]}
+    plans = []
+    with tempfile.TemporaryDirectory(prefix="dnnf-profile-") as tmp:
+        for fuse in (True, False):
+            forced = os.path.join(tmp, f"forced-{int(fuse)}.jsonl")
+            _plan.write_profile_db(forced, [dict(base, fused_ms=1.0 if fuse else 2.0,
+                                                 unfused_ms=2.0 if fuse else 1.0)], merge=False)
+            plans.append(_plan.plan(sub, planner="dnnfusion", profile_db=[*dbs, forced]))
+    same = _blocks(plans[0]) == _blocks(plans[1])
+    prelude = prelude_dir()
+    exes = []
+    for fp in plans[:1] if same else plans:
+        gen = _core.generate_cpu(sub.graph, fp, isa)
+        exes.append(_core.CpuExecutable(sub.graph, gen, isa, threads, prelude))
+    feeds = _feeds(sub, np.random.default_rng(0))
+    t = time_pair(exes if not same else [exes[0], exes[0]], feeds, min_seconds=min_seconds)
+    noise = t.noise_ms
+    if not same:
+        # The machine's noise for this code, measured: the fused kernel against itself.
+        aa = time_pair([exes[0], exes[0]], feeds, min_seconds=min_seconds / 2)
+        noise = max(noise, abs(aa.a_ms - aa.b_ms) + aa.noise_ms)
+    def short(s: str) -> str:
+        return s if len(s) <= 40 else s[:37] + "..."
+    how = (f"measured on {short(p.name)} -> {short(c.name)}: {len(sub.nodes)} operators, "
+           f"{len(plans[0].blocks)} vs {len(plans[1].blocks)} kernels, {isa}, {threads} threads, "
+           f"median of {t.runs} runs in alternating blocks")
+    if same:
+        how = (f"measured on {short(p.name)} -> {short(c.name)}: the same generated code either "
+               f"way, {isa}, {threads} threads")
+    return dict(base, fused_ms=round(t.a_ms, 6), unfused_ms=round(t.b_ms, 6),
+                noise_ms=round(noise, 6), how=how)
+
+
+def yellow_pairs(ecg: ECG, fusion: Any | None = None) -> list[tuple[Any, Any, dict]]:
+    """(producer, consumer, key) for every pair ``fusion`` (default: the DNNFusion plan
+    without a database) settled with the analytic estimate."""
+    fp = fusion if fusion is not None else _plan.plan(ecg, planner="dnnfusion", profile_db="")
     return [(r.producer, r.consumer, r.profile_key) for r in fp.reasons
             if r.profile_key is not None and "analytic estimate" in r.why]
+
+
+def _key(p: Any, c: Any, k: dict) -> tuple:
+    return (p.op, c.op, k["producer_type"], k["consumer_type"], k["bucket"])
+
+
+def _by_size(pairs: list[tuple[Any, Any, dict]]) -> list[tuple[Any, Any, dict]]:
+    """One pair per key, the largest intermediate first (where fusion matters most)."""
+    first: dict[tuple, tuple] = {}
+    for p, c, k in pairs:
+        first.setdefault(_key(p, c, k), (p, c, k))
+    def size(item: tuple) -> int:
+        b = item[2]["bucket"]
+        return int(b[2:]) if b.startswith("2^") else -1
+    return sorted(first.values(), key=size, reverse=True)
+
+
+@dataclass
+class AutoProfile:
+    """What ``compile(..., profile="auto")`` did: the keys it measured (database entries),
+    the keys it left to the estimate because the budget was spent, the seconds it took and
+    the machine database it read and wrote."""
+
+    db: str
+    measured: list[dict] = field(default_factory=list)
+    unmeasured: list[tuple] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
+                 dbs: Sequence[str], isa: str, threads: int, seconds: float,
+                 min_seconds: float = 0.2) -> tuple[AutoProfile, Any]:
+    """Measures the yellow keys ``fusion`` settled by the estimate, largest first, until
+    ``seconds`` are spent (a measurement started within the budget finishes), merges them
+    into :func:`machine_db`, re-plans with ``replan(databases)`` and repeats for the yellow
+    pairs the new plan meets, until none is left unmeasured. Returns what it did and the
+    final plan. A candidate that cannot be compiled keeps the estimate."""
+    out = AutoProfile(db=str(machine_db(isa)))
+    dbs = list(dbs)
+    t0 = time.perf_counter()
+    tried: set[tuple] = set()
+    while True:
+        pending = [t for t in _by_size(yellow_pairs(ecg, fusion)) if _key(*t) not in tried]
+        if not pending:
+            break
+        new = []
+        for p, c, k in pending:
+            tried.add(_key(p, c, k))
+            if time.perf_counter() - t0 >= seconds:
+                out.unmeasured.append(_key(p, c, k))
+                continue
+            try:
+                new.append(measure_candidate(ecg, fusion, p, c, k, dbs=dbs, isa=isa,
+                                             threads=threads, min_seconds=min_seconds))
+            except Error as ex:
+                out.failed.append(f"{p.op} -> {c.op} [{k['bucket']}]: {str(ex).splitlines()[0]}")
+        if not new:
+            break
+        _plan.write_profile_db(out.db, new, merge=True)
+        out.measured += new
+        if out.db not in dbs:
+            dbs.append(out.db)
+        fusion = replan(dbs)
+    out.seconds = time.perf_counter() - t0
+    return out, fusion
+
+
+def annotate(fusion: Any, result: AutoProfile | None, seconds: float) -> dict[str, int]:
+    """Says in each yellow reason where its decision came from: measured while compiling,
+    measured by an earlier compile (this machine's cache), the database it was read from,
+    or the estimate (and why it was not measured). Returns how many yellow pairs had each."""
+    counts = {"measured": 0, "cached": 0, "database": 0, "estimated": 0}
+    if result is None:
+        return counts
+    now = {(e["producer"], e["consumer"], e["producer_type"], e["consumer_type"], e["bucket"])
+           for e in result.measured}
+    tag = f" [{result.db}]"
+    for i, r in enumerate(fusion.reasons):
+        if r.profile_key is None:
+            continue
+        why = r.why
+        if why.endswith(tag):
+            if _key(r.producer, r.consumer, r.profile_key) in now:
+                why = why[: -len(tag)] + " [measured while compiling; cached in " + result.db + "]"
+                counts["measured"] += 1
+            else:
+                why = why[: -len(tag)] + " [measured by an earlier compile on this machine; " \
+                      "cached in " + result.db + "]"
+                counts["cached"] += 1
+        elif "analytic estimate" in why:
+            why += (f" (not measured: compile's profiling budget of {seconds:g} s was spent; "
+                    "compiling again measures more, `python -m dnnfusion profile` measures all)")
+            counts["estimated"] += 1
+        elif why.startswith("profile:"):
+            counts["database"] += 1
+        fusion.reasons[i] = type(r)(r.producer, r.consumer, r.fused, why, r.profile_key)
+    return counts
 
 
 def profile(models: Iterable[tuple[str, ECG]], db: str | os.PathLike, *, threads: int = 2,
             isa: str | None = None, min_seconds: float = 0.3,
             log: Callable[[str], None] = print) -> list[dict]:
-    """Measures every distinct yellow key of the models and merges the entries into ``db``.
-    Returns the new entries. A pair code generation cannot compile is reported and
-    skipped (the planner keeps the estimate for it)."""
+    """Measures every distinct yellow key of the models (ECGs as compile plans them:
+    rewritten, layout chosen) and merges the entries into ``db``. Returns the new entries.
+    A candidate code generation cannot compile is reported and skipped (the planner keeps
+    the estimate for it)."""
     isa = isa or _core.cpu_features()["isa"]
-    target = _plan.profile_target("cpu")
     done: dict[tuple, dict] = {}
     written = 0
     for model, ecg in models:
-        for p, c, k in yellow_pairs(ecg):
-            key = (p.op, c.op, k["producer_type"], k["consumer_type"], k["bucket"])
+        fusion = _plan.plan(ecg, planner="dnnfusion", profile_db="")
+        for p, c, k in yellow_pairs(ecg, fusion):
+            key = _key(p, c, k)
             if key in done:
                 continue
             try:
-                fused, apart = measure_pair(pair_graph(ecg, p, c), isa=isa, threads=threads,
-                                            min_seconds=min_seconds)
-            except Error as e:
-                log(f"  skip {p.op} -> {c.op} [{k['bucket']}] in {model}: {str(e).splitlines()[0]}")
+                e = measure_candidate(ecg, fusion, p, c, k, dbs=[], isa=isa, threads=threads,
+                                      min_seconds=min_seconds)
+            except Error as ex:
+                log(f"  skip {p.op} -> {c.op} [{k['bucket']}] in {model}: {str(ex).splitlines()[0]}")
                 done[key] = {}
                 continue
-            done[key] = {"target": target, "producer": p.op, "consumer": c.op,
-                         "producer_type": k["producer_type"], "consumer_type": k["consumer_type"],
-                         "bucket": k["bucket"], "fused_ms": round(fused, 5),
-                         "unfused_ms": round(apart, 5), "model": model,
-                         "pair": f"{p.name} -> {c.name}", "threads": threads, "isa": isa}
-            log(f"  {p.op:>18} -> {c.op:<18} {k['bucket']:>5}  fused {fused:8.4f} ms  "
-                f"apart {apart:8.4f} ms  {'fuse' if fused < apart else 'keep apart':<10} ({model})")
+            e = dict(e, model=model, pair=f"{p.name} -> {c.name}", threads=threads, isa=isa)
+            done[key] = e
+            verdict = ("fuse" if e["fused_ms"] < e["unfused_ms"] else
+                       "tie: fuse" if e["fused_ms"] - e["unfused_ms"] <= e["noise_ms"] else "keep apart")
+            log(f"  {p.op:>18} -> {c.op:<18} {k['bucket']:>5}  fused {e['fused_ms']:8.4f} ms  "
+                f"apart {e['unfused_ms']:8.4f} ms  noise {e['noise_ms']:.4f}  {verdict:<10} ({model})")
         # Saved after every model, so an interrupted run keeps what it measured.
         entries = [e for e in done.values() if e]
         if len(entries) > written:

@@ -280,7 +280,7 @@ def test_measured_entries_decide_yellow_cells(tmp_path):
     P.write_profile_db(db, [flatten_fc_entry(2.0, 1.0)])  # fusing measured slower
     p = P.plan(g, profile_db=db)
     r = reasons(p)[("flatten", "fc")]
-    assert not r.fused and "profile: fused 2.000 ms >= unfused 1.000 ms -> keep apart" in r.why
+    assert not r.fused and "profile: fused 2.0000 ms >= unfused 1.0000 ms -> keep apart" in r.why
     # flatten then becomes the epilogue of gap instead (Many-to-Many + Reorganize, estimate).
     assert {frozenset({"gap", "flatten"}), frozenset({"fc"})} <= block_sets(p)
 
@@ -288,7 +288,7 @@ def test_measured_entries_decide_yellow_cells(tmp_path):
     assert len(P.read_profile_db(db)) == 1
     p = P.plan(g, profile_db=db)
     r = reasons(p)[("flatten", "fc")]
-    assert r.fused and "profile: fused 0.500 ms < unfused 1.000 ms -> fuse" in r.why
+    assert r.fused and "profile: fused 0.5000 ms < unfused 1.0000 ms -> fuse" in r.why
 
     # An entry for another machine is not used.
     other = dict(flatten_fc_entry(2.0, 1.0), target="cpu:some other machine|avx2")

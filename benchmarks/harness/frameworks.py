@@ -509,6 +509,11 @@ def prepare_dnnfusion(ctx: Context) -> Prepared:
     m = dnnfusion.compile(str(path), example_inputs=tuple(ctx.inputs), threads=ctx.threads)
     compile_s = time.perf_counter() - t0
     stats = dict(getattr(m, "stats", {}) or {})
+    # Where the yellow fusion decisions came from (compile's profile="auto" measures them on
+    # this machine within a budget and caches them, so a second run may plan differently).
+    for k, v in (stats.get("profile") or {}).items():
+        if isinstance(v, (int, float, str)):
+            stats[f"profile_{k}"] = v
     x = list(ctx.inputs)
 
     def run():

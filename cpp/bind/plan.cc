@@ -48,6 +48,12 @@ ProfileEntry entry_of(const py::dict& d) {
   e.unfused_ms = d["unfused_ms"].cast<double>();
   if (!(std::isfinite(e.fused_ms) && e.fused_ms > 0 && std::isfinite(e.unfused_ms) && e.unfused_ms > 0))
     throw ModelFormatError("profile entry: fused_ms and unfused_ms must be positive milliseconds");
+  if (d.contains("noise_ms")) {
+    e.noise_ms = d["noise_ms"].cast<double>();
+    if (!(std::isfinite(e.noise_ms) && e.noise_ms >= 0))
+      throw ModelFormatError("profile entry: noise_ms must be a non-negative number of milliseconds");
+  }
+  if (d.contains("how")) e.how = py::str(d["how"]);
   return e;
 }
 
@@ -61,6 +67,8 @@ py::dict dict_of(const ProfileEntry& e) {
   d["bucket"] = e.key.bucket;
   d["fused_ms"] = e.fused_ms;
   d["unfused_ms"] = e.unfused_ms;
+  if (e.noise_ms > 0) d["noise_ms"] = e.noise_ms;  // optional fields: only when set
+  if (!e.how.empty()) d["how"] = e.how;
   return d;
 }
 
@@ -136,16 +144,18 @@ void bind_plan(py::module_& m) {
       .def("to_dot", [](const PlanRef& r) { return plan_to_dot(*r.g, r.p); });
 
   m.def("plan_fusion", [](const GraphPtr& g, const std::string& planner, const std::string& target,
-                          bool horizontal, const std::string& profile_db, int max_kernel_args) {
+                          bool horizontal, const std::vector<std::string>& profile_dbs,
+                          int max_kernel_args) {
     PlanOptions opt;
     opt.planner = planner;
     opt.target = target;
     opt.horizontal = horizontal;
-    opt.profile_db = profile_db;
+    opt.profile_dbs = profile_dbs;
     opt.max_kernel_args = max_kernel_args;
     return PlanRef{g, plan_fusion(*g, opt)};
   }, py::arg("graph"), py::arg("planner") = "dnnfusion", py::arg("target") = "cpu",
-     py::arg("horizontal") = false, py::arg("profile_db") = "", py::arg("max_kernel_args") = 0,
+     py::arg("horizontal") = false, py::arg("profile_dbs") = std::vector<std::string>{},
+     py::arg("max_kernel_args") = 0,
      "Plans fusion for a graph (cpp/plan/plan.h, PlanOptions).");
 
   m.def("finalize_plan", [](const GraphPtr& g, const std::vector<int>& group_of,

@@ -64,7 +64,7 @@ std::string us(double seconds) {
 class DpPlanner {
  public:
   DpPlanner(const Graph& g, const PlanOptions& opt)
-      : ix_(g), opt_(opt), db_(ProfileDb::load(opt.profile_db)), target_(profile_target_key(opt.target)) {
+      : ix_(g), opt_(opt), db_(ProfileDb::load(opt.profile_dbs)), target_(profile_target_key(opt.target)) {
     const size_t n = g.nodes().size(), nv = g.values().size();
     flops_.resize(n);
     for (const Node& nd : g.nodes()) flops_[nd.id] = node_flops(g, nd);

@@ -51,7 +51,7 @@ bool is_view(OpKind k) {
 class Planner {
  public:
   Planner(const Graph& g, const PlanOptions& opt)
-      : g_(g), opt_(opt), db_(ProfileDb::load(opt.profile_db)), target_(profile_target_key(opt.target)) {
+      : g_(g), opt_(opt), db_(ProfileDb::load(opt.profile_dbs)), target_(profile_target_key(opt.target)) {
     const size_t n = g.nodes().size();
     type_.resize(n);
     group_of_.resize(n);

@@ -66,8 +66,10 @@ struct PlanOptions {
   std::string target = "cpu";         // cpu | opencl
   int max_kernel_args = 0;            // 0: no limit (cpu); OpenCL: 128
   bool horizontal = false;            // fuse siblings reading one input (e.g. Q/K/V)
-  std::string profile_db;             // path of a profiling database ("": none; no measurements
-                                      // ship until code generation exists, see profile_db.h)
+  // Profiling databases (profile_db.h), read in order: an entry in a later file replaces one
+  // with the same key in an earlier file (the shipped database, then this machine's cache of
+  // compile-time measurements). Empty: none; yellow cells are settled by the estimate.
+  std::vector<std::string> profile_dbs;
 };
 
 // Runs the chosen planner. Unknown planner or target names raise Error; target "opencl"

@@ -205,6 +205,12 @@ ProfileEntry entry_from(const std::map<std::string, JsonValue>& obj, const std::
   e.key.bucket = str("bucket");
   e.fused_ms = ms("fused_ms");
   e.unfused_ms = ms("unfused_ms");
+  if (auto it = obj.find("noise_ms"); it != obj.end()) {
+    if (it->second.kind != JsonValue::Kind::Number || !std::isfinite(it->second.num) || it->second.num < 0)
+      throw ModelFormatError(where + ": \"noise_ms\" must be a non-negative number of milliseconds");
+    e.noise_ms = it->second.num;
+  }
+  if (obj.count("how")) e.how = str("how");
   return e;
 }
 
@@ -215,7 +221,9 @@ std::string entry_line(const ProfileEntry& e) {
          ", \"producer_type\": " + json_quote(mapping_type_name(e.key.producer_type)) +
          ", \"consumer_type\": " + json_quote(mapping_type_name(e.key.consumer_type)) +
          ", \"bucket\": " + json_quote(e.key.bucket) +
-         ", \"fused_ms\": " + number(e.fused_ms) + ", \"unfused_ms\": " + number(e.unfused_ms) + "}";
+         ", \"fused_ms\": " + number(e.fused_ms) + ", \"unfused_ms\": " + number(e.unfused_ms) +
+         (e.noise_ms > 0 ? ", \"noise_ms\": " + number(e.noise_ms) : std::string()) +
+         (e.how.empty() ? std::string() : ", \"how\": " + json_quote(e.how)) + "}";
 }
 
 std::string trim(const std::string& s) {
@@ -242,9 +250,20 @@ ProfileDb ProfileDb::load(const std::string& path) {
     if (trim(line).empty()) continue;
     std::string where = "profile database '" + path + "', line " + std::to_string(lineno);
     LineReader r(line, where);
-    db.add(entry_from(r.object(), where));
+    ProfileEntry e = entry_from(r.object(), where);
+    e.origin = path;
+    db.add(e);
   }
   if (in.bad()) throw ModelFormatError("profile database '" + path + "': read error");
+  return db;
+}
+
+ProfileDb ProfileDb::load(const std::vector<std::string>& paths) {
+  ProfileDb db;
+  for (const std::string& p : paths) {
+    ProfileDb one = load(p);  // named: a temporary's entries() would dangle in the loop
+    for (const ProfileEntry& e : one.entries()) db.add(e);
+  }
   return db;
 }
 
@@ -330,11 +349,20 @@ Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairC
   constexpr int64_t kOpsPerDramByte = 4;
   Settlement s;
   if (const ProfileEntry* e = db.find(key)) {
-    s.fuse = e->fused_ms < e->unfused_ms;
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "profile: fused %.3f ms %s unfused %.3f ms -> %s", e->fused_ms,
-                  s.fuse ? "<" : ">=", e->unfused_ms, s.fuse ? "fuse" : "keep apart");
+    // A difference within the measurement's noise is a tie, decided for fewer passes.
+    bool tie = e->fused_ms >= e->unfused_ms && e->fused_ms - e->unfused_ms <= e->noise_ms;
+    s.fuse = e->fused_ms < e->unfused_ms || tie;
+    char buf[240];
+    if (tie)
+      std::snprintf(buf, sizeof buf, "profile: fused %.4f ms vs unfused %.4f ms, within the measured "
+                    "noise %.4f ms: a tie, decided for fewer passes -> fuse", e->fused_ms, e->unfused_ms,
+                    e->noise_ms);
+    else
+      std::snprintf(buf, sizeof buf, "profile: fused %.4f ms %s unfused %.4f ms -> %s", e->fused_ms,
+                    s.fuse ? "<" : ">=", e->unfused_ms, s.fuse ? "fuse" : "keep apart");
     s.why = buf;
+    if (!e->how.empty()) s.why += " (" + e->how + ")";
+    if (!e->origin.empty()) s.why += " [" + e->origin + "]";
     return s;
   }
   if (c.bytes < 0) {

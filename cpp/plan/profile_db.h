@@ -26,19 +26,27 @@ struct ProfileKey {
 struct ProfileEntry {
   ProfileKey key;
   double fused_ms = 0, unfused_ms = 0;  // one fused kernel vs. the two kernels apart
+  // Optional. noise_ms: how far apart two timings of the same code can be on this machine
+  // (from the measurement's own spread); a difference within it is a tie, decided for
+  // fusion (fewer passes). how: a free-text note on how it was measured.
+  double noise_ms = 0;
+  std::string how;
+  std::string origin;  // the file it was read from (not stored in the file)
 };
 
 // The file is JSON lines, one measurement per line:
 //   {"target": "cpu:<model>|avx2,fma", "producer": "Transpose", "consumer": "MatMul",
 //    "producer_type": "Shuffle", "consumer_type": "Many-to-Many", "bucket": "2^16",
-//    "fused_ms": 1.2, "unfused_ms": 1.5}
-// Other keys are allowed and ignored (e.g. when or how it was measured). Blank lines are
+//    "fused_ms": 1.2, "unfused_ms": 1.5, "noise_ms": 0.02, "how": "..."}
+// noise_ms and how are optional; other keys are allowed and ignored. Blank lines are
 // skipped. A later line for the same key replaces an earlier one.
 class ProfileDb {
  public:
   // Throws ModelFormatError naming the file and line for anything malformed, and for a
   // path that does not exist. An empty path is the empty database.
   static ProfileDb load(const std::string& path);
+  // Several files in order; a later file's entry replaces an earlier one with the same key.
+  static ProfileDb load(const std::vector<std::string>& paths);
   // Writes every entry, atomically (a temporary file renamed over the old one).
   void save(const std::string& path) const;
 
