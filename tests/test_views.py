@@ -1,7 +1,8 @@
 """Views (issue 13 part 2, paper §4.3 index composition): an anchor input that Reshape,
 Flatten, Squeeze, Unsqueeze or Transpose make from a value in memory is read in place, through
 strides (GEMM operands) or as the same bytes (any anchor), instead of being copied to block
-scratch first. Each case is checked against the NumPy reference under every planner and
+scratch first; a part of a tensor (a Split output, a constant Slice with positive steps) is read
+in place too, at an offset, by MatMul. Each case is checked against the NumPy reference under every planner and
 dialect, and under the dnnfusion planner its block has no copy stage and no scratch."""
 
 from __future__ import annotations
@@ -61,7 +62,42 @@ def case_split_heads():
                   h.make_node("MatMul", ["qa", "kb"], ["y"])], {"x": x}, ["y"], [("s", i64(6, 3, 8))])
 
 
+def case_split_qkv():
+    """GPT-2's attention scores from one projection [S, 3E]: Split into q, k, v, heads split
+    and transposed; q is MatMul's A, k^T its B, both read in place at their part's offset."""
+    x = f32(6, 24)
+    return model([h.make_node("Split", ["x", "sizes"], ["q", "k", "v"], axis=1),
+                  h.make_node("Reshape", ["q", "s"], ["qr"]), h.make_node("Reshape", ["k", "s"], ["kr"]),
+                  h.make_node("Transpose", ["qr"], ["qa"], perm=[1, 0, 2]),
+                  h.make_node("Transpose", ["kr"], ["kb"], perm=[1, 2, 0]),
+                  h.make_node("MatMul", ["qa", "kb"], ["y"])], {"x": x}, ["y"],
+                 [("sizes", i64(8, 8, 8)), ("s", i64(6, 2, 4))])
+
+
+def case_strided_slices():
+    """A = x[1:7, 2:18:2] (a strided part of x), B = w[3:11, :5]: both read in place."""
+    x, w = f32(9, 20), f32(12, 7)
+    return model([h.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["a"]),
+                  h.make_node("Slice", ["w", "st2", "en2"], ["b"]),
+                  h.make_node("MatMul", ["a", "b"], ["y"])], {"x": x, "w": w}, ["y"],
+                 [("st", i64(1, 2)), ("en", i64(7, 18)), ("ax", i64(0, 1)), ("sp", i64(1, 2)),
+                  ("st2", i64(3, 0)), ("en2", i64(11, 5))])
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
+
+
+def case_parts_that_are_copied():
+    """Parts a view cannot express stay copies and compute the same: a Slice with a negative
+    step (B), a Split part read by a Gemm (its call has no operand offset), and a Split part
+    the graph also outputs."""
+    x, w = f32(6, 16), f32(10, 4)
+    return model([h.make_node("Split", ["x", "sizes"], ["p0", "p1"], axis=1),
+                  h.make_node("Gemm", ["p1", "g"], ["z"]),
+                  h.make_node("Slice", ["w", "st", "en", "ax", "sp"], ["wr"]),
+                  h.make_node("MatMul", ["p0", "wr"], ["y"])], {"x": x, "w": w}, ["y", "z", "p1"],
+                 [("sizes", i64(8, 8)), ("g", f32(8, 3)), ("st", i64(-2)), ("en", i64(-10)),
+                  ("ax", i64(0)), ("sp", i64(-1))])
 
 
 @pytest.mark.parametrize("isa", params())
@@ -86,6 +122,37 @@ def test_views_are_not_copied(case):
     assert copies == [] and k["scratch_bytes"] == 0, k
     if case == "reshape_of_pointwise":  # the Relu runs in the GEMM's prologue
         assert "+prologue(1 ops)" in k["stages"][0], k
+    else:
+        assert "+prologue" not in k["stages"][0], k  # strides, not an index-composing copy
+
+
+@pytest.mark.parametrize("isa", params())
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_parts_that_are_copied_match_reference(planner, isa):
+    ecg, feeds = case_parts_that_are_copied()
+    if lacks_here(isa):
+        compile_only(ecg, planner, isa)
+        return
+    outs, _ = run(ecg, feeds, planner=planner, isa=isa)
+    assert_matches_reference(ecg, feeds, outs)
+
+
+@pytest.fixture(scope="module")
+def ocl_device():
+    try:
+        devices = df._core.opencl_devices()
+    except df.Error as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    return next(d for d in devices if d["selected"])
+
+
+@pytest.mark.parametrize("case", ["split_qkv", "strided_slices", "parts_that_are_copied"])
+def test_parts_on_opencl(ocl_device, case):
+    """The OpenCL GEMM takes the same operand offsets."""
+    ecg, feeds = (CASES.get(case) or case_parts_that_are_copied)()
+    gen = df._core.generate_opencl(ecg, df.plan.plan(ecg, planner="dnnfusion", target="opencl"))
+    outs = df._core.OpenclExecutable(gen).run([feeds[v.name] for v in ecg.inputs])
+    assert_matches_reference(ecg, feeds, outs, atol=1e-4)
 
 
 def test_a_view_that_is_a_block_output_is_still_written():

@@ -135,7 +135,7 @@ void lower_matmul(BlockLowerer& bl, const Node& n, Stage& st) {
     size_t lead = batch_dims.size() - bd2.size();
     for (size_t k = 0; k < bd2.size(); ++k) i[k] = bd2[k] == 1 ? IExpr::constant(0) : bidx[lead + k];
     if (!v) return std::make_pair(scale(linearize(i, bd2, vt), mat, vt), numel(bd2));
-    IExpr off = IExpr::constant(0);
+    IExpr off = IExpr::constant(v->offset);  // a Split/Slice part starts inside its root
     for (size_t k = 0; k < bd2.size(); ++k) off = add(off, scale(i[k], v->strides[k], vt), vt);
     return std::make_pair(off, numel(bd2));
   };

@@ -369,30 +369,38 @@ bool BlockLowerer::can_materialise(ValueId v, const std::set<NodeId>& in_epilogu
 }
 
 void BlockLowerer::find_view(ValueId x, const std::set<NodeId>& in_epilogue) {
-  std::vector<const Node*> chain;
+  std::vector<std::pair<const Node*, ValueId>> chain;  // (view op, the output of it taken)
   ValueId cur = x;
   while (cur == x || !in_memory(cur)) {
     const NodeId p = g_.value(cur).producer;
     if (p < 0 || !inside_.count(p) || in_epilogue.count(p)) break;
     const Node& pn = g_.node(p);
-    if (!is_view_op(pn.op) || pn.outputs.size() != 1) break;
-    chain.push_back(&pn);
+    if (!is_view_op(pn.op) || (pn.outputs.size() != 1 && pn.op != OpKind::Split)) break;
+    chain.push_back({&pn, cur});
     cur = pn.inputs[0];
   }
   if (chain.empty() || g_.value(cur).type.dtype != g_.value(x).type.dtype || !can_materialise(cur, in_epilogue)) return;
   const std::vector<int64_t> rd = dims_of(g_, cur);
   if (numel(rd) == 0) return;
   std::vector<int64_t> strides = contiguous_strides(rd);
+  int64_t offset = 0;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    std::optional<std::vector<int64_t>> s = view_strides(g_, **it, strides);
+    auto s = view_step(g_, *it->first, it->second, strides);
     if (!s) return;
-    strides = std::move(*s);
+    strides = std::move(s->first);
+    offset += s->second;
   }
   StridedView v;
   v.root = cur;
-  v.contiguous = is_contiguous(dims_of(g_, x), strides);
+  v.offset = offset;
+  v.contiguous = offset == 0 && is_contiguous(dims_of(g_, x), strides);
   v.strides = std::move(strides);
   if (!v.contiguous && !strided_readers_only(g_, inside_, x)) return;
+  // An offset reaches the GEMM through the batched call's operand offsets (MatMul); Gemm
+  // calls have none, so a part of a tensor read by a Gemm is still copied.
+  if (offset != 0)
+    for (NodeId c : g_.consumers(x))
+      if (inside_.count(c) && g_.node(c).op == OpKind::Gemm) return;
   materialised_.insert(cur);
   materialised_.erase(x);
   views_[x] = std::move(v);
