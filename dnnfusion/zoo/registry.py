@@ -281,10 +281,34 @@ def cache_dir_default() -> pathlib.Path:
     return pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "dnnfusion" / "zoo"
 
 
+def dynamic_axes(name: str) -> dict[str, dict[int, str]]:
+    """The axes :func:`export_onnx` (``dynamic=True``) leaves symbolic: the batch (axis 0) of
+    every input and of the outputs that have one, and for token inputs ([batch, sequence])
+    also the sequence (axis 1), with the outputs that carry it (rank >= 3 outputs)."""
+    zm = get(name, reduced=True)
+    axes: dict[str, dict[int, str]] = {}
+    tokens = any(x.dim() == 2 and not x.is_floating_point() for x in zm.example_inputs)
+    for n, x in zip(zm.input_names, zm.example_inputs):
+        axes[n] = {0: "batch"}
+        if tokens and x.dim() == 2:
+            axes[n][1] = "sequence"
+    with torch.no_grad():
+        outs = zm.module(*zm.example_inputs)
+    outs = [outs] if isinstance(outs, torch.Tensor) else outs  # (`list` is this module's)
+    for n, o in zip(zm.output_names, outs):
+        # The examples have batch 1: an output whose first dim is not 1 has no batch axis
+        # (the R-CNNs' detections of their one image).
+        axes[n] = {0: "batch"} if o.dim() >= 1 and o.shape[0] == 1 else {}
+        if tokens and o.dim() >= 3:
+            axes[n][1] = "sequence"
+    return {n: a for n, a in axes.items() if a}
+
+
 def export_onnx(name: str, *, reduced: bool = False, opset: int = 17,
                 cache_dir: str | os.PathLike | None = None,
-                exporter: str = "torchscript") -> pathlib.Path:
-    """Export model ``name`` to ONNX (static shapes) and return the cached path.
+                exporter: str = "torchscript", dynamic: bool = False) -> pathlib.Path:
+    """Export model ``name`` to ONNX (static shapes; with ``dynamic``, the batch and sequence
+    axes of :func:`dynamic_axes` symbolic) and return the cached path.
 
     Exporter: the TorchScript-based ``torch.onnx.export(..., dynamo=False)``
     by default, because it is the one that works for all 18 models (both were
@@ -315,7 +339,9 @@ def export_onnx(name: str, *, reduced: bool = False, opset: int = 17,
         raise ValueError(f"{name} needs opset >= {_spec(name).min_opset} (got {opset})")
     cdir = pathlib.Path(cache_dir) if cache_dir is not None else cache_dir_default()
     tv = torch.__version__.replace("+", "_")
-    tag = "-reduced" if reduced else ""
+    if dynamic and exporter != "torchscript":
+        raise ValueError("dynamic exports use the torchscript exporter")
+    tag = ("-reduced" if reduced else "") + ("-dynamic" if dynamic else "")
     ex = "" if exporter == "torchscript" else "-dynamo"
     path = cdir / f"{name}{tag}-opset{opset}{ex}-torch{tv}-{_source_hash(name)}.onnx"
     if path.exists():
@@ -334,6 +360,8 @@ def export_onnx(name: str, *, reduced: bool = False, opset: int = 17,
                                          verbose=False, **kw)
                 prog.save(tmp, external_data=False)
             else:
+                if dynamic:
+                    kw["dynamic_axes"] = dynamic_axes(name)
                 torch.onnx.export(zm.module, zm.example_inputs, tmp, dynamo=False,
                                   do_constant_folding=True, **kw)
         os.chmod(tmp, 0o644)
