@@ -45,6 +45,7 @@ from ._paths import DEFAULT_DB, default_db, prelude_dir  # noqa: E402,F401 - re-
 
 PROFILE_MODES = ("auto", "off")
 DEFAULT_SECONDS = 5.0
+_WARM_S = 0.05  # s per side and warm-up round (time_pair)
 _SETTLE_S = 0.006  # s; longer than a pool's spin after a job (parallel.h kSpin)
 
 
@@ -138,8 +139,19 @@ def time_pair(exes: Sequence[Any], feeds: list[np.ndarray], min_seconds: float =
     is the larger of two standard errors of the difference (from the spread of the per-block
     medians, so that drifts between blocks count) and how much the difference changes between
     the first and the second half of the blocks, and at least 0.5% of the faster side."""
-    for e in exes:
-        e.run(feeds)  # warm up (pool start, page faults)
+    # Warm up: page faults, and above all the pool's new worker threads, which start on the
+    # core of the thread that made them and share it until the scheduler moves them (a fresh
+    # module ran its first ~100 ms at half speed on 2 threads, which once measured a fused
+    # convolution 2x slower than it is). Each side runs for _WARM_S, twice, alternating.
+    for _ in range(2):
+        for e in exes:
+            t_warm = time.perf_counter() + _WARM_S
+            n = 0
+            while n < 3 or time.perf_counter() < t_warm:
+                e.run(feeds)
+                n += 1
+                if n >= 500:
+                    break
     t = time.perf_counter()
     for e in exes:
         e.run(feeds)
