@@ -200,37 +200,52 @@ OpPatternKind rules), `dp` (dynamic programming over the mapping-type table), `d
 display(md_table(["model"] + [f"{p} (passes / MB)" for p in df.plan.PLANNERS], rows))
 viz.plot_layer_counts({m: {"onnx ops": c["operators"], **{p: c["planners"][p]["passes"] for p in df.plan.PLANNERS}}
                        for m, c in counts.items()}, title="Operators, and passes over memory per planner")"""),
-    ("md", """## Yellow cells: the profiling database on this machine
-The planner asks the database (shipped with the package, measured by `python -m dnnfusion
-profile`) for pairs whose fusion only pays off sometimes; entries apply only on the machine
-(CPU model and ISA) they were measured on, and pairs without an entry fall back to the analytic
-estimate."""),
+    ("md", """## Yellow cells, decided on this machine
+The planner settles pairs whose fusion only pays off sometimes from measurements: `compile`
+(with `profile="auto"`, the default) times each such pair of the model it compiles as the code it
+becomes, fused and apart, and caches the result per CPU and ISA beside the kernel cache; `python
+-m dnnfusion profile` measures every pair of a list of models into a database file (one, measured
+on another machine, ships with the package). A difference within the measured noise is a tie,
+decided for fusion. Pairs nobody measured fall back to the analytic estimate. Below: where this
+machine's measurements come from, then what they decided."""),
     ("code", """from collections import Counter
 from dnnfusion import profiling
 here = df.plan.profile_target("cpu")
-db = profiling.default_db()
-entries = df.plan.read_profile_db(db) if db else []
-targets = Counter(e["target"] for e in entries)
-print("this machine:", here)
-for t, n in targets.items():
-    print(f"database entries for {t}: {n}{'  <- this machine' if t == here else ''}")
+isa = df._core.cpu_features()["isa"]
+sources = {}
+if profiling.default_db():
+    sources["database shipped with the package"] = df.plan.read_profile_db(profiling.default_db())
+if profiling.machine_db(isa).is_file():
+    sources["compile-time measurements cached here"] = df.plan.read_profile_db(profiling.machine_db(isa))
 if MEASURE:  # measure the yellow pairs of the first model here, into a scratch database
     import tempfile
     scratch = Path(tempfile.mkdtemp()) / "profile_db.jsonl"
     ecg, _ = df.rewrite.rewrite(df.load(str(registry.export_onnx(MODELS[0], reduced=REDUCED))))
-    profiling.profile([(MODELS[0], ecg)], scratch, threads=2, min_seconds=0.05)
-    entries, here = df.plan.read_profile_db(scratch), here
-mine = [e for e in entries if e["target"] == here]
-shown = mine or [e for e in entries if e["target"] == targets.most_common(1)[0][0]] if entries else []
+    ecg, _ = df.rewrite.select_layout(ecg, "auto")
+    profiling.profile([(MODELS[0], ecg)], scratch, threads=2, min_seconds=0.05, log=lambda s: None)
+    sources[f"measured now ({MODELS[0]})"] = df.plan.read_profile_db(scratch)
+print("this machine:", here, isa)
+for name, entries in sources.items():
+    targets = Counter(e["target"] for e in entries)
+    print(f"{name}: {len(entries)} entries, {targets.get(here, 0)} for this machine")
+mine = {}
+for name, entries in sources.items():  # later sources replace earlier ones, as in the planner
+    for e in entries:
+        if e["target"] == here:
+            mine[(e["producer"], e["consumer"], e["producer_type"], e["consumer_type"], e["bucket"])] = e
 if not mine:
-    print("no entries for this machine: its yellow cells are settled by the estimate; shown below are "
-          "the decisions measured on", shown[0]["target"] if shown else "no machine")"""),
+    print("no measurements for this machine yet: its yellow cells are settled by the estimate "
+          "(compile a model with profile='auto', or run `python -m dnnfusion profile`)")"""),
     ("code", """groups = {}
-for e in shown:
-    g = groups.setdefault((e["producer"], e["consumer"], e["producer_type"], e["consumer_type"]), [0, 0])
-    g[0 if e["fused_ms"] < e["unfused_ms"] else 1] += 1
-rows = [[f"{p} -> {c}", f"{pt} -> {ct}", fuse, apart] for (p, c, pt, ct), (fuse, apart) in sorted(groups.items())]
-display(md_table(["pair", "mapping types", "buckets fused", "buckets kept apart"], rows))
+for (p, c, pt, ct, _), e in sorted(mine.items()):
+    g = groups.setdefault((p, c, pt, ct), {"fuse": 0, "tie": 0, "apart": 0, "ratios": []})
+    d = e["fused_ms"] - e["unfused_ms"]
+    g["fuse" if d < 0 else "tie" if d <= e.get("noise_ms", 0.0) else "apart"] += 1
+    g["ratios"].append(e["fused_ms"] / e["unfused_ms"])
+rows = [[f"{p} -> {c}", f"{pt} -> {ct}", g["fuse"], g["tie"], g["apart"],
+         f"{min(g['ratios']):.2f} .. {max(g['ratios']):.2f}"] for (p, c, pt, ct), g in groups.items()]
+display(md_table(["pair", "mapping types", "buckets: fused faster", "tie (fused)", "kept apart",
+                  "fused / apart time"], rows))
 open_pairs = {m: c["yellow_pairs"] for m, c in counts.items()}
-print("yellow pairs per model (settled by the database when it has an entry for this machine):", open_pairs)"""),
+print("yellow pairs per model:", open_pairs)"""),
 ]
