@@ -260,6 +260,7 @@ class AutoProfile:
     measured: list[dict] = field(default_factory=list)
     unmeasured: list[tuple] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    failed_keys: set = field(default_factory=set)
     seconds: float = 0.0
 
 
@@ -276,7 +277,9 @@ def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
     t0 = time.perf_counter()
     tried: set[tuple] = set()
     while True:
-        pending = [t for t in _by_size(yellow_pairs(ecg, fusion)) if _key(*t) not in tried]
+        # A symbolic intermediate ("?" bucket) cannot be timed: it keeps the estimate.
+        pending = [t for t in _by_size(yellow_pairs(ecg, fusion))
+                   if _key(*t) not in tried and t[2]["bucket"] != "?"]
         if not pending:
             break
         new = []
@@ -288,8 +291,11 @@ def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
             try:
                 new.append(measure_candidate(ecg, fusion, p, c, k, dbs=dbs, isa=isa,
                                              threads=threads, min_seconds=min_seconds))
-            except Error as ex:
-                out.failed.append(f"{p.op} -> {c.op} [{k['bucket']}]: {str(ex).splitlines()[0]}")
+            except Exception as ex:  # noqa: BLE001 - measuring is an optimisation: a
+                # candidate that fails keeps the estimate, and stats["profile"]["failed"] says why
+                out.failed.append(f"{p.op} -> {c.op} [{k['bucket']}]: {type(ex).__name__}: "
+                                  f"{(str(ex).splitlines() or [''])[0]}")
+                out.failed_keys.add(_key(p, c, k))
         if not new:
             break
         _plan.write_profile_db(out.db, new, merge=True)
@@ -324,8 +330,14 @@ def annotate(fusion: Any, result: AutoProfile | None, seconds: float) -> dict[st
                       "cached in " + result.db + "]"
                 counts["cached"] += 1
         elif "analytic estimate" in why:
-            why += (f" (not measured: compile's profiling budget of {seconds:g} s was spent; "
-                    "compiling again measures more, `python -m dnnfusion profile` measures all)")
+            key = _key(r.producer, r.consumer, r.profile_key)
+            if key in result.failed_keys:
+                why += " (not measured: its candidate failed to build or run, see stats['profile']['failed'])"
+            elif r.profile_key["bucket"] == "?":
+                why += " (not measured: the intermediate's size is symbolic)"
+            else:
+                why += (f" (not measured: compile's profiling budget of {seconds:g} s was spent; "
+                        "compiling again measures more, `python -m dnnfusion profile` measures all)")
             counts["estimated"] += 1
         elif why.startswith("profile:"):
             counts["database"] += 1

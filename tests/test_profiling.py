@@ -239,3 +239,17 @@ def test_bad_profile_seconds_in_the_environment(monkeypatch):
     monkeypatch.setenv("DNNF_PROFILE_SECONDS", "soon")
     with pytest.raises(df.Error, match="DNNF_PROFILE_SECONDS"):
         df.compile(_model(), threads=1, isa="scalar", profile="auto")
+
+
+def test_a_candidate_that_fails_keeps_the_estimate(monkeypatch, tmp_path):
+    """Measuring is an optimisation: a candidate that cannot be built or run leaves its pair
+    to the estimate, says why in stats, and the compile still succeeds."""
+    def broken(*a, **k):
+        raise ValueError("no such luck")
+    monkeypatch.setattr(profiling, "measure_candidate", broken)
+    m = _auto(monkeypatch, tmp_path, profile_seconds=60)
+    p = m.stats["profile"]
+    assert p["measured"] == 0 and p["estimated"] >= 1
+    assert p["failed"] and all("ValueError: no such luck" in f for f in p["failed"])
+    assert not profiling.machine_db("scalar").exists()
+    assert "not measured: its candidate failed to build or run" in m.explain()
