@@ -68,9 +68,73 @@ def _print_devices() -> int:
     return 0
 
 
+def _caches() -> str:
+    """The CPU's caches as the kernel sees them (sysfs), e.g. "L1d 48K, L2 1024K, L3 32768K"."""
+    out = []
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for d in sorted(os.listdir(base)):
+            if not d.startswith("index"):
+                continue
+            def read(f: str) -> str:
+                with open(os.path.join(base, d, f)) as fh:
+                    return fh.read().strip()
+            kind = read("type")
+            if kind == "Instruction":
+                continue
+            out.append(f"L{read('level')}{'d' if kind == 'Data' else ''} {read('size')}")
+    except OSError:
+        return "unknown (no /sys/devices/system/cpu/cpu0/cache)"
+    return ", ".join(out) or "unknown"
+
+
+def _print_machine() -> int:
+    """What compile() will use on this machine and what it has cached."""
+    from dnnfusion import _core, profiling
+    from dnnfusion.compiler import default_threads
+    from dnnfusion.errors import Error
+    from dnnfusion.plan import profile_target, read_profile_db
+
+    feats = _core.cpu_features()
+    isa = feats["isa"]
+    print(f"cpu        {profile_target('cpu')}")
+    print(f"caches     {_caches()}")
+    print(f"isa        {isa} (the best this CPU has, $DNNF_ISA={os.environ.get('DNNF_ISA', '')!r} lowers it); "
+          f"flags {' '.join(feats['flags'])}")
+    print(f"threads    {default_threads()} ($DNNF_NUM_THREADS={os.environ.get('DNNF_NUM_THREADS', '')!r})")
+    try:
+        cxx = _core.find_compiler()
+        print(f"compiler   {' '.join(cxx['argv'])} ({cxx['version'].splitlines()[0] if cxx['version'] else '?'})")
+    except Error as e:
+        print(f"compiler   none: {e}")
+    try:
+        kdir = _core.kernel_cache_dir()
+        objs = [f for f in os.listdir(kdir) if f.endswith(".so")]
+        size = sum(os.path.getsize(os.path.join(kdir, f)) for f in objs)
+        print(f"kernels    {kdir}: {len(objs)} compiled modules, {size / 1e6:.1f} MB")
+    except Error as e:
+        print(f"kernels    no cache: {e}")
+    mode = os.environ.get("DNNF_PROFILE") or "auto"
+    print(f"profiling  compile(profile=) default {mode!r}, budget {os.environ.get('DNNF_PROFILE_SECONDS') or profiling.DEFAULT_SECONDS} s per compile")
+    here = profile_target("cpu")
+    db = profiling.default_db()
+    if db:
+        rows = read_profile_db(db)
+        print(f"           database {db}: {len(rows)} entries, {sum(e['target'] == here for e in rows)} for this CPU")
+    try:
+        mdb = profiling.machine_db(isa)
+        n = len(read_profile_db(mdb)) if mdb.is_file() else 0
+        print(f"           measured here ({isa}): {mdb}: {n} entries")
+    except Error as e:
+        print(f"           measured here: unavailable ({e})")
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     if args.devices:
         return _print_devices()
+    if args.machine:
+        return _print_machine()
     t0 = time.perf_counter()
     g = load_model(args.model, _parse_shapes(args.input_shape))
     elapsed = time.perf_counter() - t0
@@ -337,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     info.add_argument("--text", action="store_true", help="also print the ECG text form")
     info.add_argument("--devices", action="store_true",
                       help="list the OpenCL devices (for compile(..., target='opencl')) instead")
+    info.add_argument("--machine", action="store_true",
+                      help="print what compile() uses on this machine instead: CPU, caches, ISA, "
+                      "threads, C++ compiler, kernel cache, profiling databases")
     info.set_defaults(func=cmd_info)
     run = sub.add_parser("run", help="compile a model, check it against PyTorch / ONNX Runtime "
                          "and time it beside them")

@@ -194,6 +194,35 @@ def test_cli_info_uses_the_builtin_network():
     assert "Many-to-Many" in r.stdout and "Conv" in r.stdout
 
 
+def test_cli_info_machine_says_what_compile_uses(tmp_path):
+    """`info --machine`: the CPU key, ISA, threads, compiler, kernel cache and the profiling
+    databases, with this machine's own measurements counted from its file."""
+    import os
+
+    import dnnfusion as df
+    from dnnfusion import profiling
+
+    env = dict(os.environ, DNNF_CACHE_DIR=str(tmp_path), DNNF_NUM_THREADS="3", DNNF_PROFILE_DB="")
+    isa = df._core.cpu_features()["isa"]
+    r = subprocess.run([sys.executable, "-m", "dnnfusion", "info", "--machine"], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    lines = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln and not ln.startswith(" ")}
+    assert df.plan.profile_target("cpu") in lines["cpu"]
+    assert lines["isa"].split()[1] == isa and lines["threads"].split()[1] == "3"
+    assert str(tmp_path) in lines["kernels"] and "0 compiled modules" in lines["kernels"]
+    assert "measured here (" + isa + ")" in r.stdout and ": 0 entries" in r.stdout
+    # With a measurement cached, it is counted.
+    db = tmp_path / "kernels" / profiling.machine_db(isa).name
+    df.plan.write_profile_db(db, [{"target": df.plan.profile_target("cpu"), "producer": "Transpose",
+                                   "consumer": "MatMul", "producer_type": "Shuffle",
+                                   "consumer_type": "Many-to-Many", "bucket": "2^12",
+                                   "fused_ms": 1.0, "unfused_ms": 2.0}], merge=False)
+    r = subprocess.run([sys.executable, "-m", "dnnfusion", "info", "--machine"], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert f"{db}: 1 entries" in r.stdout, r.stdout
+
+
 def test_cli_reports_errors_without_a_traceback(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage")
