@@ -94,8 +94,11 @@ void BlockLowerer::find_prologue(const Node& n, const std::set<NodeId>& in_epilo
   if (view != views_.end()) {
     if (!opt_.gemm_packs_a_once) return;
     root = view->second.root;
-    for (ValueId v = x; v != root; v = g_.node(g_.value(v).producer).inputs[0])
+    for (ValueId v = x; v != root; v = g_.node(g_.value(v).producer).inputs[0]) {
       if (v != x && !only_feeds_next(v)) return;
+      // A Split part: the root also holds the other parts, which other views may read.
+      if (g_.node(g_.value(v).producer).outputs.size() > 1) return;
+    }
     if (!only_feeds_next(root)) return;
   } else if (!materialised_.count(x)) {
     return;
