@@ -172,7 +172,8 @@ REWRITING = [
 
 Per model: what the graph rewrites (§4.2: identities, constant folding, Conv/BN folding, input
 scaling, CSE, the algebraic rules, layout chains, dead code) remove, in operators and FLOPs;
-then how many passes over memory each planner leaves; then the yellow cells of the fusion table
+then how many passes over memory each planner leaves (and, for three models, how fast each
+planner's code runs); then the yellow cells of the fusion table
 (pairs whose fusion is decided by measurement) as the profiling database decides them on this
 machine."""),
     ("code", PARAMETERS),
@@ -200,6 +201,35 @@ OpPatternKind rules), `dp` (dynamic programming over the mapping-type table), `d
 display(md_table(["model"] + [f"{p} (passes / MB)" for p in df.plan.PLANNERS], rows))
 viz.plot_layer_counts({m: {"onnx ops": c["operators"], **{p: c["planners"][p]["passes"] for p in df.plan.PLANNERS}}
                        for m, c in counts.items()}, title="Operators, and passes over memory per planner")"""),
+    ("md", """### Latency per planner
+Three models (one in CI) compiled with each planner (the same rewrites and layout; `profile="off"` so the
+plans are the table's) and timed here in interleaved rounds after a warm-up, 2 threads.
+The planners differ in passes more than in time where the time is in the anchors (GEMMs,
+convolutions), which every planner runs the same way."""),
+    ("code", """import time, statistics, numpy as np
+LATENCY_MODELS = ["mobilenetv2"] if REDUCED else ["mobilenetv2", "tinybert", "vgg16"]  # CI: one
+rows = []
+for m in LATENCY_MODELS:
+    zm = registry.get(m, reduced=REDUCED)
+    x = [t.numpy() for t in zm.example_inputs]
+    cms = {p: df.compile(zm.module, zm.example_inputs, planner=p, threads=2, profile="off")
+           for p in df.plan.PLANNERS}
+    for cm in cms.values():  # warm-up: page faults, the pool's threads spread over the cores
+        t_end = time.perf_counter() + 0.5
+        while time.perf_counter() < t_end:
+            cm.run(*x)
+    ts = {p: [] for p in cms}
+    for r in range(15):  # interleaved rounds, the order rotating, so drift hits all alike
+        order = list(cms)[r % len(cms):] + list(cms)[:r % len(cms)]
+        for p in order:
+            t = time.perf_counter()
+            cms[p].run(*x)
+            ts[p].append((time.perf_counter() - t) * 1e3)
+    rows.append([m] + [f"{statistics.median(ts[p]):.2f} ({cms[p].stats['passes']})" for p in cms])
+display(Markdown(f"**Latency in ms (passes)**, {'reduced' if REDUCED else 'full-size'} models, "
+                 f"{df._core.cpu_features()['isa']}, 2 threads, median of 15 interleaved rounds; "
+                 f"load average {os.getloadavg()[0]:.2f} (above ~1 on 2 cores: noisy)"))
+display(md_table(["model"] + list(df.plan.PLANNERS), rows))"""),
     ("md", """## Yellow cells, decided on this machine
 The planner settles pairs whose fusion only pays off sometimes from measurements: `compile`
 (with `profile="auto"`, the default) times each such pair of the model it compiles as the code it
