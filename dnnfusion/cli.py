@@ -72,17 +72,15 @@ def _caches() -> str:
     """The CPU's caches as the kernel sees them (sysfs), e.g. "L1d 48K, L2 1024K, L3 32768K"."""
     out = []
     base = "/sys/devices/system/cpu/cpu0/cache"
+    def read(d: str, f: str) -> str:
+        with open(os.path.join(base, d, f)) as fh:
+            return fh.read().strip()
+
     try:
-        for d in sorted(os.listdir(base)):
-            if not d.startswith("index"):
-                continue
-            def read(f: str) -> str:
-                with open(os.path.join(base, d, f)) as fh:
-                    return fh.read().strip()
-            kind = read("type")
-            if kind == "Instruction":
-                continue
-            out.append(f"L{read('level')}{'d' if kind == 'Data' else ''} {read('size')}")
+        for d in sorted(x for x in os.listdir(base) if x.startswith("index")):
+            kind = read(d, "type")
+            if kind != "Instruction":
+                out.append(f"L{read(d, 'level')}{'d' if kind == 'Data' else ''} {read(d, 'size')}")
     except OSError:
         return "unknown (no /sys/devices/system/cpu/cpu0/cache)"
     return ", ".join(out) or "unknown"

@@ -41,3 +41,16 @@ def pytest_report_header(config):
     except Exception as e:  # the core did not import: the tests themselves will say why
         return f"dnnfusion dialects: unknown ({e})"
     return summary()
+
+
+@pytest.fixture(scope="module")
+def ocl_device():
+    """The default OpenCL device (PoCL's CPU device where there is no GPU). Without one the
+    test is skipped, which DNNF_REQUIRE_ALL=1 (CI) turns into a failure."""
+    import dnnfusion as df
+
+    try:
+        devices = df._core.opencl_devices()
+    except df.Error as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    return next(d for d in devices if d["selected"])

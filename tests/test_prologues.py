@@ -167,15 +167,6 @@ def test_explain_says_what_the_prologue_does():
     assert m.stats["passes"] == 1 and m.stats["intermediate_bytes_written"] == 0, m.stats
 
 
-@pytest.fixture(scope="module")
-def ocl_device():
-    try:
-        devices = _core.opencl_devices()
-    except df.Error as e:
-        pytest.skip(f"no OpenCL device: {e}")
-    return next(d for d in devices if d["selected"])
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_opencl_fuses_index_composition_only(ocl_device, case):
     (ecg, feeds), ops = CASES[case]()

@@ -156,15 +156,6 @@ def test_parts_that_are_copied_match_reference(planner, isa):
     assert_matches_reference(ecg, feeds, outs)
 
 
-@pytest.fixture(scope="module")
-def ocl_device():
-    try:
-        devices = df._core.opencl_devices()
-    except df.Error as e:
-        pytest.skip(f"no OpenCL device: {e}")
-    return next(d for d in devices if d["selected"])
-
-
 @pytest.mark.parametrize("case", ["split_qkv", "strided_slices", "parts_that_are_copied"])
 def test_parts_on_opencl(ocl_device, case):
     """The OpenCL GEMM takes the same operand offsets."""
