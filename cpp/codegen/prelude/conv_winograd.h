@@ -88,16 +88,6 @@ class Weights {
   std::vector<gemm::PackedB> packed_;
 };
 
-namespace detail {
-inline long l2_bytes() {
-  long l2 = 1L << 20;
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-  if (long v = sysconf(_SC_LEVEL2_CACHE_SIZE); v > 0) l2 = v;
-#endif
-  return l2;
-}
-}  // namespace detail
-
 // x [N, IY, IX, C] -> y [N, OY, OX, M]. finish(buf, nvk, n_pixels, row0): buf holds output
 // row row0 (a row index of y viewed as [N * OY * OX, M]... its first pixel) as n_pixels x nvk
 // vectors; it applies the epilogue and stores.
