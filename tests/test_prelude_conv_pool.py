@@ -331,6 +331,14 @@ def cases_x86() -> list[Case]:
              threads=2),
         Case("conv_nhwc", (2, 48, 12, 10), k=(3, 3), M=33, ep="stores"),
         Case("conv_nhwc", (1, 35, 17, 9), k=(3, 3), M=64, pads=(2, 1, 0, 2), threads=2),
+        # 3-D with a 3x3 plane (one 2-D problem per output frame, K = kd x C): frames in the
+        # depth padding, depth stride and dilation, a depth-1 kernel over several frames
+        Case("conv_nhwc", (1, 32, 4, 9, 11), k=(3, 3, 3), M=40, pads=(1,) * 6, ep="bias_relu",
+             threads=2),
+        Case("conv_nhwc", (2, 33, 7, 10, 8), k=(2, 3, 3), M=34, strides=(2, 1, 1),
+             dil=(2, 1, 1), pads=(1, 1, 0, 2, 1, 2), ep="stores"),
+        Case("conv_nhwc", (1, 40, 3, 8, 9), k=(1, 3, 3), M=32, pads=(0, 1, 1, 0, 1, 1),
+             threads=2),
         # depthwise with whole channel vectors: the specialised interiors (k3/k5, stride 1/2;
         # 8-pixel blocks, then the generic loop and the edges), epilogue in registers
         Case("conv_nhwc", (1, 32, 13, 21), k=(3, 3), M=32, group=32, pads=(1,) * 4,

@@ -90,7 +90,7 @@ struct LayoutReport {
 // The geometry the layout cost model reads (pixels include the batch).
 struct ConvGeometry {
   int64_t C = 1, M = 1, group = 1, taps = 1, stride = 1, in_pixels = 1, out_pixels = 1, batch = 1;
-  bool winograd = false;  // 2-D 3x3, stride 1, dilation 1, one group (conv_winograd.h applies)
+  bool winograd = false;  // a 3x3 plane, stride and dilation 1 in it, one group (conv_winograd.h)
 };
 // Estimated microseconds of a convolution channels first (nhwc false) or last.
 double layout_conv_us(const ConvGeometry& c, bool nhwc);

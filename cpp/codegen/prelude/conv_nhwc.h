@@ -9,6 +9,7 @@
 //   1x1, stride 1, no padding     one GEMM: A = x as [pixels, C], B = W^T packed once
 //   3x3, stride 1, >= 32 channels Winograd F(2x2, 3x3) (conv_winograd.h): 2.25x fewer
 //                                 multiply-adds, in 16 GEMMs between cheap transforms
+//                                 (3-D: a 3x3 plane, any depth kernel and stride)
 //   otherwise (any group)         the direct kernel of conv_direct.h: register tiles of
 //                                 pixels x output channels fed straight from x
 #pragma once
