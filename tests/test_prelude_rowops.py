@@ -198,12 +198,25 @@ int main(int argc, char** argv) {
           put(1, sel.data(), 3 * k);
           break;
         }
-        case 9: {  // roi_align: N C H W num oh ow ratio half_pixel max ep; spatial_scale
+        case 9: {  // roi_align: N C H W num oh ow ratio half_pixel max ep channels_last;
+                   // spatial_scale
           long n = I[4] * I[1] * I[5] * I[6];
+          const long N = I[0], C = I[1], H = I[2], W = I[3];
+          std::vector<float> xl;  // x channels last, read through strides
+          long st[4] = {C * H * W, H * W, W, 1};
+          const float* xp = x;
+          if (I[11]) {
+            xl.resize(static_cast<size_t>(N * C * H * W));
+            for (long b = 0; b < N; ++b)
+              for (long c = 0; c < C; ++c)
+                for (long i = 0; i < H * W; ++i) xl[(b * H * W + i) * C + c] = x[(b * C + c) * H * W + i];
+            st[0] = H * W * C, st[1] = 1, st[2] = W * C, st[3] = C;
+            xp = xl.data();
+          }
           run_y(n, I[10], I[4] * I[1] * I[5], I[6], ptr<float>(B[3]), [&](float* y, const auto& e) {
-            irr::roi_align_f32(I[0], I[1], I[2], I[3], x, I[4], ptr<float>(B[1]),
+            irr::roi_align_f32(N, C, H, W, xp, I[4], ptr<float>(B[1]),
                                ptr<int64_t>(B[2]), I[5], I[6], I[7], static_cast<float>(F[0]),
-                               I[8] != 0, I[9] != 0, y, e);
+                               I[8] != 0, I[9] != 0, st[0], st[1], st[2], st[3], y, e);
           });
           break;
         }
@@ -415,7 +428,8 @@ def nms_case(rng, B, classes, n, max_out, iou, score_t=None, center=0) -> Case:
                 [iou, score_t or 0.0], [boxes, scores], [want.reshape(-1)], exact=True)
 
 
-def roi_case(rng, N, C, H, W, num, oh, ow, ratio, scale, ctm, mode, ep="none") -> Case:
+def roi_case(rng, N, C, H, W, num, oh, ow, ratio, scale, ctm, mode, ep="none",
+             channels_last=False) -> Case:
     x = _u(rng, N, C, H, W)
     img_h, img_w = H / scale, W / scale
     xy1 = rng.uniform(-0.1, 0.8, (num, 2)) * [img_w, img_h]
@@ -428,9 +442,10 @@ def roi_case(rng, N, C, H, W, num, oh, ow, ratio, scale, ctm, mode, ep="none") -
     attrs = {"output_height": oh, "output_width": ow, "sampling_ratio": ratio,
              "spatial_scale": scale, "coordinate_transformation_mode": ctm, "mode": mode}
     want = run_node("RoiAlign", [x, rois, bidx], attrs)[0]
-    return Case(f"roi_align{(N, C, H, W)}-{num}x{oh}x{ow}-r{ratio}-{ctm}-{mode}-{ep}",
+    return Case(f"roi_align{(N, C, H, W)}-{num}x{oh}x{ow}-r{ratio}-{ctm}-{mode}-{ep}"
+                + ("-nhwc" if channels_last else ""),
                 "roi_align", [N, C, H, W, num, oh, ow, ratio, int(ctm == "half_pixel"),
-                              int(mode == "max"), EPS.index(ep)],
+                              int(mode == "max"), EPS.index(ep), int(channels_last)],
                 [np.float32(scale).item()], [x, rois, bidx, eb], [_epilogue(want, ep, ow, eb)],
                 rtol=3e-5, atol=3e-6)
 
@@ -551,6 +566,14 @@ def cases_x86(rng) -> list[Case]:
                                     (3, 0.0625, "output_half_pixel", "max")]:
         cs.append(roi_case(rng, 2, 3, 11, 13, 6, 3, 5, ratio, scale, ctm, mode))
     cs.append(roi_case(rng, 1, 4, 15, 9, 3, 7, 7, 2, 0.5, "half_pixel", "avg", ep="bias_relu"))
+    # a channels-last feature map read through strides: vectors over the channels (a tail
+    # past the last whole vector), the adaptive grid, the epilogue; max mode stays scalar
+    cs.append(roi_case(rng, 2, 37, 12, 10, 7, 3, 4, 2, 0.25, "output_half_pixel", "avg",
+                       channels_last=True))
+    cs.append(roi_case(rng, 1, 40, 9, 11, 5, 7, 7, 0, 1.0, "half_pixel", "avg", ep="bias_relu",
+                       channels_last=True))
+    cs.append(roi_case(rng, 2, 20, 8, 9, 4, 3, 5, 2, 0.5, "half_pixel", "max",
+                       channels_last=True))
     # Resize: nearest (every nearest_mode), linear and cubic in every coordinate mode, down-
     # and upsampling, antialias, exclude_outside, tf_crop_and_resize, leading-axis resize
     img = (1, 3, 7, 9)

@@ -341,13 +341,17 @@ const StridedView* BlockLowerer::strided(ValueId v) const {
 }
 
 // Whether every anchor reading x inside the block takes it through strides: a GEMM operand
-// (MatMul's A or B, Gemm's A or B) of rank 2 or more.
+// (MatMul's A or B, Gemm's A or B) of rank 2 or more, RoiAlign's feature map.
 static bool strided_readers_only(const Graph& g, const std::set<NodeId>& inside, ValueId x) {
   if (dims_of(g, x).size() < 2) return false;
   for (NodeId c : g.consumers(x)) {
     if (!inside.count(c)) continue;
     const Node& n = g.node(c);
     if (op_info(n.op).mapping != MappingType::ManyToMany && n.op != OpKind::Resize) continue;
+    if (n.op == OpKind::RoiAlign) {
+      if (n.inputs[0] != x || n.inputs[1] == x) return false;
+      continue;
+    }
     if (n.op != OpKind::MatMul && n.op != OpKind::Gemm) return false;
     if (n.inputs.size() > 2 && n.inputs[2] == x) return false;
     for (ValueId o : {n.inputs[0], n.inputs[1]})
@@ -397,10 +401,10 @@ void BlockLowerer::find_view(ValueId x, const std::set<NodeId>& in_epilogue) {
   v.strides = std::move(strides);
   if (!v.contiguous && !strided_readers_only(g_, inside_, x)) return;
   // An offset reaches the GEMM through the batched call's operand offsets (MatMul); Gemm
-  // calls have none, so a part of a tensor read by a Gemm is still copied.
+  // and RoiAlign calls have none, so a part of a tensor read by one is still copied.
   if (offset != 0)
     for (NodeId c : g_.consumers(x))
-      if (inside_.count(c) && g_.node(c).op == OpKind::Gemm) return;
+      if (inside_.count(c) && (g_.node(c).op == OpKind::Gemm || g_.node(c).op == OpKind::RoiAlign)) return;
   materialised_.insert(cur);
   materialised_.erase(x);
   views_[x] = std::move(v);

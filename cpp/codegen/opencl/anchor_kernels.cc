@@ -392,9 +392,11 @@ void Renderer::resize(K& k, const AnchorStage& a, int64_t global[3]) {
 }
 
 // RoiAlign (the CPU kernel's arithmetic, per output element): [N, C, H, W, x, R, rois,
-// batch indices, out h, out w, sampling ratio, spatial scale, half pixel, max mode, y, ep].
+// batch indices, out h, out w, sampling ratio, spatial scale, half pixel, max mode, x strides
+// (n, c, h, w), y, ep].
 void Renderer::roi_align(K& k, const AnchorStage& a, int64_t global[3]) {
   const int64_t N = a.args.at(0).i, C = a.args.at(1).i, H = a.args.at(2).i, W = a.args.at(3).i;
+  const int64_t sn = a.args.at(14).i, sc = a.args.at(15).i, sh = a.args.at(16).i, sw = a.args.at(17).i;
   const int64_t R = a.args.at(5).i, oh = a.args.at(8).i, ow = a.args.at(9).i, sr = a.args.at(10).i;
   const bool half = a.args.at(12).i != 0, mx = a.args.at(13).i != 0;
   const std::string real = sp.fp64 ? "double" : "float";
@@ -411,7 +413,7 @@ void Renderer::roi_align(K& k, const AnchorStage& a, int64_t global[3]) {
   if (!half) k.body.line("rw = rw > 1.0 ? rw : 1.0; rh = rh > 1.0 ? rh : 1.0;");
   k.body.line("const long gh = " + (sr > 0 ? L(sr) : "lmax(0L, (long)ceil(rh / " + L(oh) + "))") + ", gw = " +
               (sr > 0 ? L(sr) : "lmax(0L, (long)ceil(rw / " + L(ow) + "))") + ";");
-  k.body.line("__global const float* img = " + p(a.args.at(4).value) + " + (bidx * " + L(C) + " + ch) * " + L(H * W) + ";");
+  k.body.line("__global const float* img = " + p(a.args.at(4).value) + " + bidx * " + L(sn) + " + ch * " + L(sc) + ";");
   k.body.line("const " + real + " bh = rh / " + L(oh) + ", bw = rw / " + L(ow) + ";");
   k.body.line(std::string("float acc = ") + (mx ? "(gh * gw > 0 ? -INFINITY : 0.0f)" : "0.0f") + ";");
   auto tap = [&](const std::string& v, const std::string& start, const std::string& pidx, const std::string& bin,
@@ -431,8 +433,9 @@ void Renderer::roi_align(K& k, const AnchorStage& a, int64_t global[3]) {
   tap("y", "y1", "ph", "bh", "gh", "gy", H);
   k.body.open("for (long gx = 0; gx < gw; ++gx)");
   tap("x", "x1", "pw", "bw", "gw", "gx", W);
-  k.body.line("const float t0 = ywl * xwl * img[ylo * " + L(W) + " + xlo], t1 = ywl * xwh * img[ylo * " + L(W) +
-              " + xhi], t2 = ywh * xwl * img[yhi * " + L(W) + " + xlo], t3 = ywh * xwh * img[yhi * " + L(W) + " + xhi];");
+  k.body.line("const float t0 = ywl * xwl * img[ylo * " + L(sh) + " + xlo * " + L(sw) + "], t1 = ywl * xwh * img[ylo * " +
+              L(sh) + " + xhi * " + L(sw) + "], t2 = ywh * xwl * img[yhi * " + L(sh) + " + xlo * " + L(sw) +
+              "], t3 = ywh * xwh * img[yhi * " + L(sh) + " + xhi * " + L(sw) + "];");
   k.body.line(mx ? "acc = fmax(fmax(fmax(acc, t0), fmax(t1, t2)), t3);" : "acc += (t0 + t1) + (t2 + t3);");
   k.body.close();
   k.body.close();

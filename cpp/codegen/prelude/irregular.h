@@ -224,11 +224,17 @@ inline void roi_taps(double start, double size, long pooled, long grid, long lim
 
 }  // namespace detail
 
+// x is read through strides (elements): pixel (b, c, h, w) at x[b*sn + c*sc + h*sh + w*sw],
+// so a channels-last feature map (sc == 1) is read in place, without the transpose back to
+// channels first. The sample taps depend on the RoI only and are computed once per RoI.
+// Channels last (mode avg), each tap is a run of C contiguous floats: a bin's samples
+// accumulate as vectors over the channels into a [oh * ow, C] tile, then stored channels first.
+// Either way every output is the oracle's sum, in its order.
 template <class Ep = EpNone>
 void roi_align_f32(long N, long C, long H, long W, const float* x, long num_rois,
                    const float* rois, const int64_t* batch_indices, long out_h, long out_w,
                    long sampling_ratio, float spatial_scale, bool half_pixel, bool max_mode,
-                   float* y, const Ep& ep = {}) {
+                   long sn, long sc, long sh, long sw, float* y, const Ep& ep = {}) {
   for (long r = 0; r < num_rois; ++r) {
     if (batch_indices[r] < 0 || batch_indices[r] >= N) {
       throw std::out_of_range("RoiAlign: batch index " + std::to_string(batch_indices[r]) +
@@ -236,50 +242,98 @@ void roi_align_f32(long N, long C, long H, long W, const float* x, long num_rois
     }
   }
   const double offset = half_pixel ? 0.5 : 0.0;
-  parallel_rows(num_rois * C, out_h * out_w * 16, [&](long lo, long hi) {
-    detail::RoiTaps ty, tx;
-    for (long u = lo; u < hi; ++u) {
-      const long r = u / C, ch = u % C;
-      const float* roi = rois + r * 4;
-      const double ss = spatial_scale;
-      using detail::rounded;
-      const double x1 = rounded(roi[0] * ss) - offset, y1 = rounded(roi[1] * ss) - offset;
-      double rw = rounded(roi[2] * ss) - offset - x1, rh = rounded(roi[3] * ss) - offset - y1;
-      if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
-      const long gh = std::max(0L, sampling_ratio > 0 ? sampling_ratio
-                                                      : static_cast<long>(std::ceil(rh / out_h)));
-      const long gw = std::max(0L, sampling_ratio > 0 ? sampling_ratio
-                                                      : static_cast<long>(std::ceil(rw / out_w)));
-      detail::roi_taps(y1, rh, out_h, gh, H, &ty);
-      detail::roi_taps(x1, rw, out_w, gw, W, &tx);
-      const float* img = x + (batch_indices[r] * C + ch) * H * W;
-      const float count = static_cast<float>(std::max(gh * gw, 1L));
-      float* yo = y + u * out_h * out_w;
-      for (long ph = 0; ph < out_h; ++ph) {
-        for (long pw = 0; pw < out_w; ++pw) {
-          float acc = max_mode && gh * gw > 0 ? -std::numeric_limits<float>::infinity() : 0.0f;
-          for (long gy = 0; gy < gh; ++gy) {
-            const size_t ky = static_cast<size_t>(ph * gh + gy);
-            const float* rlo = img + ty.lo[ky] * W;
-            const float* rhi = img + ty.hi[ky] * W;
-            for (long gx = 0; gx < gw; ++gx) {
-              const size_t kx = static_cast<size_t>(pw * gw + gx);
-              const float t0 = ty.wlo[ky] * tx.wlo[kx] * rlo[tx.lo[kx]];
-              const float t1 = ty.wlo[ky] * tx.whi[kx] * rlo[tx.hi[kx]];
-              const float t2 = ty.whi[ky] * tx.wlo[kx] * rhi[tx.lo[kx]];
-              const float t3 = ty.whi[ky] * tx.whi[kx] * rhi[tx.hi[kx]];
-              if (max_mode) {
-                acc = std::max({acc, t0, t1, t2, t3});
-              } else {
-                acc += (t0 + t1) + (t2 + t3);
+  const long bins = out_h * out_w;
+  // The RoI's sample grid and taps along each axis.
+  struct Roi {
+    long gh, gw;
+    float count;
+  };
+  auto setup = [&](long r, detail::RoiTaps* ty, detail::RoiTaps* tx) {
+    const float* roi = rois + r * 4;
+    const double ss = spatial_scale;
+    using detail::rounded;
+    const double x1 = rounded(roi[0] * ss) - offset, y1 = rounded(roi[1] * ss) - offset;
+    double rw = rounded(roi[2] * ss) - offset - x1, rh = rounded(roi[3] * ss) - offset - y1;
+    if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
+    Roi g;
+    g.gh = std::max(0L, sampling_ratio > 0 ? sampling_ratio : static_cast<long>(std::ceil(rh / out_h)));
+    g.gw = std::max(0L, sampling_ratio > 0 ? sampling_ratio : static_cast<long>(std::ceil(rw / out_w)));
+    detail::roi_taps(y1, rh, out_h, g.gh, H, ty);
+    detail::roi_taps(x1, rw, out_w, g.gw, W, tx);
+    g.count = static_cast<float>(std::max(g.gh * g.gw, 1L));
+    return g;
+  };
+  if (sc == 1 && C >= kVecWidth && !max_mode) {  // max mode keeps the scalar NaN order
+    parallel_rows(num_rois, bins * C * 16, [&](long lo, long hi) {
+      detail::RoiTaps ty, tx;
+      thread_local std::vector<float> tile;
+      tile.resize(static_cast<size_t>(bins * C));
+      for (long r = lo; r < hi; ++r) {
+        const Roi g = setup(r, &ty, &tx);
+        const float* img = x + batch_indices[r] * sn;
+        for (long ph = 0; ph < out_h; ++ph) {
+          for (long pw = 0; pw < out_w; ++pw) {
+            float* t = tile.data() + (ph * out_w + pw) * C;
+            for (long c0 = 0; c0 < C; c0 += kVecWidth) {
+              const int n = static_cast<int>(std::min<long>(kVecWidth, C - c0));
+              vf acc = simd::v_zero();
+              for (long gy = 0; gy < g.gh; ++gy) {
+                const size_t ky = static_cast<size_t>(ph * g.gh + gy);
+                const float* rlo = img + ty.lo[ky] * sh + c0;
+                const float* rhi = img + ty.hi[ky] * sh + c0;
+                for (long gx = 0; gx < g.gw; ++gx) {
+                  const size_t kx = static_cast<size_t>(pw * g.gw + gx);
+                  const vf t0 = simd::v_mul(simd::v_set1(ty.wlo[ky] * tx.wlo[kx]), load_lanes(rlo + tx.lo[kx] * sw, n));
+                  const vf t1 = simd::v_mul(simd::v_set1(ty.wlo[ky] * tx.whi[kx]), load_lanes(rlo + tx.hi[kx] * sw, n));
+                  const vf t2 = simd::v_mul(simd::v_set1(ty.whi[ky] * tx.wlo[kx]), load_lanes(rhi + tx.lo[kx] * sw, n));
+                  const vf t3 = simd::v_mul(simd::v_set1(ty.whi[ky] * tx.whi[kx]), load_lanes(rhi + tx.hi[kx] * sw, n));
+                  acc = simd::v_add(acc, simd::v_add(simd::v_add(t0, t1), simd::v_add(t2, t3)));
+                }
               }
+              gemm::store_lanes(t + c0, simd::v_div(acc, simd::v_set1(g.count)), n);
             }
           }
-          yo[ph * out_w + pw] = max_mode ? acc : acc / count;
+        }
+        float* yo = y + r * C * bins;  // [C, bins] from the [bins, C] tile
+        for (long c = 0; c < C; ++c)
+          for (long b = 0; b < bins; ++b) yo[c * bins + b] = tile[static_cast<size_t>(b * C + c)];
+      }
+    });
+  } else {
+    parallel_rows(num_rois, bins * C * 16, [&](long lo, long hi) {
+      detail::RoiTaps ty, tx;
+      for (long r = lo; r < hi; ++r) {
+        const Roi g = setup(r, &ty, &tx);
+        for (long ch = 0; ch < C; ++ch) {
+          const float* img = x + batch_indices[r] * sn + ch * sc;
+          float* yo = y + (r * C + ch) * bins;
+          for (long ph = 0; ph < out_h; ++ph) {
+            for (long pw = 0; pw < out_w; ++pw) {
+              float acc = max_mode && g.gh * g.gw > 0 ? -std::numeric_limits<float>::infinity() : 0.0f;
+              for (long gy = 0; gy < g.gh; ++gy) {
+                const size_t ky = static_cast<size_t>(ph * g.gh + gy);
+                const float* rlo = img + ty.lo[ky] * sh;
+                const float* rhi = img + ty.hi[ky] * sh;
+                for (long gx = 0; gx < g.gw; ++gx) {
+                  const size_t kx = static_cast<size_t>(pw * g.gw + gx);
+                  const float t0 = ty.wlo[ky] * tx.wlo[kx] * rlo[tx.lo[kx] * sw];
+                  const float t1 = ty.wlo[ky] * tx.whi[kx] * rlo[tx.hi[kx] * sw];
+                  const float t2 = ty.whi[ky] * tx.wlo[kx] * rhi[tx.lo[kx] * sw];
+                  const float t3 = ty.whi[ky] * tx.whi[kx] * rhi[tx.hi[kx] * sw];
+                  if (max_mode) {
+                    acc = std::max({acc, t0, t1, t2, t3});
+                  } else {
+                    acc += (t0 + t1) + (t2 + t3);
+                  }
+                }
+              }
+              yo[ph * out_w + pw] = max_mode ? acc : acc / g.count;
+            }
+          }
         }
       }
-    }
-  });
+    });
+  }
   rowops::detail::epilogue_pass(y, num_rois * C * out_h, out_w, ep);
 }
 
