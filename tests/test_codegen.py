@@ -239,6 +239,18 @@ def case_nan_inf_tests():
                  {"x": x}, ["y", "z"], [("k", np.array(2, np.float32))])
 
 
+def case_where_row_mask():
+    """Where with a per-row condition (the same for all lanes of a vector: computed once, a
+    vector loop) into arithmetic, beside a Where whose condition varies along the vector
+    (scalar), as a detector head's per-RoI level selection and an attention mask."""
+    lv, a, b = f32(4, 1, 1), f32(4, 3, 21), f32(4, 3, 21)
+    return model([h.make_node("Greater", ["lv", "t"], ["c"]), h.make_node("Tanh", ["a"], ["ta"]),
+                  h.make_node("Where", ["c", "ta", "b"], ["w"]), h.make_node("Add", ["w", "bias"], ["y"]),
+                  h.make_node("Less", ["a", "b"], ["c2"]), h.make_node("Where", ["c2", "a", "y"], ["z"])],
+                 {"lv": lv, "a": a, "b": b}, ["y", "z"],
+                 [("t", np.array(0, np.float32)), ("bias", f32(21))])
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 
@@ -272,6 +284,16 @@ def test_fused_epilogue_keeps_intermediates_in_registers():
     # Reshape/Transpose around the Q projection are index maps, not copies: no pointwise
     # loop stage exists for them.
     assert sum("loop" in s for s in stages) < 4, stages
+    assert_matches_reference(ecg, feeds, outs)
+
+
+def test_where_with_a_per_row_condition_is_a_vector_loop():
+    ecg, feeds = case_where_row_mask()
+    outs, gen = run(ecg, feeds, planner="dnnfusion")
+    stages = [s for k in gen["kernels"] for s in k["stages"]]
+    # Greater, Tanh, the first Where and Add in one vector loop (the condition once per
+    # row); Less and the second Where one element at a time
+    assert stages == ["vector loop f32[252]", "scalar loop f32[252]"], stages
     assert_matches_reference(ecg, feeds, outs)
 
 

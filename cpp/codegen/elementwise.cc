@@ -250,6 +250,10 @@ Ew elementwise(const Graph& g, const Node& n, const std::vector<DType>& types, c
     Ew e = f32_form(g, n, types, present, ok);
     if (ok) return e;
   }
+  // Where on f32 values with a lane-uniform bool condition (expr.cc evaluates it as a scalar).
+  if (mode == Mode::Vector && n.op == OpKind::Where && ot == DType::F32 && types.size() == 3 &&
+      types[1] == DType::F32 && types[2] == DType::F32)
+    return text("($0 ? $1 : $2)", {arg(0), arg(1), arg(2)});
   if (mode == Mode::Vector) throw NeedScalar{std::string(op_info(n.op).name) + " on " + dtype_name(it)};
   Ew e = scalar_form(g, n, types, ok);
   if (ok) return e;

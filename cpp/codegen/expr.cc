@@ -501,8 +501,13 @@ Ref ExprBuilder::eval_node(const Node& n, int out, const std::vector<IExpr>& idx
       present.push_back(false);
       continue;
     }
-    // In vector mode every operand is f32 except Where's condition, which forces scalar.
-    i.args.push_back(eval_in(n.inputs[k], broadcast_index(n.inputs[k], idx, od), m));
+    // In vector mode every operand is f32, except Where's condition where the same for all
+    // lanes (its index does not move along the vector: a per-row mask), evaluated once as a
+    // scalar; a condition that varies along the vector forces scalar mode.
+    if (m == Mode::Vector && n.op == OpKind::Where && k == 0)
+      i.args.push_back(eval_scalar(n.inputs[k], broadcast_index(n.inputs[k], idx, od)));
+    else
+      i.args.push_back(eval_in(n.inputs[k], broadcast_index(n.inputs[k], idx, od), m));
     i.arg_types.push_back(g_.value(n.inputs[k]).type.dtype);
     present.push_back(true);
   }
