@@ -474,6 +474,15 @@ def roi_align(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     return [y.astype(x.dtype)]
 
 
+def nhwc_roi_align(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    """The internal NhwcRoiAlign of the inter-block layout pass: RoiAlign of a channels-last
+    X [N, H, W, C]; Y [num_rois, C, oh, ow] as RoiAlign's."""
+    x = inputs[0]
+    if x.ndim != 4:
+        raise ValueError(f"NhwcRoiAlign: X must have shape [N, H, W, C], got {x.shape}")
+    return roi_align([np.transpose(x, (0, 3, 1, 2)), *inputs[1:]], attrs)
+
+
 # --------------------------------------------------------------------------------------------
 # NonMaxSuppression
 # --------------------------------------------------------------------------------------------

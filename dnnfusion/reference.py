@@ -711,6 +711,7 @@ KERNELS: dict[str, Kernel] = {
     "TopK": _topk,
     "NonMaxSuppression": nn.non_max_suppression,
     "RoiAlign": nn.roi_align,
+    "NhwcRoiAlign": nn.nhwc_roi_align,
     "Reshape": _reshape,
     "Flatten": _flatten,
     "Squeeze": _squeeze,

@@ -254,6 +254,41 @@ def test_compiled_regions_match_the_reference(planner):
     np.testing.assert_allclose(m(*ins), want, rtol=1e-4, atol=1e-4)
 
 
+def test_roi_aligns_read_a_channels_last_feature_map_in_place():
+    """Two heads (7x7 and 14x14, as Mask R-CNN's box and mask branches) sample one feature
+    map of a channels-last region: both become NhwcRoiAlign reading the region's value in
+    place, so no channels-first copy of the map is written (it was, by the conv's epilogue)."""
+    rng = np.random.default_rng(6)
+    g = df._core.Graph("heads")
+    x = g.add_input("x", "f32", [1, 8, 20, 18])
+    rois = g.add_input("rois", "f32", [5, 4])
+    bidx = g.add_constant("bidx", np.zeros(5, np.int64))
+    y = g.add_node("Conv", [x, g.add_constant("w", f32(rng, 24, 8, 3, 3))], {"pads": [1] * 4}, 1, "conv", ["f"])[0]
+    y = g.add_node("Relu", [y], {}, 1, "act", ["fr"])[0]
+    outs = [g.add_node("RoiAlign", [y, rois, bidx], {"output_height": k, "output_width": k, "sampling_ratio": 2,
+                                                       "spatial_scale": 0.5}, 1, f"roi{k}", [f"r{k}"])[0]
+            for k in (7, 14)]
+    g.set_outputs(outs)
+    ecg = df.ECG(g)
+    xy = rng.uniform(0, 20, (5, 2))
+    r = np.concatenate([xy, xy + rng.uniform(4, 16, (5, 2))], axis=1).astype(np.float32)
+    ins = [f32(rng, 1, 8, 20, 18, scale=1.0), r]
+    want = ecg.run_reference(*ins)
+    out, rep = rewrite.select_layout(ecg, "nhwc")
+    assert ops(out).count("NhwcRoiAlign") == 2 and "RoiAlign" not in ops(out)
+    assert rep["roi_aligns_nhwc"] == 2 and rep["transposes_out"] == 0
+    for a, b in zip(out.run_reference(*ins), want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    for planner in ("dnnfusion", "none"):
+        m = df.compile(ecg, threads=2, layout="nhwc", profile="off", planner=planner)
+        if planner == "dnnfusion":
+            # the input goes channels last (2880 values); the map (8640) is written once, channels
+            # last (before, the conv's epilogue also wrote a channels-first copy: 80640 bytes)
+            assert m.stats["intermediate_bytes_written"] == (2880 + 8640) * 4
+        for a, b in zip(m(*ins), want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("case", [
     # (x shape, w shape, attrs): strides, pads, dilations, 1-D and 3-D, odd channel counts,
     # grouped (not depthwise: only the forced mode takes it), auto_pad.

@@ -2,7 +2,7 @@
 Flatten, Squeeze, Unsqueeze or Transpose make from a value in memory is read in place, through
 strides (GEMM operands) or as the same bytes (any anchor), instead of being copied to block
 scratch first; a part of a tensor (a Split output, a constant Slice with positive steps) is read
-in place too, at an offset, by MatMul. Each case is checked against the NumPy reference under every planner and
+in place too, at an offset, by MatMul; RoiAlign samples a transposed feature map in place. Each case is checked against the NumPy reference under every planner and
 dialect, and under the dnnfusion planner its block has no copy stage and no scratch."""
 
 from __future__ import annotations
@@ -99,6 +99,19 @@ def case_split_of_computed():
                   ("s", i64(6, 2, 4))])
 
 
+def case_roi_align_of_channels_last():
+    """RoiAlign of a channels-last map given as Transpose(0, 3, 1, 2): the kernel samples the
+    map in place through strides, each bin's taps as vectors over the channels."""
+    x = f32(1, 12, 10, 37)
+    xy = RNG_ROIS.uniform(0, 18, (5, 2))
+    rois = np.concatenate([xy, xy + RNG_ROIS.uniform(3, 12, (5, 2))], axis=1).astype(np.float32)
+    return model([h.make_node("Transpose", ["x"], ["xt"], perm=[0, 3, 1, 2]),
+                  h.make_node("RoiAlign", ["xt", "rois", "bi"], ["y"], output_height=3, output_width=4,
+                              sampling_ratio=2, spatial_scale=0.5)],
+                 {"x": x, "rois": rois}, ["y"], [("bi", np.zeros(5, np.int64))])
+
+
+RNG_ROIS = np.random.default_rng(11)
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 
@@ -132,8 +145,9 @@ def test_views_are_not_copied(case):
     ecg, feeds = CASES[case]()
     outs, gen = run(ecg, feeds, planner="dnnfusion")
     assert_matches_reference(ecg, feeds, outs)
-    (k,) = [k for k in gen["kernels"] if any(s.startswith("gemm") for s in k["stages"])]
-    copies = [s for s in k["stages"] if not s.startswith("gemm")]
+    anchor = ("gemm", "RoiAlign")
+    (k,) = [k for k in gen["kernels"] if any(s.startswith(anchor) for s in k["stages"])]
+    copies = [s for s in k["stages"] if not s.startswith(anchor)]
     if case == "split_of_computed":  # one loop computes the projection; q and k^T are views of it
         assert len(copies) == 1 and copies[0].startswith("vector loop"), k
         assert "+prologue" not in k["stages"][-1], k

@@ -97,6 +97,7 @@ void bind_rewrite_folding(py::module_& m) {
     report["regions"] = regions;
     report["convs_nhwc"] = rep.convs_nhwc;
     report["transposes_in"] = rep.transposes_in;
+    report["roi_aligns_nhwc"] = rep.roi_aligns_nhwc;
     report["transposes_out"] = rep.transposes_out;
     return py::make_tuple(out, report);
   }, py::arg("graph"), py::arg("mode") = "auto",

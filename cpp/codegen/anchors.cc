@@ -63,7 +63,8 @@ void need_f32(const Graph& g, const Node& n) {
 void need_f32_library(const Graph& g, const Node& n) {
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const ValueId v = n.inputs[i];
-    if (n.op == OpKind::RoiAlign && i == 2) continue;  // batch_indices: i64, checked by the shape rule
+    // batch_indices: i64, checked by the shape rule
+    if ((n.op == OpKind::RoiAlign || n.op == OpKind::NhwcRoiAlign) && i == 2) continue;
     if (v != kNoValue && g.value(v).type.dtype != DType::F32 &&
         !(g.value(v).constant && is_integer(g.value(v).type.dtype)))
       throw UnsupportedOperatorError(std::string("code generation supports ") + op_info(n.op).name +
@@ -441,6 +442,7 @@ const AnchorRow* anchor_row(OpKind op) {
       {OpKind::ArgMin, K::ArgReduce, nullptr, view_last_dim, lower_arg_reduce},
       {OpKind::TopK, K::TopK, nullptr, view_last_dim, lower_topk},
       {OpKind::RoiAlign, K::RoiAlign, always, view_last_dim, lower_roi_align},
+      {OpKind::NhwcRoiAlign, K::RoiAlign, always, view_last_dim, lower_roi_align},
       {OpKind::Resize, K::Resize, always, view_last_dim, lower_resize},
   };
   for (const AnchorRow& r : rows)

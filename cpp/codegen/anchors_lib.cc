@@ -245,18 +245,25 @@ void lower_topk(BlockLowerer& bl, const Node& n, Stage& st) {
   st.label = "TopK";
 }
 
-// RoiAlign: [N, C, H, W, x, rois count, rois, batch indices, out h, out w, sampling ratio,
-// spatial scale, half pixel, max mode, x strides (n, c, h, w), y, ep]. X made by a Transpose
-// of a value in memory (a channels-last feature map, rewrite/layout.cc) is read there.
+// RoiAlign and NhwcRoiAlign: [N, C, H, W, x, rois count, rois, batch indices, out h, out w,
+// sampling ratio, spatial scale, half pixel, max mode, x strides (n, c, h, w), y, ep]. The
+// kernel reads x through the strides: NhwcRoiAlign's channels-last map in place, or a view
+// (a Transpose of a value in memory) as GEMM operands are.
 void lower_roi_align(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();
   need_f32_library(g, n);
   InferCtx c(g, n);
-  const std::vector<int64_t> id = dims_of(g, n.inputs[0]), od = dims_of(g, n.outputs[0]);
+  std::vector<int64_t> id = dims_of(g, n.inputs[0]);
+  const std::vector<int64_t> od = dims_of(g, n.outputs[0]);
   const std::string ctm = c.attr_string("coordinate_transformation_mode", "half_pixel");
   ValueId x = n.inputs[0];
   std::vector<int64_t> xs = {id[1] * id[2] * id[3], id[2] * id[3], id[3], 1};
-  if (const StridedView* v = bl.strided(x)) std::tie(x, xs) = std::make_pair(v->root, v->strides);
+  if (n.op == OpKind::NhwcRoiAlign) {  // [N, H, W, C]
+    xs = {id[1] * id[2] * id[3], 1, id[2] * id[3], id[3]};
+    id = {id[0], id[3], id[1], id[2]};
+  } else if (const StridedView* v = bl.strided(x)) {
+    std::tie(x, xs) = std::make_pair(v->root, v->strides);
+  }
   AnchorStage& a = st.anchor;
   a.args = {int_arg(id[0]), int_arg(id[1]), int_arg(id[2]), int_arg(id[3]), buffer_arg(x),
             int_arg(od[0]), buffer_arg(n.inputs[1]), buffer_arg(n.inputs[2]), int_arg(od[2]), int_arg(od[3]),

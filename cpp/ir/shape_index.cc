@@ -316,7 +316,8 @@ void nms_rule(InferCtx& c) {
 }
 
 void roi_align_rule(InferCtx& c) {
-  if (c.rank(0) != 4) c.fail("X must have shape [N, C, H, W], got " + c.in(0).str());
+  const bool last = c.node().op == OpKind::NhwcRoiAlign;  // X [N, H, W, C]
+  if (c.rank(0) != 4) c.fail(std::string("X must have shape ") + (last ? "[N, H, W, C]" : "[N, C, H, W]") + ", got " + c.in(0).str());
   need_float(c, 0, "X");
   same_dtype(c, 0, 1, "rois");
   const Shape& rois = c.shape(1);
@@ -337,7 +338,7 @@ void roi_align_rule(InferCtx& c) {
   if (ctm != "half_pixel" && ctm != "output_half_pixel")
     c.fail("attribute coordinate_transformation_mode must be half_pixel or output_half_pixel, "
            "got '" + ctm + "'");
-  c.out[0] = {c.dtype(0), {rois[0], c.shape(0)[1], oh, ow}};
+  c.out[0] = {c.dtype(0), {rois[0], c.shape(0)[last ? 3 : 1], oh, ow}};
 }
 
 }  // namespace
@@ -353,6 +354,7 @@ void add_index_shape_rules(ShapeRuleTable& t) {
   t.set(OpKind::TopK, topk_rule);
   t.set(OpKind::NonMaxSuppression, nms_rule);
   t.set(OpKind::RoiAlign, roi_align_rule);
+  t.set(OpKind::NhwcRoiAlign, roi_align_rule);
 }
 
 }  // namespace dnnf

@@ -289,6 +289,10 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
     bool leaves = g.is_graph_output(o);
     double factor = 1.0;
     for (NodeId c : g.consumers(o)) {
+      const Node& cn = g.node(c);
+      if (cn.op == OpKind::RoiAlign && cn.inputs[0] == o && cn.inputs[1] != o && cn.inputs[2] != o &&
+          g.value(o).type.shape.size() == 4)
+        continue;  // becomes an NhwcRoiAlign reading the channels-last value
       const bool out = !cand[c] || uf.find(c) != id || (is_conv[c] && g.node(c).inputs[0] != o);
       leaves |= out;
       if (out) factor = std::max(factor, gather_factor(g.node(c)));
@@ -346,6 +350,15 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
     return img;
   };
   for (const Node& n : g.nodes()) {
+    // A RoiAlign sampling a region's output reads its channels-last value in place
+    // (NhwcRoiAlign) instead of a channels-first copy.
+    if (!nhwc[n.id] && n.op == OpKind::RoiAlign && n.inputs.size() == 3 && last.count(n.inputs[0]) &&
+        n.inputs[1] != n.inputs[0] && n.inputs[2] != n.inputs[0] && g.value(n.inputs[0]).type.shape.size() == 4) {
+      rb.replace(n, {rb.emit(OpKind::NhwcRoiAlign, {last.at(n.inputs[0]), rb.map(n.inputs[1]), rb.map(n.inputs[2])},
+                             n.attrs, n.name)});
+      if (report) ++report->roi_aligns_nhwc;
+      continue;
+    }
     if (!nhwc[n.id]) {
       rb.copy(n);
       continue;

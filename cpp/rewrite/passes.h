@@ -84,7 +84,7 @@ struct LayoutRegion {
 };
 struct LayoutReport {
   std::vector<LayoutRegion> regions;
-  int convs_nhwc = 0, transposes_in = 0, transposes_out = 0;
+  int convs_nhwc = 0, transposes_in = 0, transposes_out = 0, roi_aligns_nhwc = 0;
 };
 
 // The geometry the layout cost model reads (pixels include the batch).
