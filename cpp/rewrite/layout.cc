@@ -222,6 +222,14 @@ double layout_conv_us(const ConvGeometry& c, bool nhwc) {
 // Reorganize, Shuffle or One-to-Many one.
 double layout_transpose_us(int64_t numel) { return 2.0 + 0.4e-3 * static_cast<double>(numel); }
 
+// Whether n is a RoiAlign sampling the 4-D value v (as X only): once v is a region's output,
+// n becomes an NhwcRoiAlign reading v's channels-last image in place, so v needs no
+// channels-first copy for it.
+static bool roi_align_of(const Graph& g, const Node& n, ValueId v) {
+  return n.op == OpKind::RoiAlign && n.inputs.size() == 3 && n.inputs[0] == v && n.inputs[1] != v &&
+         n.inputs[2] != v && g.value(v).type.shape.size() == 4;
+}
+
 Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
   if (report) *report = LayoutReport{};
   if (mode == LayoutMode::Nchw) return eliminate_dead_code(g);
@@ -289,10 +297,7 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
     bool leaves = g.is_graph_output(o);
     double factor = 1.0;
     for (NodeId c : g.consumers(o)) {
-      const Node& cn = g.node(c);
-      if (cn.op == OpKind::RoiAlign && cn.inputs[0] == o && cn.inputs[1] != o && cn.inputs[2] != o &&
-          g.value(o).type.shape.size() == 4)
-        continue;  // becomes an NhwcRoiAlign reading the channels-last value
+      if (roi_align_of(g, g.node(c), o)) continue;
       const bool out = !cand[c] || uf.find(c) != id || (is_conv[c] && g.node(c).inputs[0] != o);
       leaves |= out;
       if (out) factor = std::max(factor, gather_factor(g.node(c)));
@@ -350,10 +355,7 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
     return img;
   };
   for (const Node& n : g.nodes()) {
-    // A RoiAlign sampling a region's output reads its channels-last value in place
-    // (NhwcRoiAlign) instead of a channels-first copy.
-    if (!nhwc[n.id] && n.op == OpKind::RoiAlign && n.inputs.size() == 3 && last.count(n.inputs[0]) &&
-        n.inputs[1] != n.inputs[0] && n.inputs[2] != n.inputs[0] && g.value(n.inputs[0]).type.shape.size() == 4) {
+    if (!n.inputs.empty() && last.count(n.inputs[0]) && roi_align_of(g, n, n.inputs[0])) {
       rb.replace(n, {rb.emit(OpKind::NhwcRoiAlign, {last.at(n.inputs[0]), rb.map(n.inputs[1]), rb.map(n.inputs[2])},
                              n.attrs, n.name)});
       if (report) ++report->roi_aligns_nhwc;

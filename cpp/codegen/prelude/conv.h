@@ -45,17 +45,7 @@ struct ConvShape {
 
 namespace detail {
 
-// This machine's L2 per core (1 MiB where the OS does not say), read once.
-inline long l2_bytes() {
-  static const long l2 = [] {
-    long v = 1L << 20;
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-    if (long r = sysconf(_SC_LEVEL2_CACHE_SIZE); r > 0) v = r;
-#endif
-    return v;
-  }();
-  return l2;
-}
+inline long l2_bytes() { return gemm::cache_bytes(2); }
 
 inline window::Geom geom(const ConvShape& s) {
   return window::make_geom(s.nd, s.in, s.out, s.k, s.stride, s.dil, s.pad_begin);

@@ -43,13 +43,28 @@ struct Blocking {
   int kc = 512;
   int nc = 512;
 };
+// This machine's L1 data cache and L2 per core (48 KiB and 1 MiB where the OS does not say),
+// read once; the GEMM's and the convolutions' blockings derive from them.
+inline long cache_bytes(int level) {
+  static const long l1 = [] {
+    long v = 48 * 1024;
+#if defined(_SC_LEVEL1_DCACHE_SIZE)
+    if (long r = sysconf(_SC_LEVEL1_DCACHE_SIZE); r > 0) v = r;
+#endif
+    return v;
+  }();
+  static const long l2 = [] {
+    long v = 1024 * 1024;
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+    if (long r = sysconf(_SC_LEVEL2_CACHE_SIZE); r > 0) v = r;
+#endif
+    return v;
+  }();
+  return level == 1 ? l1 : l2;
+}
 inline Blocking cache_blocking() {
   Blocking b;
-  long l1 = 48 * 1024, l2 = 1024 * 1024;
-#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
-  if (long v = sysconf(_SC_LEVEL1_DCACHE_SIZE); v > 0) l1 = v;
-  if (long v = sysconf(_SC_LEVEL2_CACHE_SIZE); v > 0) l2 = v;
-#endif
+  const long l1 = cache_bytes(1), l2 = cache_bytes(2);
   b.kc = std::max(kKU, static_cast<int>(l1 * 6 / 10 / (kMR * 4)) / kKU * kKU);
   b.nc = std::max(kNR, static_cast<int>(l2 / 2 / (b.kc * 4)) / kNR * kNR);
   // DNNF_GEMM_BLOCKING=mc,kc,nc overrides (for tuning on a new machine).
