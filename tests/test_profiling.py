@@ -78,8 +78,11 @@ def test_time_pair_noise_is_a_tie_for_the_same_code():
             return s
     t = profiling.time_pair([Sleeper(), Sleeper()], [], min_seconds=0.01, min_blocks=6)
     assert t.runs >= 6
-    # The same code timed twice differs by less than its noise.
-    assert abs(t.a_ms - t.b_ms) <= t.noise_ms
+    # The same code timed twice differs by less than twice its noise: the noise is about two
+    # standard errors of the difference, so one bound of it fails by chance about one run in
+    # twenty (a README run here: 0.99652 us apart, noise 0.98609); measure() adds a self-vs-self
+    # timing on top for the decisions it makes.
+    assert abs(t.a_ms - t.b_ms) <= 2 * t.noise_ms
 
 
 def test_profile_writes_entries_that_settle_the_planner(tmp_path):
