@@ -4,6 +4,8 @@
 // vector (cg::make_ep).
 #include "codegen/cpu/render.h"
 
+#include <algorithm>
+
 #include "ir/errors.h"
 
 namespace dnnf::cg::cpu {
@@ -23,6 +25,128 @@ std::string where(const Location& l) {
 
 std::string ints3(const std::vector<int64_t>& v, size_t at) {
   return "{" + std::to_string(v[at]) + ", " + std::to_string(v[at + 1]) + ", " + std::to_string(v[at + 2]) + "}";
+}
+
+// ---- The recognised epilogue (gemm_kernel.h EpDyn::act) --------------------------------
+// A literal operand of a Compute: Const in its tree, or an Arg that names a Literal.
+bool literal_of(const Program& p, const Instr& in, const Ew& e, double& out) {
+  if (e.kind == Ew::Kind::Const) {
+    out = e.value;
+    return true;
+  }
+  if (e.kind != Ew::Kind::Arg || e.arg < 0 || e.arg >= static_cast<int>(in.args.size())) return false;
+  const Instr& l = p.code.at(in.args[e.arg]);
+  if (l.kind != Instr::Kind::Literal || l.dtype != DType::F32) return false;
+  out = l.number;
+  return true;
+}
+// e is the Arg naming instruction `ref`.
+bool arg_is(const Instr& in, const Ew& e, Ref ref) {
+  return e.kind == Ew::Kind::Arg && e.arg >= 0 && e.arg < static_cast<int>(in.args.size()) && in.args[e.arg] == ref;
+}
+// index == coef * var (div 1, no modulus inside the var's range), or that plus 1 * j.
+bool term_is(const Term& t, int var, int64_t coef, const VarTable& vt) {
+  return t.var == var && t.coef == coef && t.div == 1 && (t.mod == 0 || t.mod >= vt[var].range);
+}
+
+// The epilogue program when it is v = act(v + bias[j] + res[row * ld + j]) in vector mode
+// (in that order; the residual and act optional, act v_relu or Clip's v_min(hi, v_max(lo, .))): the
+// arguments of cg::make_ep_affine after the lambda and the row offset; "" otherwise, and the
+// kernel calls the lambda.
+std::string affine_epilogue(const Program& p) {
+  if (p.mode != Mode::Vector || p.inner < 0) return "";
+  const int j = p.inner;
+  int row = -1;
+  for (int k = 0; k < p.vars.size(); ++k)
+    if (p.vars[k].name == "row") row = k;
+  std::string bias = "nullptr", res = "nullptr";
+  int64_t ld = 0;
+  int act = 0;
+  double lo = 0, hi = 0;
+  Ref last = kNoRef;  // the value v is after the Define (the anchor's result, then each op)
+  // Loads not yet added: a bias (index j) or a residual (index row * ld + j).
+  struct Pending {
+    Ref ref;
+    bool residual;
+    int64_t ld;
+  };
+  std::vector<Pending> loads;
+  for (size_t k = 0; k < p.code.size(); ++k) {
+    const Instr& in = p.code[k];
+    const Ref here = static_cast<Ref>(k);
+    switch (in.kind) {
+      case Instr::Kind::Literal:
+        break;
+      case Instr::Kind::Load: {
+        if (in.dtype != DType::F32 || in.stride != Stride::Contiguous || in.mode != Mode::Vector ||
+            !in.index.affine() || in.index.c != 0)
+          return "";
+        const std::vector<Term>& t = in.index.terms;
+        Pending l{here, false, 0};
+        if (t.size() == 1 && term_is(t[0], j, 1, p.vars)) {
+          l.residual = false;
+        } else if (row >= 0 && t.size() == 2 && t[0].coef > 0 && term_is(t[0], row, t[0].coef, p.vars) &&
+                   term_is(t[1], j, 1, p.vars)) {
+          l.residual = true;
+          l.ld = t[0].coef;
+        } else {
+          return "";
+        }
+        if (last == kNoRef) {  // a bias added to the accumulator before the Define (Conv's, Gemm's)
+          const Instr* acc = k + 1 < p.code.size() ? &p.code[k + 1] : nullptr;
+          if (l.residual || bias != "nullptr" || !acc || acc->kind != Instr::Kind::Acc || acc->acc_op != "add" ||
+              acc->args.size() != 1 || acc->args[0] != here)
+            return "";
+          bias = ptr(in.value);
+          ++k;
+        } else {
+          loads.push_back(l);
+        }
+        break;
+      }
+      case Instr::Kind::Define:
+        if (last != kNoRef) return "";
+        last = here;
+        break;
+      case Instr::Kind::Compute: {
+        if (last == kNoRef || in.dtype != DType::F32 || in.ew.kind != Ew::Kind::Call || act != 0) return "";
+        const Ew& e = in.ew;
+        if (e.name == "v_add" && e.kids.size() == 2) {  // v + a pending load, either order (IEEE + commutes)
+          const int other = arg_is(in, e.kids[0], last) ? 1 : arg_is(in, e.kids[1], last) ? 0 : -1;
+          if (other < 0 || e.kids[other].kind != Ew::Kind::Arg) return "";
+          const Ref r = in.args.at(e.kids[other].arg);
+          auto it = std::find_if(loads.begin(), loads.end(), [&](const Pending& l) { return l.ref == r; });
+          if (it == loads.end() || res != "nullptr") return "";  // bias, then residual, then act
+          if (it->residual) {
+            res = ptr(p.code[r].value);
+            ld = it->ld;
+          } else {
+            if (bias != "nullptr") return "";
+            bias = ptr(p.code[r].value);
+          }
+          loads.erase(it);
+        } else if (e.name == "v_relu" && e.kids.size() == 1 && arg_is(in, e.kids[0], last)) {
+          act = 1;
+        } else if (e.name == "v_min" && e.kids.size() == 2 && literal_of(p, in, e.kids[0], hi) &&
+                   e.kids[1].kind == Ew::Kind::Call && e.kids[1].name == "v_max" && e.kids[1].kids.size() == 2 &&
+                   literal_of(p, in, e.kids[1].kids[0], lo) && arg_is(in, e.kids[1].kids[1], last)) {
+          act = 2;
+        } else {
+          return "";
+        }
+        last = here;
+        break;
+      }
+      case Instr::Kind::Acc:  // the end: v = the last value
+        if (!in.acc_op.empty() || in.args.size() != 1 || in.args[0] != last || k + 1 != p.code.size()) return "";
+        break;
+      default:
+        return "";
+    }
+  }
+  if (!loads.empty() || bias == "nullptr") return "";
+  return bias + ", " + res + ", " + std::to_string(ld) + "L, " + std::to_string(act) + ", " +
+         literal(lo, DType::F32) + ", " + literal(hi, DType::F32);
 }
 
 }  // namespace
@@ -117,6 +241,8 @@ class BlockRenderer {
     code_.text += body.text;
     code_.line("(void)row; (void)j; (void)n;");
     code_.close("};");
+    const std::string fast = a.ep.stores ? "" : affine_epilogue(a.ep.prog);
+    if (!fast.empty()) return "cg::make_ep_affine(" + f + ", " + row_offset + ", " + fast + ")";
     return "cg::make_ep<" + std::string(a.ep.stores ? "true" : "false") + ">(" + f + ", " + row_offset + ")";
   }
 

@@ -232,6 +232,22 @@ inline gemm::EpDyn<S> make_ep(const F& f, long r0 = 0) {
   return {&detail::ep_vec<F>, &detail::ep_tile<S, F>, &detail::ep_run<S, F>, &f, r0};
 }
 
+// The same for an epilogue the generator recognised as v = act(v + bias[col] + res[row *
+// res_ld + col]) (gemm_kernel.h EpDyn::act; null parts absent): kernels that know the form
+// apply it in registers, the others call f, which computes the same.
+template <class F>
+inline gemm::EpDyn<false> make_ep_affine(const F& f, long r0, const float* bias, const float* res, long res_ld,
+                                         int act, float lo, float hi) {
+  gemm::EpDyn<false> e = make_ep<false>(f, r0);
+  e.bias = bias;
+  e.res = res;
+  e.res_ld = res_ld;
+  e.act = act;
+  e.lo = lo;
+  e.hi = hi;
+  return e;
+}
+
 // Batched MatMul: run the batches in parallel (each GEMM on one thread) when there are
 // enough of them, else one after the other with the threads inside each GEMM.
 inline bool batch_parallel(long batch, double flops_per_batch) {

@@ -108,11 +108,25 @@ struct EpDyn {
   void (*run)(const void* f, const float* src, float* dst, int n, long row, long col0);
   const void* f;
   long r0;
+  // The common epilogue recognised by the code generator (cg::make_ep_affine), for kernels
+  // to apply in registers, without the tile's trip through L1 and the indirect call:
+  // v = act(v + bias[col] + res[row * res_ld + col]), res optional (null), act 0 none,
+  // 1 v_relu, 2 v_min(hi, v_max(lo, v)) (Clip's spelling); act -1: not recognised. It
+  // computes what f computes, in the same order.
+  const float* bias = nullptr;
+  const float* res = nullptr;
+  long res_ld = 0;
+  int act = -1;
+  float lo = 0.0f, hi = 0.0f;
   void apply(vf& v, long row, long col, int n) const { vec(f, v, row + r0, col, n); }
   void apply_run(const float* src, float* dst, int n, long row, long col0) const {
     run(f, src, dst, n, row + r0, col0);
   }
-  EpDyn shifted(long rows) const { return {vec, tile, run, f, r0 + rows}; }
+  EpDyn shifted(long rows) const {
+    EpDyn e = *this;
+    e.r0 += rows;
+    return e;
+  }
 };
 template <class Ep>
 struct IsEpDyn : std::false_type {};
@@ -147,6 +161,52 @@ template <int MRK, int NVK, class Ep>
       }
     }
   } else {
+    if constexpr (IsEpDyn<Ep>::value && !ep_stores<Ep>) {
+      if (ep.act >= 0) {  // the recognised form, in registers: the variant for its parts
+        auto go = [&](auto has_res, auto act) {
+          vf bv[NVK];
+#pragma GCC unroll 8
+          for (int j = 0; j < NVK; ++j) {
+            const int nn = std::min(n - j * W, W);
+            bv[j] = nn > 0 ? load_lanes(ep.bias + col0 + j * W, nn) : v_zero();
+          }
+          const vf lo = v_set1(ep.lo), hi = v_set1(ep.hi);
+#pragma GCC unroll 32
+          for (int i = 0; i < MRK; ++i) {
+            if (i < m) {
+              float* cr = c + i * ldc;
+              const float* rr = has_res ? ep.res + (row0 + i + ep.r0) * ep.res_ld + col0 : nullptr;
+#pragma GCC unroll 8
+              for (int j = 0; j < NVK; ++j) {
+                const int nn = std::min(n - j * W, W);
+                if (nn > 0) {
+                  vf v = acc[i][j];
+                  if (load_c) v = v_add(v, load_lanes(cr + j * W, nn));
+                  v = v_add(v, bv[j]);
+                  if constexpr (decltype(has_res)::value) v = v_add(v, load_lanes(rr + j * W, nn));
+                  if constexpr (decltype(act)::value == 1) v = v_relu(v);
+                  if constexpr (decltype(act)::value == 2) v = v_min(hi, v_max(lo, v));
+                  store_lanes(cr + j * W, v, nn);
+                }
+              }
+            }
+          }
+        };
+        using T0 = std::false_type;
+        using T1 = std::true_type;
+        using A0 = std::integral_constant<int, 0>;
+        using A1 = std::integral_constant<int, 1>;
+        using A2 = std::integral_constant<int, 2>;
+        if (ep.res) {
+          if (ep.act == 2) return go(T1{}, A2{});
+          if (ep.act == 1) return go(T1{}, A1{});
+          return go(T1{}, A0{});
+        }
+        if (ep.act == 2) return go(T0{}, A2{});
+        if (ep.act == 1) return go(T0{}, A1{});
+        return go(T0{}, A0{});
+      }
+    }
     // A real epilogue runs from an L1 copy of the tile in a plain loop: inlined once rather
     // than MRK * NVK times, which keeps generated kernels small and quick to compile; the
     // extra store and load per vector are noise next to kc FMAs per vector.
