@@ -102,6 +102,14 @@ inline vf v_pow2n(vf n) {
   __m256i i = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
   return _mm256_castsi256_ps(_mm256_slli_epi32(i, 23));
 }
+// y * 2^n for integral n, one rounding (products by exact powers of two; AVX-512 uses
+// scalef, bit for bit the same): v_ldexp1 for n in [-126, 127], v_ldexp for n in [-252, 254]
+// (two factors, the first product exact).
+inline vf v_ldexp1(vf y, vf n) { return v_mul(y, v_pow2n(n)); }
+inline vf v_ldexp(vf y, vf n) {
+  vf n1 = v_floor(v_mul(n, v_set1(0.5f)));
+  return v_mul(v_mul(y, v_pow2n(n1)), v_pow2n(v_sub(n, n1)));
+}
 inline vf v_frexp(vf x, vf* e) {
   __m256i bits = _mm256_castps_si256(x);
   __m256i ex = _mm256_and_si256(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(0xff));

@@ -91,6 +91,10 @@ inline vf v_pow2n(vf n) {
   __m512i i = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
   return _mm512_castsi512_ps(_mm512_slli_epi32(i, 23));
 }
+// y * 2^n for integral n: one rounding (scalef), bit for bit the other dialects' products
+// by exact powers of two. v_ldexp1 for n in [-126, 127], v_ldexp for n in [-252, 254].
+inline vf v_ldexp1(vf y, vf n) { return _mm512_scalef_ps(y, n); }
+inline vf v_ldexp(vf y, vf n) { return _mm512_scalef_ps(y, n); }
 inline vf v_frexp(vf x, vf* e) {
   __m512i bits = _mm512_castps_si512(x);
   __m512i ex = _mm512_and_si512(_mm512_srli_epi32(bits, 23), _mm512_set1_epi32(0xff));

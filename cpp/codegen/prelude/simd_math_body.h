@@ -39,10 +39,7 @@ inline vf v_exp(vf x) {
   vf xc = v_max(lo, v_min(v_set1(88.8f), x));
   vf n;
   vf y = v_exp_core_(xc, &n);
-  vf n1 = v_floor(v_mul(n, v_set1(0.5f)));
-  vf n2 = v_sub(n, n1);
-  vf e = v_mul(v_mul(y, v_pow2n(n1)), v_pow2n(n2));
-  return v_select(v_cmp_lt(x, lo), v_zero(), e);
+  return v_select(v_cmp_lt(x, lo), v_zero(), v_ldexp(y, n));
 }
 
 // exp for x <= 0 (or NaN), bit for bit v_exp there: no upper clamp, and 2^n applied as one
@@ -53,7 +50,7 @@ inline vf v_exp_nonpos_(vf x) {
   const vf lo = v_set1(-87.33f);
   vf n;
   vf y = v_exp_core_(v_max(lo, x), &n);  // constant first: NaN passes through
-  return v_select(v_cmp_lt(x, lo), v_zero(), v_mul(y, v_pow2n(n)));
+  return v_select(v_cmp_lt(x, lo), v_zero(), v_ldexp1(y, n));
 }
 
 // log: Cephes logf (mantissa folded to [sqrt(1/2), sqrt(2)), degree-8 polynomial); about

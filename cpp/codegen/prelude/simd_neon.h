@@ -100,6 +100,14 @@ inline vf v_pow2n(vf n) {
   int32x4_t i = vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127));
   return vreinterpretq_f32_s32(vshlq_n_s32(i, 23));
 }
+// y * 2^n for integral n, one rounding (products by exact powers of two; AVX-512 uses
+// scalef, bit for bit the same): v_ldexp1 for n in [-126, 127], v_ldexp for n in [-252, 254]
+// (two factors, the first product exact).
+inline vf v_ldexp1(vf y, vf n) { return v_mul(y, v_pow2n(n)); }
+inline vf v_ldexp(vf y, vf n) {
+  vf n1 = v_floor(v_mul(n, v_set1(0.5f)));
+  return v_mul(v_mul(y, v_pow2n(n1)), v_pow2n(v_sub(n, n1)));
+}
 inline vf v_frexp(vf x, vf* e) {
   uint32x4_t bits = vreinterpretq_u32_f32(x);
   int32x4_t ex = vreinterpretq_s32_u32(vandq_u32(vshrq_n_u32(bits, 23), vdupq_n_u32(0xff)));

@@ -75,6 +75,14 @@ inline vf v_pow2n(vf n) {
   std::memcpy(&r, &bits, 4);
   return r;
 }
+// y * 2^n for integral n, one rounding (products by exact powers of two; AVX-512 uses
+// scalef, bit for bit the same): v_ldexp1 for n in [-126, 127], v_ldexp for n in [-252, 254]
+// (two factors, the first product exact).
+inline vf v_ldexp1(vf y, vf n) { return v_mul(y, v_pow2n(n)); }
+inline vf v_ldexp(vf y, vf n) {
+  vf n1 = v_floor(v_mul(n, v_set1(0.5f)));
+  return v_mul(v_mul(y, v_pow2n(n1)), v_pow2n(v_sub(n, n1)));
+}
 inline vf v_frexp(vf x, vf* e) {
   uint32_t bits;
   std::memcpy(&bits, &x, 4);
