@@ -348,6 +348,15 @@ def cases_x86() -> list[Case]:
         Case("conv_nhwc", (1, 32, 11, 23), k=(5, 5), M=32, group=32, pads=(2,) * 4),
         Case("conv_nhwc", (1, 16, 9, 40), k=(5, 5), M=16, group=16, pads=(2, 2, 1, 2),
              strides=(2, 2), ep="stores", threads=2),
+        # 5x5, stride 1 along x, planes <= 16 wide: zero-padded row copies, all interior
+        # (batches, asymmetric pads, row stride 2, row dilation 2, padding past the reach)
+        Case("conv_nhwc", (2, 48, 7, 7), k=(5, 5), M=48, group=48, pads=(2,) * 4, ep="bias_relu",
+             threads=2),
+        Case("conv_nhwc", (1, 32, 14, 13), k=(5, 5), M=32, group=32, pads=(1, 3, 2, 0), ep="stores"),
+        Case("conv_nhwc", (1, 32, 11, 10), k=(5, 5), M=32, group=32, pads=(2,) * 4, strides=(2, 1),
+             threads=2),
+        Case("conv_nhwc", (1, 32, 9, 16), k=(5, 5), M=32, group=32, pads=(4, 2, 4, 2), dil=(2, 1)),
+        Case("conv_nhwc", (1, 16, 6, 3), k=(5, 5), M=16, group=16, pads=(0, 4, 1, 5)),
         # channels-last pools: channel tails, padding, ceil mode, dilation, 1-D and 3-D
         Case("max_pool_nhwc", (2, 19, 17, 15), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
              ep="bias_relu", threads=2),
