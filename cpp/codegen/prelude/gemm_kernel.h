@@ -161,50 +161,40 @@ template <int MRK, int NVK, class Ep>
       }
     }
   } else {
-    if constexpr (IsEpDyn<Ep>::value && !ep_stores<Ep>) {
-      if (ep.act >= 0) {  // the recognised form, in registers: the variant for its parts
-        auto go = [&](auto has_res, auto act) {
-          vf bv[NVK];
+    // One compiled form with the parts chosen per vector at run time (predictable branches):
+    // a variant per (residual, act) in every tile shape cost generated modules a third more
+    // compile time. Full tiles only (MR x NV); the other variants serve the edges of C.
+    if constexpr (IsEpDyn<Ep>::value && !ep_stores<Ep> && MRK == kMR && NVK == kNV) {
+      if (ep.act >= 0) {  // the recognised form, in registers
+        vf bv[NVK];
 #pragma GCC unroll 8
-          for (int j = 0; j < NVK; ++j) {
-            const int nn = std::min(n - j * W, W);
-            bv[j] = nn > 0 ? load_lanes(ep.bias + col0 + j * W, nn) : v_zero();
-          }
-          const vf lo = v_set1(ep.lo), hi = v_set1(ep.hi);
+        for (int j = 0; j < NVK; ++j) {
+          const int nn = std::min(n - j * W, W);
+          bv[j] = nn > 0 ? load_lanes(ep.bias + col0 + j * W, nn) : v_zero();
+        }
+        const vf lo = v_set1(ep.lo), hi = v_set1(ep.hi);
+        const int act = ep.act;
 #pragma GCC unroll 32
-          for (int i = 0; i < MRK; ++i) {
-            if (i < m) {
-              float* cr = c + i * ldc;
-              const float* rr = has_res ? ep.res + (row0 + i + ep.r0) * ep.res_ld + col0 : nullptr;
+        for (int i = 0; i < MRK; ++i) {
+          if (i < m) {
+            float* cr = c + i * ldc;
+            const float* rr = ep.res ? ep.res + (row0 + i + ep.r0) * ep.res_ld + col0 : nullptr;
 #pragma GCC unroll 8
-              for (int j = 0; j < NVK; ++j) {
-                const int nn = std::min(n - j * W, W);
-                if (nn > 0) {
-                  vf v = acc[i][j];
-                  if (load_c) v = v_add(v, load_lanes(cr + j * W, nn));
-                  v = v_add(v, bv[j]);
-                  if constexpr (decltype(has_res)::value) v = v_add(v, load_lanes(rr + j * W, nn));
-                  if constexpr (decltype(act)::value == 1) v = v_relu(v);
-                  if constexpr (decltype(act)::value == 2) v = v_min(hi, v_max(lo, v));
-                  store_lanes(cr + j * W, v, nn);
-                }
+            for (int j = 0; j < NVK; ++j) {
+              const int nn = std::min(n - j * W, W);
+              if (nn > 0) {
+                vf v = acc[i][j];
+                if (load_c) v = v_add(v, load_lanes(cr + j * W, nn));
+                v = v_add(v, bv[j]);
+                if (rr) v = v_add(v, load_lanes(rr + j * W, nn));
+                if (act == 1) v = v_relu(v);
+                if (act == 2) v = v_min(hi, v_max(lo, v));
+                store_lanes(cr + j * W, v, nn);
               }
             }
           }
-        };
-        using T0 = std::false_type;
-        using T1 = std::true_type;
-        using A0 = std::integral_constant<int, 0>;
-        using A1 = std::integral_constant<int, 1>;
-        using A2 = std::integral_constant<int, 2>;
-        if (ep.res) {
-          if (ep.act == 2) return go(T1{}, A2{});
-          if (ep.act == 1) return go(T1{}, A1{});
-          return go(T1{}, A0{});
         }
-        if (ep.act == 2) return go(T0{}, A2{});
-        if (ep.act == 1) return go(T0{}, A1{});
-        return go(T0{}, A0{});
+        return;
       }
     }
     // A real epilogue runs from an L1 copy of the tile in a plain loop: inlined once rather
