@@ -45,14 +45,16 @@ plan block by block). A graph is duck-typed, see :func:`run`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import reduce
 from typing import Any, Protocol
 
 import numpy as np
 
 from . import _ref_nn as nn
+from . import _ref_shape as shape
 from ._ref_nn import unsupported
+from ._ref_shape import _axes, _axis, _opt, _scalar
 
 Attrs = dict[str, Any]
 Inputs = list["np.ndarray | None"]
@@ -77,13 +79,8 @@ VALUE_DTYPES: dict[str, np.dtype] = {
 
 
 # --------------------------------------------------------------------------------------------
-# Small helpers
+# Small helpers (the axis and optional-input ones live in _ref_shape)
 # --------------------------------------------------------------------------------------------
-def _opt(inputs: Inputs, i: int) -> np.ndarray | None:
-    """The i-th input, or None when it is absent."""
-    return inputs[i] if len(inputs) > i else None
-
-
 def _is_float(x: np.ndarray) -> bool:
     return x.dtype.kind == "f"
 
@@ -93,23 +90,9 @@ def _wide(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float64, copy=False) if _is_float(x) else x
 
 
-def _axis(axis: int, rank: int) -> int:
-    if not -rank <= axis < max(rank, 1):
-        raise ValueError(f"axis {axis} is out of range for rank {rank}")
-    return axis % rank if rank else 0
-
-
-def _axes(axes: Iterable[int], rank: int) -> tuple[int, ...]:
-    return tuple(sorted(_axis(int(a), rank) for a in axes))
-
-
 def _along(axis: int, rank: int, index: slice) -> tuple[slice, ...]:
     """An index that applies ``index`` along ``axis`` and takes everything elsewhere."""
     return tuple(index if i == axis else slice(None) for i in range(rank))
-
-
-def _scalar(x: np.ndarray) -> Any:
-    return x.reshape(-1)[0].item()
 
 
 # --------------------------------------------------------------------------------------------
@@ -475,191 +458,6 @@ def _topk(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     return [np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)]
 
 
-# --------------------------------------------------------------------------------------------
-# Shape manipulation
-# --------------------------------------------------------------------------------------------
-def _reshape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, shape = inputs[0], [int(s) for s in inputs[1]]
-    if not attrs.get("allowzero", 0):
-        shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
-    return [x.reshape(shape)]
-
-
-def _flatten(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x = inputs[0]
-    axis = int(attrs.get("axis", 1))
-    axis = axis + x.ndim if axis < 0 else axis
-    return [x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))]
-
-
-def _squeeze(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, axes = inputs[0], _opt(inputs, 1)
-    if axes is None or axes.size == 0:
-        return [np.squeeze(x)]
-    return [np.squeeze(x, axis=_axes(axes, x.ndim))]
-
-
-def _unsqueeze(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, axes = inputs[0], inputs[1]
-    return [np.expand_dims(x, _axes(axes, x.ndim + axes.size))]
-
-
-def _concat(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    xs = [x for x in inputs if x is not None]
-    return [np.concatenate(xs, axis=_axis(int(attrs["axis"]), xs[0].ndim))]
-
-
-def _split(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, split = inputs[0], _opt(inputs, 1)
-    axis = _axis(int(attrs.get("axis", 0)), x.ndim)
-    dim = x.shape[axis]
-    if split is not None and split.size:
-        sizes = [int(s) for s in split]
-    elif "num_outputs" in attrs:
-        n = int(attrs["num_outputs"])
-        chunk = -(-dim // n)  # the last chunk is smaller when dim is not divisible
-        sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
-    else:
-        raise ValueError("Split needs the 'split' input or the 'num_outputs' attribute")
-    if sum(sizes) != dim or min(sizes) < 0:
-        raise ValueError(f"Split: sizes {sizes} do not partition dimension {dim}")
-    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
-
-
-def _slice(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, starts, ends = inputs[:3]
-    axes, steps = _opt(inputs, 3), _opt(inputs, 4)
-    axes = range(len(starts)) if axes is None else axes
-    steps = [1] * len(starts) if steps is None else steps
-    index = [slice(None)] * x.ndim
-    for start, end, axis, step in zip(starts, ends, axes, steps):
-        axis, start, end, step = _axis(int(axis), x.ndim), int(start), int(end), int(step)
-        dim = x.shape[axis]
-        if step == 0:
-            raise ValueError("Slice: steps must not be 0")
-        start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
-        if step > 0:
-            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
-        else:
-            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-        index[axis] = slice(start, end if end >= 0 else None, step)
-    return [x[tuple(index)]]
-
-
-_PAD_MODES = ("constant", "reflect", "edge", "wrap")  # the same names as np.pad's
-
-
-def _pad(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, pads, value, axes = inputs[0], inputs[1], _opt(inputs, 2), _opt(inputs, 3)
-    mode = attrs.get("mode", "constant")
-    if mode not in _PAD_MODES:
-        raise unsupported("Pad", "mode", mode)
-    axes = [_axis(int(a), x.ndim) for a in axes] if axes is not None else list(range(x.ndim))
-    if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes):
-        raise ValueError(f"Pad: {len(pads)} pads for axes {axes}")
-    begin, end = [0] * x.ndim, [0] * x.ndim
-    for i, a in enumerate(axes):
-        begin[a], end[a] = int(pads[i]), int(pads[i + len(axes)])
-    # Negative pads crop.
-    x = x[tuple(slice(-min(b, 0), x.shape[i] + min(e, 0)) for i, (b, e) in
-                enumerate(zip(begin, end)))]
-    widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
-    if mode == "constant":
-        fill = _scalar(value) if value is not None and value.size else 0
-        return [np.pad(x, widths, mode="constant", constant_values=fill)]
-    return [np.pad(x, widths, mode=mode)]
-
-
-def _shape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    shape = inputs[0].shape
-    start, end = int(attrs.get("start", 0)), attrs.get("end")
-    return [np.array(shape[start:None if end is None else int(end)], dtype=np.int64)]
-
-
-def _transpose(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x = inputs[0]
-    perm = attrs.get("perm")
-    return [np.transpose(x, None if perm is None else [int(p) for p in perm])]
-
-
-def _depth_to_space(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, bs = inputs[0], int(attrs["blocksize"])
-    n, c, h, w = x.shape
-    mode = attrs.get("mode", "DCR")
-    if mode == "DCR":
-        y = x.reshape(n, bs, bs, c // bs**2, h, w).transpose(0, 3, 4, 1, 5, 2)
-    elif mode == "CRD":
-        y = x.reshape(n, c // bs**2, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
-    else:
-        raise unsupported("DepthToSpace", "mode", mode)
-    return [y.reshape(n, c // bs**2, h * bs, w * bs)]
-
-
-def _space_to_depth(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, bs = inputs[0], int(attrs["blocksize"])
-    n, c, h, w = x.shape
-    y = x.reshape(n, c, h // bs, bs, w // bs, bs)
-    mode = attrs.get("mode", "DCR")
-    if mode == "DCR":
-        y = y.transpose(0, 3, 5, 1, 2, 4)
-    elif mode == "CRD":
-        y = y.transpose(0, 1, 3, 5, 2, 4)
-    else:
-        raise unsupported("SpaceToDepth", "mode", mode)
-    return [y.reshape(n, c * bs * bs, h // bs, w // bs)]
-
-
-def _expand(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, shape = inputs[0], tuple(int(s) for s in inputs[1])
-    return [np.array(np.broadcast_to(x, np.broadcast_shapes(x.shape, shape)))]
-
-
-def _gather(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, idx = inputs
-    axis = _axis(int(attrs.get("axis", 0)), x.ndim)
-    idx = np.where(idx < 0, idx + x.shape[axis], idx)
-    return [np.take(x, idx, axis=axis)]
-
-
-def _gather_elements(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, idx = inputs
-    axis = _axis(int(attrs.get("axis", 0)), x.ndim)
-    idx = np.where(idx < 0, idx + x.shape[axis], idx)
-    return [np.take_along_axis(x, idx, axis=axis)]
-
-
-def _constant_of_shape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    value = np.asarray(attrs.get("value", np.zeros(1, dtype=np.float32)))
-    shape = tuple(int(s) for s in inputs[0])
-    return [np.full(shape, value.reshape(-1)[0], dtype=value.dtype)]
-
-
-_CONSTANT_ATTRS: dict[str, np.dtype] = {
-    "value_float": np.dtype(np.float32), "value_floats": np.dtype(np.float32),
-    "value_int": np.dtype(np.int64), "value_ints": np.dtype(np.int64),
-}
-
-
-def _constant(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    if "value" in attrs:
-        return [np.array(attrs["value"])]
-    for name, dtype in _CONSTANT_ATTRS.items():
-        if name in attrs:
-            return [np.array(attrs[name], dtype=dtype)]
-    raise NotImplementedError(f"Constant: attributes {sorted(attrs)} are not supported")
-
-
-def _range(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    start, limit, delta = (x.reshape(-1)[0] for x in inputs)
-    dtype = inputs[0].dtype
-    if dtype.kind in "iu":
-        s, lim, d = int(start), int(limit), int(delta)
-        n = max(-((s - lim) // d), 0)  # ceil((limit - start) / delta), exact
-        return [(s + np.arange(n, dtype=np.int64) * d).astype(dtype)]
-    n = max(int(math.ceil((limit - start) / delta)), 0)  # in the input dtype, like ORT
-    return [(float(start) + np.arange(n) * float(delta)).astype(dtype)]
-
-
 def _is_inf(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     x = inputs[0]
     pos = np.isposinf(x) if attrs.get("detect_positive", 1) else np.zeros(x.shape, bool)
@@ -667,14 +465,11 @@ def _is_inf(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     return [pos | neg]
 
 
-def _identity(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    return [inputs[0]]
-
-
 # --------------------------------------------------------------------------------------------
 # The kernel table
 # --------------------------------------------------------------------------------------------
 KERNELS: dict[str, Kernel] = {
+    **shape.KERNELS,
     **{name: _unary_kernel(fn) for name, fn in _UNARY.items()},
     **{name: _binary_kernel(fn) for name, fn in _BINARY.items()},
     **{name: _compare_kernel(fn) for name, fn in _COMPARE.items()},
@@ -685,7 +480,6 @@ KERNELS: dict[str, Kernel] = {
     "IsInf": _is_inf,
     "Cast": _cast,
     "Clip": _clip,
-    "Identity": _identity,
     "Dropout": _dropout,
     "Where": _where,
     "Trilu": _trilu,
@@ -712,27 +506,9 @@ KERNELS: dict[str, Kernel] = {
     "NonMaxSuppression": nn.non_max_suppression,
     "RoiAlign": nn.roi_align,
     "NhwcRoiAlign": nn.nhwc_roi_align,
-    "Reshape": _reshape,
-    "Flatten": _flatten,
-    "Squeeze": _squeeze,
-    "Unsqueeze": _unsqueeze,
-    "Concat": _concat,
-    "Split": _split,
-    "Slice": _slice,
-    "Pad": _pad,
-    "Shape": _shape,
     "Size": lambda inputs, attrs: [np.array(inputs[0].size, dtype=np.int64)],
-    "Transpose": _transpose,
-    "DepthToSpace": _depth_to_space,
-    "SpaceToDepth": _space_to_depth,
-    "Expand": _expand,
     "Tile": lambda inputs, attrs: [np.tile(inputs[0], [int(r) for r in inputs[1]])],
     "Resize": nn.resize,
-    "Gather": _gather,
-    "GatherElements": _gather_elements,
-    "ConstantOfShape": _constant_of_shape,
-    "Range": _range,
-    "Constant": _constant,
 }
 
 

@@ -1,0 +1,249 @@
+"""Shape-manipulation kernels of the NumPy reference interpreter (private to
+:mod:`dnnfusion.reference`): the Reorganize and Shuffle operators (Reshape, Transpose,
+Concat, Split, Slice, Pad, Gather, ...) and the constant sources (Shape, Constant,
+ConstantOfShape, Range). Signatures and conventions as described in :mod:`dnnfusion.reference`;
+outputs may be views of inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ._ref_nn import unsupported
+
+Attrs = dict[str, Any]
+Inputs = list["np.ndarray | None"]
+
+
+def _opt(inputs: Inputs, i: int) -> np.ndarray | None:
+    """The i-th input, or None when it is absent."""
+    return inputs[i] if len(inputs) > i else None
+
+
+def _axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def _axes(axes: Iterable[int], rank: int) -> tuple[int, ...]:
+    return tuple(sorted(_axis(int(a), rank) for a in axes))
+
+
+def _scalar(x: np.ndarray) -> Any:
+    return x.reshape(-1)[0].item()
+
+
+def _reshape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, shape = inputs[0], [int(s) for s in inputs[1]]
+    if not attrs.get("allowzero", 0):
+        shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    return [x.reshape(shape)]
+
+
+def _flatten(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = int(attrs.get("axis", 1))
+    axis = axis + x.ndim if axis < 0 else axis
+    return [x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))]
+
+
+def _squeeze(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, axes = inputs[0], _opt(inputs, 1)
+    if axes is None or axes.size == 0:
+        return [np.squeeze(x)]
+    return [np.squeeze(x, axis=_axes(axes, x.ndim))]
+
+
+def _unsqueeze(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, axes = inputs[0], inputs[1]
+    return [np.expand_dims(x, _axes(axes, x.ndim + axes.size))]
+
+
+def _concat(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    xs = [x for x in inputs if x is not None]
+    return [np.concatenate(xs, axis=_axis(int(attrs["axis"]), xs[0].ndim))]
+
+
+def _split(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, split = inputs[0], _opt(inputs, 1)
+    axis = _axis(int(attrs.get("axis", 0)), x.ndim)
+    dim = x.shape[axis]
+    if split is not None and split.size:
+        sizes = [int(s) for s in split]
+    elif "num_outputs" in attrs:
+        n = int(attrs["num_outputs"])
+        chunk = -(-dim // n)  # the last chunk is smaller when dim is not divisible
+        sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    else:
+        raise ValueError("Split needs the 'split' input or the 'num_outputs' attribute")
+    if sum(sizes) != dim or min(sizes) < 0:
+        raise ValueError(f"Split: sizes {sizes} do not partition dimension {dim}")
+    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+
+
+def _slice(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, starts, ends = inputs[:3]
+    axes, steps = _opt(inputs, 3), _opt(inputs, 4)
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    index = [slice(None)] * x.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis, start, end, step = _axis(int(axis), x.ndim), int(start), int(end), int(step)
+        dim = x.shape[axis]
+        if step == 0:
+            raise ValueError("Slice: steps must not be 0")
+        start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
+        if step > 0:
+            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        else:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        index[axis] = slice(start, end if end >= 0 else None, step)
+    return [x[tuple(index)]]
+
+
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")  # the same names as np.pad's
+
+
+def _pad(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, pads, value, axes = inputs[0], inputs[1], _opt(inputs, 2), _opt(inputs, 3)
+    mode = attrs.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        raise unsupported("Pad", "mode", mode)
+    axes = [_axis(int(a), x.ndim) for a in axes] if axes is not None else list(range(x.ndim))
+    if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes):
+        raise ValueError(f"Pad: {len(pads)} pads for axes {axes}")
+    begin, end = [0] * x.ndim, [0] * x.ndim
+    for i, a in enumerate(axes):
+        begin[a], end[a] = int(pads[i]), int(pads[i + len(axes)])
+    # Negative pads crop.
+    x = x[tuple(slice(-min(b, 0), x.shape[i] + min(e, 0)) for i, (b, e) in
+                enumerate(zip(begin, end)))]
+    widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    if mode == "constant":
+        fill = _scalar(value) if value is not None and value.size else 0
+        return [np.pad(x, widths, mode="constant", constant_values=fill)]
+    return [np.pad(x, widths, mode=mode)]
+
+
+def _shape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    shape = inputs[0].shape
+    start, end = int(attrs.get("start", 0)), attrs.get("end")
+    return [np.array(shape[start:None if end is None else int(end)], dtype=np.int64)]
+
+
+def _transpose(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x = inputs[0]
+    perm = attrs.get("perm")
+    return [np.transpose(x, None if perm is None else [int(p) for p in perm])]
+
+
+def _depth_to_space(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, bs = inputs[0], int(attrs["blocksize"])
+    n, c, h, w = x.shape
+    mode = attrs.get("mode", "DCR")
+    if mode == "DCR":
+        y = x.reshape(n, bs, bs, c // bs**2, h, w).transpose(0, 3, 4, 1, 5, 2)
+    elif mode == "CRD":
+        y = x.reshape(n, c // bs**2, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
+    else:
+        raise unsupported("DepthToSpace", "mode", mode)
+    return [y.reshape(n, c // bs**2, h * bs, w * bs)]
+
+
+def _space_to_depth(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, bs = inputs[0], int(attrs["blocksize"])
+    n, c, h, w = x.shape
+    y = x.reshape(n, c, h // bs, bs, w // bs, bs)
+    mode = attrs.get("mode", "DCR")
+    if mode == "DCR":
+        y = y.transpose(0, 3, 5, 1, 2, 4)
+    elif mode == "CRD":
+        y = y.transpose(0, 1, 3, 5, 2, 4)
+    else:
+        raise unsupported("SpaceToDepth", "mode", mode)
+    return [y.reshape(n, c * bs * bs, h // bs, w // bs)]
+
+
+def _expand(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, shape = inputs[0], tuple(int(s) for s in inputs[1])
+    return [np.array(np.broadcast_to(x, np.broadcast_shapes(x.shape, shape)))]
+
+
+def _gather(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, idx = inputs
+    axis = _axis(int(attrs.get("axis", 0)), x.ndim)
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    return [np.take(x, idx, axis=axis)]
+
+
+def _gather_elements(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    x, idx = inputs
+    axis = _axis(int(attrs.get("axis", 0)), x.ndim)
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    return [np.take_along_axis(x, idx, axis=axis)]
+
+
+def _constant_of_shape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    value = np.asarray(attrs.get("value", np.zeros(1, dtype=np.float32)))
+    shape = tuple(int(s) for s in inputs[0])
+    return [np.full(shape, value.reshape(-1)[0], dtype=value.dtype)]
+
+
+_CONSTANT_ATTRS: dict[str, np.dtype] = {
+    "value_float": np.dtype(np.float32), "value_floats": np.dtype(np.float32),
+    "value_int": np.dtype(np.int64), "value_ints": np.dtype(np.int64),
+}
+
+
+def _constant(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    if "value" in attrs:
+        return [np.array(attrs["value"])]
+    for name, dtype in _CONSTANT_ATTRS.items():
+        if name in attrs:
+            return [np.array(attrs[name], dtype=dtype)]
+    raise NotImplementedError(f"Constant: attributes {sorted(attrs)} are not supported")
+
+
+def _range(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    start, limit, delta = (x.reshape(-1)[0] for x in inputs)
+    dtype = inputs[0].dtype
+    if dtype.kind in "iu":
+        s, lim, d = int(start), int(limit), int(delta)
+        n = max(-((s - lim) // d), 0)  # ceil((limit - start) / delta), exact
+        return [(s + np.arange(n, dtype=np.int64) * d).astype(dtype)]
+    n = max(int(math.ceil((limit - start) / delta)), 0)  # in the input dtype, like ORT
+    return [(float(start) + np.arange(n) * float(delta)).astype(dtype)]
+
+
+
+def _identity(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    return [inputs[0]]
+
+
+# The kernels by ONNX op name, merged into reference.KERNELS.
+KERNELS = {
+    "Reshape": _reshape,
+    "Flatten": _flatten,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
+    "Concat": _concat,
+    "Split": _split,
+    "Slice": _slice,
+    "Pad": _pad,
+    "Shape": _shape,
+    "Transpose": _transpose,
+    "DepthToSpace": _depth_to_space,
+    "SpaceToDepth": _space_to_depth,
+    "Expand": _expand,
+    "Gather": _gather,
+    "GatherElements": _gather_elements,
+    "ConstantOfShape": _constant_of_shape,
+    "Constant": _constant,
+    "Range": _range,
+    "Identity": _identity,
+}
