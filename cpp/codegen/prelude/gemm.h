@@ -46,20 +46,15 @@ struct Blocking {
 // This machine's L1 data cache and L2 per core (48 KiB and 1 MiB where the OS does not say),
 // read once; the GEMM's and the convolutions' blockings derive from them.
 inline long cache_bytes(int level) {
-  static const long l1 = [] {
-    long v = 48 * 1024;
-#if defined(_SC_LEVEL1_DCACHE_SIZE)
-    if (long r = sysconf(_SC_LEVEL1_DCACHE_SIZE); r > 0) v = r;
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+  auto ask = [](int name, long fallback) {  // sysconf's answer where the OS gives one
+    const long r = sysconf(name);
+    return r > 0 ? r : fallback;
+  };
+  static const long l1 = ask(_SC_LEVEL1_DCACHE_SIZE, 48 * 1024), l2 = ask(_SC_LEVEL2_CACHE_SIZE, 1024 * 1024);
+#else
+  static const long l1 = 48 * 1024, l2 = 1024 * 1024;
 #endif
-    return v;
-  }();
-  static const long l2 = [] {
-    long v = 1024 * 1024;
-#if defined(_SC_LEVEL2_CACHE_SIZE)
-    if (long r = sysconf(_SC_LEVEL2_CACHE_SIZE); r > 0) v = r;
-#endif
-    return v;
-  }();
   return level == 1 ? l1 : l2;
 }
 inline Blocking cache_blocking() {
