@@ -13,15 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from ._ref_nn import _input as _opt  # the i-th input, or None when it is absent
 from ._ref_nn import unsupported
 
 Attrs = dict[str, Any]
 Inputs = list["np.ndarray | None"]
-
-
-def _opt(inputs: Inputs, i: int) -> np.ndarray | None:
-    """The i-th input, or None when it is absent."""
-    return inputs[i] if len(inputs) > i else None
 
 
 def _axis(axis: int, rank: int) -> int:
