@@ -27,6 +27,9 @@ from harness import report  # noqa: E402
 def merge(results: list[dict]) -> dict:
     if not results:
         raise ValueError("nothing to merge")
+    batches = {int(r["args"].get("batch") or 1) for r in results}
+    if len(batches) > 1:
+        raise ValueError(f"runs of different batch sizes {sorted(batches)} do not merge into one table")
     models: list[str] = []
     fws: list[str] = []
     threads: list[int] = []

@@ -318,3 +318,32 @@ def test_roofline_bound_is_the_slower_of_compute_and_memory():
     assert roofline.bound_ms({"flops": 2e9, "compulsory_bytes": 1e6}, roof) == pytest.approx(20.0)  # compute
     assert roofline.bound_ms({"flops": 1e6, "compulsory_bytes": 1e9}, roof) == pytest.approx(100.0)  # memory
     assert roofline.bound_ms({"flops": 1e6, "compulsory_bytes": 1e9}, {"peak_gflops": 100.0}) is None
+
+
+def test_batched_inputs():
+    import torch
+
+    x = torch.randn(1, 3, 4, 4)
+    ids = torch.tensor([[5, 6, 7]])
+    bx, bids = models.batched((x, ids), 3)
+    assert bx.shape == (3, 3, 4, 4) and bids.shape == (3, 3)
+    assert torch.equal(bx[0], x[0]) and not torch.equal(bx[1], bx[2])  # new samples, not copies
+    assert torch.equal(bids, ids.repeat(3, 1))
+    assert torch.equal(models.batched((x,), 3)[0], bx)  # seeded: every cell sees the same inputs
+    with pytest.raises(ValueError, match="no batch axis"):
+        models.batched((torch.randn(2, 3),), 4)
+
+
+def test_batch_run(tmp_path):
+    """--batch: every framework runs the batched inputs (the ONNX export has that batch) and
+    matches eager on them; the tables say which batch."""
+    res = runner.main(["--models", "tiny_cnn", "--frameworks", "eager,ort,dnnfusion", "--threads", "1",
+                       "--repeat", "2", "--warmup", "1", "--budget", "2", "--timeout", "300", "--batch", "3",
+                       "--no-roofline", "--out", str(tmp_path), "--quiet"])
+    ref = res["references"]["tiny_cnn"]
+    assert ref["status"] == "ok" and ref["input_shapes"] == [[3, 3, 16, 16]], ref
+    assert ref["output_shapes"] == [[3, 10]] and ref["onnx_path"].endswith("-b3.onnx")
+    for c in res["cells"]:
+        assert c["status"] == "ok" and c["correct"], c
+    assert pathlib.Path(res["paths"]["json"]).name.endswith("-b3.json")
+    assert "Latency, 1 thread, batch 3" in pathlib.Path(res["paths"]["tables"]).read_text()

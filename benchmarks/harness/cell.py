@@ -184,7 +184,7 @@ def run_reference(spec: dict, result: dict) -> None:
 
     stage("load")
     torch.set_num_threads(int(spec.get("threads", 1)))
-    m = models.load(spec["model"], spec["reduced"])
+    m = models.load(spec["model"], spec["reduced"], int(spec.get("batch", 1)))
     result.update(input_names=m.input_names, output_names=m.output_names,
                   paper_layers=m.paper_layers, family=m.family,
                   input_shapes=[list(x.shape) for x in m.example_inputs],
@@ -204,7 +204,7 @@ def run_reference(spec: dict, result: dict) -> None:
     stage("onnx")
     try:
         t0 = time.perf_counter()
-        path = models.export_onnx(spec["model"], spec["reduced"], workdir)
+        path = models.export_onnx(spec["model"], spec["reduced"], workdir, batch=int(spec.get("batch", 1)))
         result["onnx_export_s"] = round(time.perf_counter() - t0, 3)
         result["onnx_path"] = str(path)
         import onnx
@@ -252,6 +252,7 @@ def run_framework(spec: dict, result: dict) -> None:
     with np.load(workdir / "reference.npz") as z:
         refs = [z[f"arr_{i}"] for i in range(len(z.files))]
     ctx = fw.Context(model=spec["model"], reduced=spec["reduced"], threads=int(spec["threads"]),
+                     batch=int(spec.get("batch", 1)),
                      workdir=workdir, celldir=celldir,
                      onnx_path=pathlib.Path(ref["onnx_path"]) if ref.get("onnx_path") else None,
                      inputs=inputs, onnx_input_names=list(ref.get("onnx_input_names") or []),

@@ -36,6 +36,7 @@ class Context:
     inputs: list[np.ndarray]    # the fixed inputs (saved by the reference cell)
     onnx_input_names: list[str]
     n_outputs: int
+    batch: int = 1              # the inputs' batch (models.batched)
     stage: str = "load"
     info: dict = dataclasses.field(default_factory=dict)
 
@@ -50,7 +51,7 @@ class Context:
     def torch_model(self):
         from .models import load
 
-        return load(self.model, self.reduced)
+        return load(self.model, self.reduced, self.batch)
 
     def torch_inputs(self):
         import torch

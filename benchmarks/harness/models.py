@@ -132,27 +132,55 @@ def _tiny(name: str) -> Model:
     raise KeyError(name)
 
 
-def load(name: str, reduced: bool) -> Model:
-    """Build model ``name`` (zoo or tiny) in eval mode with its example inputs."""
+def load(name: str, reduced: bool, batch: int = 1) -> Model:
+    """Build model ``name`` (zoo or tiny) in eval mode with its example inputs; with
+    ``batch`` > 1, inputs of that batch (see :func:`batched`)."""
     if name in TINY_MODELS:
-        return _tiny(name)
-    zm = zoo().get(name, reduced=reduced)
-    return Model(zm.name, zm.module, tuple(zm.example_inputs), list(zm.input_names),
-                 list(zm.output_names), getattr(zm, "paper_layers", None),
-                 getattr(zm, "family", ""))
+        m = _tiny(name)
+    else:
+        zm = zoo().get(name, reduced=reduced)
+        m = Model(zm.name, zm.module, tuple(zm.example_inputs), list(zm.input_names),
+                  list(zm.output_names), getattr(zm, "paper_layers", None),
+                  getattr(zm, "family", ""))
+    if batch != 1:
+        m.example_inputs = batched(m.example_inputs, batch)
+    return m
 
 
-def export_onnx(name: str, reduced: bool, workdir: str | os.PathLike, opset: int = 17) -> pathlib.Path:
-    """The model's ONNX file: the zoo's cached export, or an export of a tiny model.
+def batched(inputs: tuple, batch: int) -> tuple:
+    """The example inputs at batch ``batch``: each has batch 1 on axis 0; the new samples of a
+    floating-point input are drawn like ``randn`` (seeded, so every cell sees the same ones),
+    an integer input (token ids, masks) is repeated."""
+    import torch
 
-    Both use the TorchScript exporter (``dynamo=False``) with static shapes, as the zoo does.
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, not {batch}")
+    g = torch.Generator().manual_seed(4321)
+    out = []
+    for x in inputs:
+        if x.dim() == 0 or x.shape[0] != 1:
+            raise ValueError(f"an input of shape {list(x.shape)} has no batch axis of 1 to grow")
+        if x.is_floating_point():
+            extra = torch.randn((batch - 1,) + tuple(x.shape[1:]), generator=g, dtype=x.dtype)
+            out.append(torch.cat([x, extra * x.std() + x.mean()]))
+        else:
+            out.append(x.repeat((batch,) + (1,) * (x.dim() - 1)))
+    return tuple(out)
+
+
+def export_onnx(name: str, reduced: bool, workdir: str | os.PathLike, opset: int = 17,
+                batch: int = 1) -> pathlib.Path:
+    """The model's ONNX file: the zoo's cached export (batch 1), or an export of a tiny model
+    or of a batched one into ``workdir``.
+
+    All use the TorchScript exporter (``dynamo=False``) with static shapes, as the zoo does.
     """
-    if name not in TINY_MODELS:
+    if name not in TINY_MODELS and batch == 1:
         return pathlib.Path(zoo().export_onnx(name, reduced=reduced, opset=opset))
     import torch
 
-    m = _tiny(name)
-    path = pathlib.Path(workdir) / f"{name}.onnx"
+    m = load(name, reduced, batch)
+    path = pathlib.Path(workdir) / f"{name}-b{batch}.onnx"
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(m.module, m.example_inputs, str(path), dynamo=False,

@@ -115,8 +115,10 @@ def render(result: dict) -> str:
     paper = "paper(full size)" if result["args"].get("reduced") else "paper"
     w(table(["model", paper, "ONNX", "ATen"] + fws, counts_rows(models, refs, cmap, fws, threads)))
     w("\n")
+    batch = int(result["args"].get("batch") or 1)
     for t in threads:
-        w(f"\nLatency, {t} thread{'s' if t > 1 else ''}: median [p25-p75] ms\n\n")
+        w(f"\nLatency, {t} thread{'s' if t > 1 else ''}{f', batch {batch}' if batch != 1 else ''}: "
+          f"median [p25-p75] ms\n\n")
         rows = [[m] + [latency_cell(cmap.get((m, fw, t))) for fw in fws] for m in models]
         w(table(["model"] + fws, rows))
         w("\n")

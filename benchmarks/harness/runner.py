@@ -122,6 +122,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="stop timing a cell after this many seconds (at least 3 runs)")
     p.add_argument("--timeout", type=float, default=900.0, help="per-cell wall-clock limit, s")
     p.add_argument("--reduced", action="store_true", help="use the zoo's reduced models")
+    p.add_argument("--batch", type=int, default=1,
+                   help="batch size of the inputs (> 1: the examples grown along axis 0 and a static "
+                        "ONNX export of that batch; for models whose inputs have a batch axis)")
     p.add_argument("--rtol", type=float, default=1e-3,
                    help="a cell is wrong if max|y-ref|/max|ref| exceeds this (and atol)")
     p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (either passes)")
@@ -174,7 +177,10 @@ def main(argv: list[str] | None = None) -> dict:
     threads = [int(t) for t in _split(args.threads)]
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + ("-reduced" if args.reduced else "")
+    if args.batch < 1:
+        raise SystemExit(f"--batch must be >= 1, not {args.batch}")
+    stamp = (_dt.datetime.now().strftime("%Y%m%d-%H%M%S") + ("-reduced" if args.reduced else "")
+             + (f"-b{args.batch}" if args.batch != 1 else ""))
     tmp_root = pathlib.Path(args.workdir) if args.workdir else pathlib.Path(tempfile.mkdtemp(prefix="dnnf-bench-"))
     tmp_root.mkdir(parents=True, exist_ok=True)
 
@@ -185,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
     json_path = out_dir / f"{stamp}.json"
     cpu = meta["cpu"]
     print(f"dnnfusion benchmark harness: {len(model_names)} model(s) x {len(fws)} framework(s) x "
-          f"threads {threads}{' (reduced)' if args.reduced else ''}")
+          f"threads {threads}{' (reduced)' if args.reduced else ''}, batch {args.batch}")
     print(f"machine: {cpu.get('model_name')}, {cpu.get('logical_cpus')} CPUs, "
           f"{' '.join(f for f in cpu.get('flags', []) if f.startswith(('avx512f', 'amx_tile', 'avx2')))}, "
           f"load {meta.get('loadavg_start')}; OPENBLAS_CORETYPE={meta['env'].get('OPENBLAS_CORETYPE')}")
@@ -205,7 +211,7 @@ def main(argv: list[str] | None = None) -> dict:
         mdir.mkdir(parents=True, exist_ok=True)
         i += 1
         _progress(i, n_total, t_start, f"{model:18s} reference (eager outputs, ONNX export, op counts) ... ", end="")
-        ref = run_cell({"kind": "reference", "model": model, "reduced": args.reduced,
+        ref = run_cell({"kind": "reference", "model": model, "reduced": args.reduced, "batch": args.batch,
                         "threads": os.cpu_count() or 1, "workdir": str(mdir), "celldir": str(mdir / "reference")},
                        sys.executable, args.timeout)
         result["references"][model] = ref
@@ -242,7 +248,7 @@ def main(argv: list[str] | None = None) -> dict:
                     elif prev and prev[0]["status"] != "ok":
                         c = dict(prev[0], cell_s=0.0)  # a failed cell is not run again
                     else:
-                        c = run_cell(dict(base, reduced=args.reduced, workdir=str(mdir),
+                        c = run_cell(dict(base, reduced=args.reduced, batch=args.batch, workdir=str(mdir),
                                           celldir=str(mdir / f"{fw}-t{t}"), reference=ref_small,
                                           warmup=args.warmup, repeat=args.repeat, budget_s=args.budget,
                                           rtol=args.rtol, atol=args.atol), python, args.timeout)
