@@ -77,15 +77,34 @@ inline void window_rows(const window::Geom& g, const float* x, int C, long n, in
 // where the generic loop loads U * KX), with the row's KX weight vectors loaded once. The
 // sums go to the row's block buffer like the generic loop's. Returns the first pixel it did
 // not compute.
+//
+// pf[0 .. npf) are the input rows the next output row adds to the window (nullptr: none): the
+// part of them under this block's pixels is prefetched a little per channel vector, so that
+// a plane larger than the caches (batches) streams from memory while this row computes
+// instead of stalling the next one (the access pattern, C-strided pixels over three rows,
+// is one the hardware prefetchers follow poorly).
 template <int KX, int SX>
 int depthwise_interior(const float* const* rows, const int* tap0, int nr, const float* wt, int C, int px,
-                       int ox, int hi, float* buf) {
+                       int ox, int hi, float* buf, const float* const* pf = nullptr, int npf = 0,
+                       const float* pf_out = nullptr) {
   constexpr int W = kVecWidth, U = 8, NIN = (U - 1) * SX + KX;
   const int nvk = C / W;
   const long cstep = C;
+  const long pf_floats = static_cast<long>(U) * SX * C;  // one block's pixels of a row
+  const int pf_per_cv = static_cast<int>((pf_floats / 16 + nvk - 1) / nvk);  // 64-byte lines
   for (; ox + U <= hi; ox += U) {
     for (int cv = 0; cv < nvk; ++cv) {
       const int c0 = cv * W;
+      for (int q = 0; q < npf; ++q) {
+        const float* base = pf[q] + static_cast<long>(ox * SX - px) * C;
+        for (int l = cv * pf_per_cv, le = std::min<int>(l + pf_per_cv, static_cast<int>(pf_floats / 16)); l < le; ++l)
+          __builtin_prefetch(base + l * 16L, 0, 2);
+      }
+      if (pf_out) {
+        const float* base = pf_out + static_cast<long>(ox) * C;
+        const int per = (U * C / 16 + nvk - 1) / nvk;
+        for (int l = cv * per, le = std::min(l + per, U * C / 16); l < le; ++l) __builtin_prefetch(base + l * 16L, 1, 2);
+      }
       vf a[U];
 #pragma GCC unroll 8
       for (int u = 0; u < U; ++u) a[u] = simd::v_zero();
@@ -124,7 +143,19 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
   thread_local std::vector<int> tap0;
   window_rows(g, x, C, n, oz, oy, rows, tap0);
   const int nr = static_cast<int>(rows.size());
+  // The rows the next output row of this image adds (below the window's last): prefetched.
+  const float* pf[4];
+  int npf = 0;
+  if (oy + 1 < g.out[1] && g.k[0] == 1) {
+    const int last = oy * g.stride[1] - g.pad[1] + (g.k[1] - 1) * g.dil[1];
+    for (int ky = 0; ky < g.k[1] && npf < 4; ++ky) {
+      const int iy = (oy + 1) * g.stride[1] - g.pad[1] + ky * g.dil[1];
+      if (iy > last && iy >= 0 && iy < g.in[1])
+        pf[npf++] = x + ((n * g.in[0] + oz * g.stride[0] - g.pad[0]) * static_cast<long>(g.in[1]) + iy) * g.in[2] * C;
+    }
+  }
   // Output columns whose whole window is inside the input row: [lo, hi).
+  const long row0 = ((n * g.out[0] + oz) * static_cast<long>(g.out[1]) + oy) * OX;
   int lo = 0, hi = OX;
   while (lo < OX && lo * sx - px < 0) ++lo;
   while (hi > lo && (hi - 1) * sx - px + (KX - 1) * dx >= g.in[2]) --hi;
@@ -156,7 +187,7 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
   if (full * W == C && dx == 1) {
     auto spec = [&](auto kx, auto sxc) {
       ox = depthwise_interior<decltype(kx)::value, decltype(sxc)::value>(rows.data(), tap0.data(), nr, wt, C, px,
-                                                                         lo, hi, buf);
+                                                                         lo, hi, buf, pf, npf, y + row0 * C);
     };
     using I1 = std::integral_constant<int, 1>;
     using I2 = std::integral_constant<int, 2>;
@@ -192,7 +223,6 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
     }
   }
   for (; ox < OX; ++ox) edge(ox, 0);
-  const long row0 = ((n * g.out[0] + oz) * static_cast<long>(g.out[1]) + oy) * OX;
   finish_block(ep, buf, nvk, y + row0 * C, C, OX, C, row0, 0);
 }
 
