@@ -257,6 +257,17 @@ void pack_a_block(const AView<Pro>& s, float* dst, int r0, int mc, int M, int k0
                   int kc_pad) {
   pack_a(dst, s.a, s.rs, s.cs, r0, mc, M, k0, kc, kc_pad, s.pro);
 }
+// Asks for rows [r0, r0 + mc) x k [k0, k0 + kc) of A ahead of their packing (a source in
+// memory read along k; other sources compute their rows).
+template <class Pro>
+void prefetch_a_block(const AView<Pro>& s, int r0, int mc, int M, int k0, int kc) {
+  if (s.cs != 1) return;
+  for (int i = r0, ie = std::min(M, r0 + mc); i < ie; ++i) {
+    const float* p = s.a + static_cast<long>(i) * s.rs + k0;
+    for (int k = 0; k < kc; k += 16) __builtin_prefetch(p + k, 0, 3);
+  }
+}
+inline void prefetch_a_block(const ARows&, int, int, int, int, int) {}
 inline void pack_b_block(const BView& s, float* dst, int k0, int kc, int kc_pad, int c0, int nc) {
   pack_b(dst, s.b, s.rs, s.cs, k0, kc, kc_pad, c0, nc);
 }
@@ -301,7 +312,6 @@ class PackedA {
 };
 
 namespace detail {
-
 template <class Ep, class ASrc, class BSrc>
 void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c, long ldc,
               const Ep& ep, const Options& opt) {
@@ -407,6 +417,11 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
     float* tl = stream_b ? scratch(2, static_cast<size_t>(nc_blk) * kc)
                 : share_a    ? nullptr
                              : scratch(2, static_cast<size_t>(round_up(r1 - r0, kMR)) * kc);
+    // A read by one column block only (small N: a 1x1 convolution's few output channels):
+    // each MR-row panel is packed right before its tiles run, with the source rows of the
+    // next panel requested meanwhile, so reading A from memory overlaps the FMAs
+    // instead of preceding them (a whole block packed first waits on memory, then computes).
+    const bool per_panel = !share_a && !stream_b && c1 - c0 <= nc_blk;
     for (int jc = c0; jc < c1; jc += nc_blk) {
       const int jend = std::min(c1, jc + nc_blk);
       for (int p = 0; p < nk; ++p) {
@@ -415,7 +430,7 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
         if (share_a) {
           ablk = ap + static_cast<size_t>(pc) * m_pad + static_cast<size_t>(r0) * kcp;
         } else if constexpr (!a_pre) {
-          pack_a_block(asrc, tl, r0, r1 - r0, M, pc, kcb, kcp);
+          if (!per_panel) pack_a_block(asrc, tl, r0, r1 - r0, M, pc, kcb, kcp);
         }
         const float* bblk = tl;
         if (!stream_b) {
@@ -425,6 +440,13 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
         }
         const bool load_c = opt.accumulate || p > 0, last = p == nk - 1;
         for (int ir = r0; ir < r1; ir += kMR) {
+          if constexpr (!a_pre) {
+            if (per_panel) {
+              if (ir + kMR < r1) prefetch_a_block(asrc, ir + kMR, kMR, std::min(M, r1), pc, kcb);
+              pack_a_block(asrc, tl + static_cast<size_t>(ir - r0) * kcp, ir, std::min(kMR, r1 - ir), M, pc, kcb,
+                           kcp);
+            }
+          }
           for (int jr = jc; jr < jend; jr += kNR) {
             run_tile(kcp, ablk + static_cast<size_t>(ir - r0) * kcp,
                      bblk + static_cast<size_t>(jr - jc) * kcp, c + ir * ldc + jr, ldc,

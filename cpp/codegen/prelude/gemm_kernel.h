@@ -330,6 +330,19 @@ inline void pack_a(float* dst, const float* a, long rs, long cs, int row0, int m
     for (int kb = 0; kb < kc_pad; kb += kKU) {
       float* blk = panel + kb * kMR;
       int kn = std::min(kKU, kc - kb);  // <= 0 in the zero padding of k
+      if constexpr (Pro::kIdentity) {
+        if (kn == kKU && cs == 1 && ir + kMR <= mc && row0 + ir + kMR <= m_total) {
+          // A whole chunk of a whole panel: a plain copy, unrolled (the general loop's
+          // bounds, tails and masks cost more than the copy when K is small).
+          const float* s = a + static_cast<long>(row0 + ir) * rs + (k0 + kb);
+#pragma GCC unroll 16
+          for (int i = 0; i < kMR; ++i) {
+#pragma GCC unroll 4
+            for (int t = 0; t < kKU; t += W) v_store(blk + i * kKU + t, v_loadu(s + i * rs + t));
+          }
+          continue;
+        }
+      }
       for (int i = 0; i < kMR; ++i) {
         float* d = blk + i * kKU;
         int row = row0 + ir + i;
