@@ -587,6 +587,8 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
                     "measured_keys": len(profiled.measured) if profiled else 0,
                     "seconds": profiled.seconds if profiled else 0.0,
                     "failed": profiled.failed if profiled else [],
+                    # keys left to the estimate because measuring them would pass the budget
+                    "over_budget": len(profiled.over_budget) if profiled else 0,
                     "db": profiled.db if profiled else None},
         # "f32" when a float16 model computes in float32 (compile's float16 option), else None
         "float16": "f32" if f16_out else None,

@@ -47,6 +47,19 @@ PROFILE_MODES = ("auto", "off")
 DEFAULT_SECONDS = 5.0
 _WARM_S = 0.05  # s per side and warm-up round (time_pair)
 _SETTLE_S = 0.006  # s; longer than a pool's spin after a job (parallel.h kSpin)
+# About how many runs of the candidate one measurement makes (time_pair's warm-up and blocks,
+# twice when the fused and unfused code differ): with the time of one run, whether it fits
+# the rest of compile's budget.
+_RUNS_PER_MEASURE = 60
+
+
+class OverBudget(Exception):
+    """Measuring a candidate would pass the profiling deadline (one run takes ``run_ms``)."""
+
+    def __init__(self, run_ms: float, runs: int):
+        super().__init__(f"about {runs} runs of {run_ms:.3g} ms")
+        self.run_ms = run_ms
+        self.runs = runs
 
 
 def machine_db(isa: str) -> Path:
@@ -187,9 +200,11 @@ def time_pair(exes: Sequence[Any], feeds: list[np.ndarray], min_seconds: float =
 
 def measure_candidate(ecg: ECG, fusion: Any, p: Any, c: Any, key: dict, *,
                       dbs: Sequence[str], isa: str, threads: int,
-                      min_seconds: float = 0.2) -> dict:
+                      min_seconds: float = 0.2, deadline: float | None = None) -> dict:
     """Measures one yellow pair as generated code (see the module's docstring) and returns
-    its database entry. Raises Error if the candidate cannot be compiled."""
+    its database entry. Raises Error if the candidate cannot be compiled, and OverBudget
+    when measuring it would end after ``deadline`` (a ``time.perf_counter()`` value): one
+    run of a batch's candidate can take a second, and a measurement runs it dozens of times."""
     sub = candidate(ecg, fusion, p, c)
     target = _plan.profile_target("cpu")
     base = {"target": target, "producer": p.op, "consumer": c.op,
@@ -209,6 +224,13 @@ def measure_candidate(ecg: ECG, fusion: Any, p: Any, c: Any, key: dict, *,
         gen = _core.generate_cpu(sub.graph, fp, isa)
         exes.append(_core.CpuExecutable(sub.graph, gen, isa, threads, prelude))
     feeds = _feeds(sub, np.random.default_rng(0))
+    if deadline is not None:
+        t0 = time.perf_counter()
+        exes[0].run(feeds)
+        one = time.perf_counter() - t0
+        runs = _RUNS_PER_MEASURE // (2 if same else 1)
+        if time.perf_counter() + one * runs > deadline:
+            raise OverBudget(one * 1e3, runs)
     t = time_pair(exes if not same else [exes[0], exes[0]], feeds, min_seconds=min_seconds)
     noise = t.noise_ms
     if not same:
@@ -261,6 +283,7 @@ class AutoProfile:
     unmeasured: list[tuple] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     failed_keys: set = field(default_factory=set)
+    over_budget: dict = field(default_factory=dict)  # key -> OverBudget: too long to measure
     seconds: float = 0.0
 
 
@@ -268,7 +291,8 @@ def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
                  dbs: Sequence[str], isa: str, threads: int, seconds: float,
                  min_seconds: float = 0.2) -> tuple[AutoProfile, Any]:
     """Measures the yellow keys ``fusion`` settled by the estimate, largest first, until
-    ``seconds`` are spent (a measurement started within the budget finishes), merges them
+    ``seconds`` are spent (a measurement is started only when one run of its candidate says
+    it ends within the budget), merges them
     into :func:`machine_db`, re-plans with ``replan(databases)`` and repeats for the yellow
     pairs the new plan meets, until none is left unmeasured. Returns what it did and the
     final plan. A candidate that cannot be compiled keeps the estimate."""
@@ -290,7 +314,11 @@ def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
                 continue
             try:
                 new.append(measure_candidate(ecg, fusion, p, c, k, dbs=dbs, isa=isa,
-                                             threads=threads, min_seconds=min_seconds))
+                                             threads=threads, min_seconds=min_seconds,
+                                             deadline=t0 + seconds))
+            except OverBudget as ob:
+                out.unmeasured.append(_key(p, c, k))
+                out.over_budget[_key(p, c, k)] = ob
             except Exception as ex:  # noqa: BLE001 - measuring is an optimisation: a
                 # candidate that fails keeps the estimate, and stats["profile"]["failed"] says why
                 out.failed.append(f"{p.op} -> {c.op} [{k['bucket']}]: {type(ex).__name__}: "
@@ -335,6 +363,10 @@ def annotate(fusion: Any, result: AutoProfile | None, seconds: float) -> dict[st
                 why += " (not measured: its candidate failed to build or run, see stats['profile']['failed'])"
             elif r.profile_key["bucket"] == "?":
                 why += " (not measured: the intermediate's size is symbolic)"
+            elif key in result.over_budget:
+                why += (f" (not measured: measuring it, {result.over_budget[key]}, would pass "
+                        f"compile's profiling budget of {seconds:g} s; `python -m dnnfusion profile` "
+                        "measures it)")
             else:
                 why += (f" (not measured: compile's profiling budget of {seconds:g} s was spent; "
                         "compiling again measures more, `python -m dnnfusion profile` measures all)")

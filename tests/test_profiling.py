@@ -219,6 +219,19 @@ def test_compile_auto_with_no_budget_estimates_and_says_why(monkeypatch, tmp_pat
     assert "not measured: compile's profiling budget of 0 s was spent" in m.explain()
 
 
+def test_compile_auto_skips_a_measurement_that_would_pass_the_budget(monkeypatch, tmp_path):
+    """A candidate is measured only when one run of it says the measurement ends within the
+    budget (at batch 8 one run can take a second and a measurement makes dozens): here every
+    measurement is made to look that long, so nothing is measured and explain() says why."""
+    monkeypatch.setattr(profiling, "_RUNS_PER_MEASURE", 10**9)
+    m = _auto(monkeypatch, tmp_path, profile_seconds=60)
+    p = m.stats["profile"]
+    assert p["measured"] == 0 and p["estimated"] >= 1 and p["over_budget"] >= 1, p
+    assert p["seconds"] < 60
+    assert "would pass compile's profiling budget of 60 s" in m.explain()
+    assert not profiling.machine_db("scalar").exists()
+
+
 def test_compile_profile_off_reads_and_writes_no_machine_database(monkeypatch, tmp_path):
     monkeypatch.setenv("DNNF_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("DNNF_PROFILE_DB", "")
