@@ -102,6 +102,8 @@ def test_latest_results_picks_the_newest_full_run_with_the_framework(tmp_path):
     (tmp_path / "20260101-000000.json").write_text(json.dumps(r))
     r["args"] = {"reduced": True}  # newer, but reduced models: not a full result
     (tmp_path / "20260102-000000.json").write_text(json.dumps(r))
+    r["args"] = {"reduced": False, "batch": 8}  # newer, but batch 8: not the batch-1 table
+    (tmp_path / "20260103-000000-b8.json").write_text(json.dumps(r))
     assert viz.latest_results(tmp_path).name == "20260101-000000.json"
     with pytest.raises(FileNotFoundError):
         viz.latest_results(tmp_path, "tvm")

@@ -34,14 +34,15 @@ def load_results(path: str | os.PathLike) -> dict:
 
 def latest_results(directory: str | os.PathLike, framework: str = "dnnfusion",
                    threads: int | None = None) -> Path:
-    """The newest full-size (not --reduced) result file under `directory` in which `framework`
-    produced a right answer (at `threads`, if given); file names start with their time stamp."""
+    """The newest full-size (not --reduced) batch-1 result file under `directory` in which
+    `framework` produced a right answer (at `threads`, if given); file names start with their
+    time stamp. Runs at another batch (``--batch``) answer another question and are skipped."""
     for path in sorted(Path(directory).glob("2*.json"), reverse=True):
         try:
             r = load_results(path)
         except (ValueError, json.JSONDecodeError):
             continue
-        if r.get("args", {}).get("reduced"):
+        if r.get("args", {}).get("reduced") or int(r.get("args", {}).get("batch") or 1) != 1:
             continue
         if any(c["framework"] == framework and c["status"] == "ok"
                and (threads is None or c["threads"] == threads) for c in r["cells"]):
