@@ -90,21 +90,18 @@ int depthwise_interior(const float* const* rows, const int* tap0, int nr, const 
   constexpr int W = kVecWidth, U = 8, NIN = (U - 1) * SX + KX;
   const int nvk = C / W;
   const long cstep = C;
-  const long pf_floats = static_cast<long>(U) * SX * C;  // one block's pixels of a row
-  const int pf_per_cv = static_cast<int>((pf_floats / 16 + nvk - 1) / nvk);  // 64-byte lines
+  // Channel vector cv's share of the `floats` from `base`, in 64-byte lines.
+  auto share = [nvk](const float* base, int floats, int cv, auto write) {
+    const int lines = floats / 16, per = (lines + nvk - 1) / nvk;
+    for (int l = cv * per, le = std::min(l + per, lines); l < le; ++l) __builtin_prefetch(base + l * 16L, decltype(write)::value, 2);
+  };
+  using Read = std::integral_constant<int, 0>;
+  using Write = std::integral_constant<int, 1>;
   for (; ox + U <= hi; ox += U) {
     for (int cv = 0; cv < nvk; ++cv) {
       const int c0 = cv * W;
-      for (int q = 0; q < npf; ++q) {
-        const float* base = pf[q] + static_cast<long>(ox * SX - px) * C;
-        for (int l = cv * pf_per_cv, le = std::min<int>(l + pf_per_cv, static_cast<int>(pf_floats / 16)); l < le; ++l)
-          __builtin_prefetch(base + l * 16L, 0, 2);
-      }
-      if (pf_out) {
-        const float* base = pf_out + static_cast<long>(ox) * C;
-        const int per = (U * C / 16 + nvk - 1) / nvk;
-        for (int l = cv * per, le = std::min(l + per, U * C / 16); l < le; ++l) __builtin_prefetch(base + l * 16L, 1, 2);
-      }
+      for (int q = 0; q < npf; ++q) share(pf[q] + static_cast<long>(ox * SX - px) * C, U * SX * C, cv, Read{});
+      if (pf_out) share(pf_out + static_cast<long>(ox) * C, U * C, cv, Write{});
       vf a[U];
 #pragma GCC unroll 8
       for (int u = 0; u < U; ++u) a[u] = simd::v_zero();

@@ -312,6 +312,7 @@ class PackedA {
 };
 
 namespace detail {
+
 template <class Ep, class ASrc, class BSrc>
 void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c, long ldc,
               const Ep& ep, const Options& opt) {
