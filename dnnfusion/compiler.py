@@ -581,15 +581,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         "horizontal": bool(horizontal),
         "layout": layout_report,
         # Where the yellow pairs' decisions came from (profile="auto" on the CPU).
-        # measured/cached/database/estimated count yellow pairs of the final plan;
-        # measured_keys the database entries this compile measured.
-        "profile": {"mode": profile if target == "cpu" else "off", **yellow,
-                    "measured_keys": len(profiled.measured) if profiled else 0,
-                    "seconds": profiled.seconds if profiled else 0.0,
-                    "failed": profiled.failed if profiled else [],
-                    # keys left to the estimate because measuring them would pass the budget
-                    "over_budget": len(profiled.over_budget) if profiled else 0,
-                    "db": profiled.db if profiled else None},
+        "profile": _profiling.stats(profiled, profile if target == "cpu" else "off", yellow),
         # "f32" when a float16 model computes in float32 (compile's float16 option), else None
         "float16": "f32" if f16_out else None,
     }

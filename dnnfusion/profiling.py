@@ -335,6 +335,20 @@ def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
     return out, fusion
 
 
+def stats(result: AutoProfile | None, mode: str, yellow: dict[str, int]) -> dict:
+    """compile's ``stats["profile"]``: ``yellow`` (:func:`annotate`'s counts of the final
+    plan's yellow pairs: measured, cached, database, estimated), the database entries this
+    compile measured (``measured_keys``), its seconds, the candidates that failed, how many
+    keys kept the estimate because measuring them would pass the budget, and the database."""
+    r = result
+    return {"mode": mode, **yellow,
+            "measured_keys": len(r.measured) if r else 0,
+            "seconds": r.seconds if r else 0.0,
+            "failed": r.failed if r else [],
+            "over_budget": len(r.over_budget) if r else 0,
+            "db": r.db if r else None}
+
+
 def annotate(fusion: Any, result: AutoProfile | None, seconds: float) -> dict[str, int]:
     """Says in each yellow reason where its decision came from: measured while compiling,
     measured by an earlier compile (this machine's cache), the database it was read from,
