@@ -6,8 +6,9 @@
 #   ocl-icd-libopencl1 clinfo), NVIDIA's OpenCL driver (libnvidia-opencl.so.1) is found on the
 #   machine, dnnfusion is built there (python3 with torch, onnx, onnxruntime, pybind11 and
 #   scikit-build-core already installed). Results go to $OUT (default ./gpu_out).
-# Knobs: REDUCED_MODELS, FULL_MODELS, and time limits REDUCED_S, FULL_S, UNTILED_S (0: skip the
-# pass with DNNF_OPENCL_TILING=0). The runs of 2026-11-25: the first (committed results, before
+# Knobs: REDUCED_MODELS, FULL_MODELS, and time limits REDUCED_S (0: skip the reduced models),
+# FULL_S, UNTILED_S (0: skip the pass with DNNF_OPENCL_TILING=0), TILE64_S (0: skip the pass
+# with 64-wide tiles forced, DNNF_OPENCL_TILING=64, over TILE64_MODELS). The runs of 2026-11-25: the first (committed results, before
 # the tiles) with the defaults; the second, lost when the machine stopped answering, with
 #   REDUCED_MODELS=faster_rcnn,mask_rcnn,s3d,c3d,resnet50 REDUCED_S=70 FULL_S=160 UNTILED_S=110
 set -u
@@ -36,10 +37,12 @@ python3 -m pip install -q --no-build-isolation --no-deps --no-index -e . 2>&1 | 
 stamp "devices"
 python3 -m dnnfusion info --devices || exit 1
 export PYTHONUNBUFFERED=1
+if [ "${REDUCED_S:-150}" -gt 0 ]; then
 stamp "reduced zoo"
 timeout ${REDUCED_S:-150} python3 benchmarks/opencl_table.py --no-cpu --torch-device cuda --repeat 5 \
     --models "${REDUCED_MODELS:-$(python3 -c 'from dnnfusion.zoo import registry; print(",".join(registry.list()))')}" \
     --json "$OUT/reduced.json"
+fi
 FULL=${FULL_MODELS:-resnet50,bert_base,gpt2,mobilenetv2,efficientnet_b0,vgg16,distilbert,vit_b16,yolov4,unet}
 stamp "full models"
 timeout ${FULL_S:-200} python3 benchmarks/opencl_table.py --full --no-cpu --torch-device cuda --repeat 10 \
@@ -48,5 +51,10 @@ if [ "${UNTILED_S:-0}" -gt 0 ]; then
   stamp "full models, GEMM tiles and row work-groups off (DNNF_OPENCL_TILING=0)"
   DNNF_OPENCL_TILING=0 timeout $UNTILED_S python3 benchmarks/opencl_table.py --full --no-cpu --repeat 10 \
       --models "$FULL" --json "$OUT/full_untiled.json"
+fi
+if [ "${TILE64_S:-0}" -gt 0 ]; then
+  stamp "full models, 64-wide GEMM tiles forced (DNNF_OPENCL_TILING=64)"
+  DNNF_OPENCL_TILING=64 timeout $TILE64_S python3 benchmarks/opencl_table.py --full --no-cpu --repeat 10 \
+      --models "${TILE64_MODELS:-$FULL}" --json "$OUT/full_tile64.json"
 fi
 stamp "done"

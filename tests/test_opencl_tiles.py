@@ -1,10 +1,14 @@
 """The OpenCL target's local-memory GEMM tiles (issue 15): GEMMs and convolutions (as implicit
-GEMMs) big enough run in 64 x 64 tiles of work-groups of 16 x 16 items. Each case runs tiled
-and untiled (DNNF_OPENCL_TILING=0) on the OpenCL device: both match the NumPy reference, and
-give the same bits, since every output accumulates the same fmas in the same order. Sizes are
-chosen off the tile (partial tiles in M, N and K), batched, with prologues and epilogues."""
+GEMMs) big enough run in 64 x 64 tiles (32 x 32 where 64-wide ones would give the device fewer
+work-groups than compute units) of work-groups of 16 x 16 items. Each case runs with the tile
+the device gets, with each size forced (DNNF_OPENCL_TILING=64, 32) and untiled
+(DNNF_OPENCL_TILING=0) on the OpenCL device: all match the NumPy reference, and give the same
+bits, since every output accumulates the same fmas in the same order. Sizes are chosen off the
+tile (partial tiles in M, N and K), batched, with prologues and epilogues."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -72,17 +76,38 @@ def run(ecg, feeds, tiling: str, monkeypatch):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tiled_matches_reference_and_untiled_bits(device, case, monkeypatch):
-    fits = device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * 65 * 4
+    fits = {t: device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * (t + 1) * 4 for t in (32, 64)}
     ecg, feeds = CASES[case]()
     want = ecg.run_reference(**feeds)
-    tiled, src_tiled = run(ecg, feeds, "1", monkeypatch)
     plain, src_plain = run(ecg, feeds, "0", monkeypatch)
-    # A device without room for the tile keeps one work-item per output element.
-    assert ("__local float dn_As" in src_tiled and "barrier(CLK_LOCAL_MEM_FENCE)" in src_tiled) == fits
     assert "__local" not in src_plain
-    for got, ref, other in zip(tiled, want, plain):
-        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
-        assert np.array_equal(got, other), "tiled and untiled results differ"
+    for tiling in ("1", "64", "32"):
+        tiled, src_tiled = run(ecg, feeds, tiling, monkeypatch)
+        # A device without room for the tile keeps one work-item per output element.
+        side = {"1": 64 if fits[64] else 32, "64": 64, "32": 32}[tiling]
+        has = "__local float dn_As" in src_tiled and "barrier(CLK_LOCAL_MEM_FENCE)" in src_tiled
+        assert has == fits[side]
+        if has and tiling != "1":
+            assert f"dn_As[{16 * (side + 1)}]" in src_tiled  # kTileK rows of side + 1 floats
+        for got, ref, other in zip(tiled, want, plain):
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+            assert np.array_equal(got, other), f"tiled ({tiling}) and untiled results differ"
+
+
+def test_tile_side_follows_the_grid(device, monkeypatch):
+    """64-wide tiles unless they would give the device fewer work-groups than compute units:
+    then 32-wide ones, four times as many groups (CL_DEVICE_MAX_COMPUTE_UNITS decides)."""
+    room = device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * 65 * 4
+    cu = device["compute_units"]
+    side = math.ceil(math.sqrt(cu)) * 64  # ceil(side / 64)^2 >= cu groups of 64
+    for (m, n), want in (((64, 64), 32 if cu > 1 else 64), ((side, side), 64)):
+        ecg, feeds = matmul(m, 24, n)
+        out, src = run(ecg, feeds, "1", monkeypatch)
+        if room:  # (a device without it has no 64-wide tiles to weigh)
+            assert f"dn_As[{16 * (want + 1)}]" in src, (m, n, cu)
+        else:
+            assert "dn_As[1040]" not in src
+        np.testing.assert_allclose(out[0], ecg.run_reference(**feeds)[0], rtol=1e-4, atol=1e-4)
 
 
 def test_small_gemm_is_not_tiled(device, monkeypatch):

@@ -75,6 +75,10 @@ struct OpenclCodegenOptions {
   // local memory allow); false: one work-item per output element everywhere
   // (DNNF_OPENCL_TILING=0, for comparisons).
   bool tiled_gemm = true;
+  int64_t compute_units = 1;  // CL_DEVICE_MAX_COMPUTE_UNITS: the GEMM tile's size follows the grid
+  // The GEMM tile's side: 0 chooses per GEMM (64, or 32 where 64 gives fewer work-groups than
+  // compute units); 64 or 32 forces one (DNNF_OPENCL_TILING=64 or 32, for comparisons and tests).
+  int64_t tile = 0;
 };
 
 }  // namespace dnnf

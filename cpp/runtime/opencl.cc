@@ -297,7 +297,10 @@ OpenclCodegenOptions codegen_options(const DeviceInfo& d) {
   o.fp64 = d.fp64;
   o.max_kernel_args = static_cast<int>(max_kernel_args(d));
   const char* tiling = std::getenv("DNNF_OPENCL_TILING");
-  o.tiled_gemm = !(tiling && std::string(tiling) == "0");
+  const std::string t = tiling ? tiling : "";
+  o.tiled_gemm = t != "0";
+  o.compute_units = d.compute_units;
+  if (t == "32" || t == "64") o.tile = std::stoi(t);
   return o;
 }
 

@@ -16,9 +16,9 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
   const GemmCall& c = a.gemm;
   const std::string offa = c.batched ? index(a.offset_a, a.batch_vars) : "0L";
   const std::string offb = c.batched ? index(a.offset_b, a.batch_vars) : "0L";
-  if (tiles_fit() && c.M >= kTileMin && c.N >= kTileMin) {
+  if (const int64_t t = tile_for(c.M, c.N, a.batch)) {
     tiled_gemm(
-        k, a, c.M, c.N, c.K, a.batch,
+        k, a, t, c.M, c.N, c.K, a.batch,
         [&] {
           if (c.a_computed) {  // A[row, k] by its prologue, once per element of the tile
             k.body.line("const long row = dn_m, j = dn_k;");
@@ -28,6 +28,7 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
             k.body.line("v = " + p(c.a) + "[(" + offa + ") + dn_m * " + L(c.rs_a) + " + dn_k * " + L(c.cs_a) + "];");
           }
         },
+        [] {},
         [&] { k.body.line("v = " + p(c.b) + "[(" + offb + ") + dn_k * " + L(c.rs_b) + " + dn_n * " + L(c.cs_b) + "];"); },
         "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n", global);
     return;
@@ -73,26 +74,36 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
   const AnchorArg& wa = a.args.at(2);
   const ValueId W = wa.kind == AnchorArg::Kind::Packed ? mp.packed.at(static_cast<size_t>(wa.i)).value : wa.value;
   const int64_t Mg = M / G, Cg = C / G, Kc = Cg * taps;
-  if (tiles_fit() && Mg >= kTileMin && pixels >= kTileMin) {
+  if (const int64_t t = tile_for(Mg, pixels, N * G)) {
     // An implicit GEMM per (image, group): A = the group's weights [Mg, Cg * taps] as they
-    // lie, B[(c, tap), pixel] = the input under that tap (0 in the padding), never formed.
+    // lie, B[(c, tap), pixel] = the input under that tap (0 in the padding), never formed. The
+    // item's pixel is decomposed once (setup_b); (c, tap) per element, in 32-bit arithmetic
+    // where the sizes allow (64-bit division is slow on GPUs).
     std::vector<int64_t> in_stride(static_cast<size_t>(nd));
     int64_t st = 1;
     for (int d = nd; d-- > 0;) {
       in_stride[static_cast<size_t>(d)] = st;
       st *= arr(0, d);
     }
+    const bool narrow = in_plane < (int64_t{1} << 30) && Kc < (int64_t{1} << 30) && pixels < (int64_t{1} << 30);
+    const std::string ix = narrow ? "int" : "long";
+    auto I = [&](int64_t v) { return narrow ? std::to_string(v) : L(v); };
     tiled_gemm(
-        k, a, Mg, pixels, Kc, N * G,
+        k, a, t, Mg, pixels, Kc, N * G,
         [&] { k.body.line("v = " + p(W) + "[((b % " + L(G) + ") * " + L(Mg) + " + dn_m) * " + L(Kc) + " + dn_k];"); },
         [&] {
-          k.body.line("const long dn_c = dn_k / " + L(taps) + ";");
-          k.body.line("long dn_tr = dn_k % " + L(taps) + ", dn_rest = dn_n, dn_off = 0; bool dn_in = true;");
+          k.body.line(ix + " dn_rest = (" + ix + ")dn_nb;");
           for (int d = nd; d-- > 0;)
-            k.body.line("{ const long kd = dn_tr % " + L(arr(2, d)) + "; dn_tr /= " + L(arr(2, d)) + "; const long o = dn_rest % " +
-                        L(arr(1, d)) + "; dn_rest /= " + L(arr(1, d)) + "; const long id = o * " + L(arr(3, d)) + " - " +
-                        L(s[20 + d]) + " + kd * " + L(arr(4, d)) + "; dn_in = dn_in && id >= 0 && id < " + L(arr(0, d)) +
-                        "; dn_off += id * " + L(in_stride[static_cast<size_t>(d)]) + "; }");
+            k.body.line("const " + ix + " dn_o" + std::to_string(d) + " = dn_rest % " + I(arr(1, d)) + " * " + I(arr(3, d)) +
+                        " - " + I(s[20 + d]) + "; dn_rest /= " + I(arr(1, d)) + ";");
+        },
+        [&] {
+          k.body.line("const " + ix + " dn_ki = (" + ix + ")dn_k, dn_c = dn_ki / " + I(taps) + ";");
+          k.body.line(ix + " dn_tr = dn_ki % " + I(taps) + ", dn_off = 0; bool dn_in = true;");
+          for (int d = nd; d-- > 0;)
+            k.body.line("{ const " + ix + " kd = dn_tr % " + I(arr(2, d)) + "; dn_tr /= " + I(arr(2, d)) + "; const " + ix +
+                        " id = dn_o" + std::to_string(d) + " + kd * " + I(arr(4, d)) + "; dn_in = dn_in && id >= 0 && id < " +
+                        I(arr(0, d)) + "; dn_off += id * " + I(in_stride[static_cast<size_t>(d)]) + "; }");
           k.body.line("if (dn_in) v = " + p(a.args.at(1).value) + "[((b / " + L(G) + ") * " + L(C) + " + (b % " + L(G) + ") * " +
                       L(Cg) + " + dn_c) * " + L(in_plane) + " + dn_off];");
         },

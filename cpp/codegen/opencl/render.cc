@@ -208,7 +208,8 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
     if (g.value(v).type.dtype == DType::F64 && !opt.fp64 && (g.value(v).producer >= 0 || g.value(v).constant))
       throw UnsupportedOperatorError("the model computes in float64, which this OpenCL device does not support "
                                      "(no cl_khr_fp64): value '" + g.value(v).name + "'");
-  cg::opencl::Renderer r{g, mp, sp, m, {}, opt.max_work_group, opt.local_mem_bytes, opt.max_kernel_args, opt.tiled_gemm, {}};
+  cg::opencl::Renderer r{g, mp, sp, m, {}, opt.max_work_group, opt.local_mem_bytes, opt.max_kernel_args, opt.tiled_gemm,
+                               opt.compute_units, opt.tile, {}};
   for (const cg::BlockPlan& b : mp.blocks) r.block(b);
   m.inputs = g.inputs();
   m.outputs = g.outputs();

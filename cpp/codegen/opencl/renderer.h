@@ -15,10 +15,12 @@
 namespace dnnf::cg::opencl {
 
 constexpr int64_t kGroup = 64;  // work-items per group of 1-D launches (rounded-up global size)
-// The local-memory GEMM tile (tiled_gemm): kTile x kTile outputs per work-group, kTileItems x
-// kTileItems per work-item, K in steps of kTileK; GEMMs and convolutions with fewer than
+// The local-memory GEMM tile (tiled_gemm): T x T outputs per work-group of kTileSide x
+// kTileSide work-items, each (T / kTileSide)^2 of them, K in steps of kTileK. T is kTileBig,
+// or kTileSmall where big tiles would leave the device with fewer work-groups than compute
+// units (a transformer's GEMMs at a short sequence); GEMMs and convolutions with fewer than
 // kTileMin rows or columns keep one work-item per output element.
-constexpr int64_t kTile = 64, kTileItems = 4, kTileK = 16, kTileMin = 32;
+constexpr int64_t kTileBig = 64, kTileSmall = 32, kTileSide = 16, kTileK = 16, kTileMin = 32;
 // Row kernels (Softmax, LayerNorm) with rows of kRowGroupMin elements or more run a
 // work-group of kRowGroup items per row (group_reduce).
 constexpr int64_t kRowGroup = 128, kRowGroupMin = 64;
@@ -32,6 +34,7 @@ struct Renderer {
   // The device's limits (OpenclCodegenOptions) and whether GEMMs may be tiled at all.
   int64_t max_work_group = 256, local_mem_bytes = 32768, max_kernel_args = 128;
   bool tiling = true;
+  int64_t compute_units = 1, forced_tile = 0;  // OpenclCodegenOptions::compute_units, ::tile
   // The launch shape of the stage being rendered, beyond its global size: set by the kernels
   // that need a 3-D launch or a fixed work-group (0: the default 1-D, runtime-chosen group).
   struct Shape {
@@ -83,13 +86,15 @@ struct Renderer {
 
   void gemm(K& k, const AnchorStage& a, int64_t global[3]);
 
-  // Whether the device can run tiled_gemm's work-groups and local tiles.
-  bool tiles_fit() const;
+  // Whether the device can run tiled_gemm's work-groups and local tiles of side `t`.
+  bool tiles_fit(int64_t t) const;
+  // The tile side for C[batch](M x N), 0: no tile.
+  int64_t tile_for(int64_t M, int64_t N, int64_t batch) const;
 
-  // GEMM C[b] = A[b] B[b] through local-memory tiles (see anchor_kernels.cc).
-  void tiled_gemm(K& k, const AnchorStage& a, int64_t M, int64_t N, int64_t Kd, int64_t batch,
-                  const std::function<void()>& load_a, const std::function<void()>& load_b, const std::string& out,
-                  int64_t global[3]);
+  // GEMM C[b] = A[b] B[b] through local-memory tiles of side `t` (see work_groups.cc).
+  void tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int64_t N, int64_t Kd, int64_t batch,
+                  const std::function<void()>& load_a, const std::function<void()>& setup_b,
+                  const std::function<void()>& load_b, const std::string& out, int64_t global[3]);
 
   void conv(K& k, const AnchorStage& a, int64_t global[3]);
 

@@ -10,19 +10,26 @@
 namespace dnnf::cg::opencl {
 
 // A GEMM tile through local memory, for GEMMs and convolutions (as implicit GEMMs) big
-// enough to fill it: C[b](M x N) = A[b](M x K) B[b](K x N). A work-group of 16 x 16
-// work-items computes a 64 x 64 tile of C, each work-item a 4 x 4 block of it in registers
-// (rows ty + 16 i, columns tx + 16 j); K advances 16 at a time through two local tiles that
-// the group loads together, each element once (A's prologue, where there is one, is evaluated
-// there, so once per 64 columns instead of once per column). Every output still accumulates
-// fma(A[m, k], B[k, n]) over k in order from 0, as the one-item-per-element kernel does, so
-// both give the same bits. `load_a` spells v = A(b, dn_m, dn_k), `load_b` v = B(b, dn_k, dn_n)
-// (both only called in range; out of range the tile holds 0), `out` the flat output index of
-// (b, dn_m, dn_n).
-void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t M, int64_t N, int64_t Kd, int64_t batch,
-                          const std::function<void()>& load_a, const std::function<void()>& load_b,
-                          const std::string& out, int64_t global[3]) {
-  constexpr int64_t T = kTile, S = kTile / kTileItems, P = kTile + 1;  // tile, items per side, padded row
+// enough to fill it: C[b](M x N) = A[b](M x K) B[b](K x N). A work-group of kTileSide x
+// kTileSide work-items computes a t x t tile of C, each work-item an R x R block of it in
+// registers (R = t / kTileSide; rows ty + kTileSide i, columns tx + kTileSide j); K advances
+// kTileK at a time through two local tiles that the group loads together, each element once
+// (A's prologue, where there is one, is evaluated there, so once per t columns instead of once
+// per column). Each item loads the same column of B's tile and the same k of A's at every step
+// (the group's size is a multiple of both t and kTileK), so `setup_b` runs once before the K
+// loop with dn_nb, the item's column of C, in scope: a convolution decomposes its pixel there.
+// Every output still accumulates fma(A[m, k], B[k, n]) over k in order from 0, as the
+// one-item-per-element kernel does, so both give the same bits. `load_a` spells
+// v = A(b, dn_m, dn_k), `load_b` v = B(b, dn_k, dn_n) (both only called in range; out of range
+// the tile holds 0), `out` the flat output index of (b, dn_m, dn_n).
+void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int64_t N, int64_t Kd, int64_t batch,
+                          const std::function<void()>& load_a, const std::function<void()>& setup_b,
+                          const std::function<void()>& load_b, const std::string& out, int64_t global[3]) {
+  const int64_t T = t, S = kTileSide, R = t / kTileSide, P = t + 1;  // tile, items per side, per item, padded row
+  const int64_t items = S * S;
+  if (T % S != 0 || items % T != 0 || items % kTileK != 0)
+    throw InternalError("tiled_gemm: tile " + std::to_string(T) + " does not suit work-groups of " + std::to_string(items));
+  const std::string Ts = std::to_string(T), Ps = std::to_string(P), KT = std::to_string(kTileK);
   shape.dims = 3;
   shape.local[0] = S;
   shape.local[1] = S;
@@ -36,45 +43,47 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t M, int64_t N, int6
   k.body.line("const long b = get_global_id(2), dn_m0 = (long)get_group_id(1) * " + L(T) + ", dn_n0 = (long)get_group_id(0) * " +
               L(T) + ";");
   k.body.line("(void)b;");
+  k.body.line("const int dn_ak = dn_t % " + KT + ", dn_bn = dn_t % " + Ts + ";");
+  k.body.line("const long dn_nb = dn_n0 + dn_bn;");
+  setup_b();
   std::string regs;
-  for (int i = 0; i < kTileItems * kTileItems; ++i) regs += (i ? ", c" : "c") + std::to_string(i) + " = 0.0f";
+  for (int64_t i = 0; i < R * R; ++i) regs += (i ? ", c" : "c") + std::to_string(i) + " = 0.0f";
   k.body.line("float " + regs + ";");
   k.body.open("for (long dn_k0 = 0; dn_k0 < " + L(Kd) + "; dn_k0 += " + L(kTileK) + ")");
-  const int64_t per_item = kTileK * T / (S * S);
-  k.body.open("for (int dn_l = 0; dn_l < " + std::to_string(per_item) + "; ++dn_l)");
-  k.body.line("const int dn_x = dn_t + " + std::to_string(S * S) + " * dn_l;");
-  // One element of a tile: `f`/`s` its fast and slow coordinates in the tile (the fast one
-  // along consecutive items), `where` the global coordinates they give, `inside` the bounds.
-  auto element = [&](const char* tile, const std::string& f, int64_t fast, const std::string& s, const std::string& where,
-                     const std::string& inside, const std::function<void()>& load, const std::string& at) {
-    k.body.open("");
-    k.body.line("const int " + f + " = dn_x % " + std::to_string(fast) + ", " + s + " = dn_x / " + std::to_string(fast) + ";");
-    k.body.line(where);
-    k.body.line("float v = 0.0f;");
-    k.body.open("if (" + inside + ")");
-    load();
-    k.body.close();
-    k.body.line(std::string(tile) + "[" + at + "] = v;");
-    k.body.close();
-  };
-  element("dn_As", "dn_ak", kTileK, "dn_am", "const long dn_m = dn_m0 + dn_am, dn_k = dn_k0 + dn_ak;",
-          "dn_m < " + L(M) + " && dn_k < " + L(Kd), load_a, "dn_ak * " + std::to_string(P) + " + dn_am");
-  element("dn_Bs", "dn_bn", T, "dn_bk", "const long dn_n = dn_n0 + dn_bn, dn_k = dn_k0 + dn_bk;",
-          "dn_n < " + L(N) + " && dn_k < " + L(Kd), load_b, "dn_bk * " + std::to_string(P) + " + dn_bn");
+  k.body.open("for (int dn_l = 0; dn_l < " + std::to_string(kTileK * T / items) + "; ++dn_l)");
+  k.body.line("const int dn_x = dn_t + " + std::to_string(items) + " * dn_l;");
+  k.body.open("");  // A's element (dn_am, dn_ak): k fastest along the items
+  k.body.line("const int dn_am = dn_x / " + KT + ";");
+  k.body.line("const long dn_m = dn_m0 + dn_am, dn_k = dn_k0 + dn_ak;");
+  k.body.line("float v = 0.0f;");
+  k.body.open("if (dn_m < " + L(M) + " && dn_k < " + L(Kd) + ")");
+  load_a();
+  k.body.close();
+  k.body.line("dn_As[dn_ak * " + Ps + " + dn_am] = v;");
+  k.body.close();
+  k.body.open("");  // B's element (dn_bk, dn_bn): n fastest along the items
+  k.body.line("const int dn_bk = dn_x / " + Ts + ";");
+  k.body.line("const long dn_n = dn_nb, dn_k = dn_k0 + dn_bk;");
+  k.body.line("float v = 0.0f;");
+  k.body.open("if (dn_n < " + L(N) + " && dn_k < " + L(Kd) + ")");
+  load_b();
+  k.body.close();
+  k.body.line("dn_Bs[dn_bk * " + Ps + " + dn_bn] = v;");
+  k.body.close();
   k.body.close();
   k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
-  k.body.open("for (int dn_kk = 0; dn_kk < " + std::to_string(kTileK) + "; ++dn_kk)");
-  k.body.line("__local const float* dn_ar = dn_As + dn_kk * " + std::to_string(P) + " + dn_ty;");
-  k.body.line("__local const float* dn_br = dn_Bs + dn_kk * " + std::to_string(P) + " + dn_tx;");
+  k.body.open("for (int dn_kk = 0; dn_kk < " + KT + "; ++dn_kk)");
+  k.body.line("__local const float* dn_ar = dn_As + dn_kk * " + Ps + " + dn_ty;");
+  k.body.line("__local const float* dn_br = dn_Bs + dn_kk * " + Ps + " + dn_tx;");
   std::string ld;
-  for (int i = 0; i < kTileItems; ++i)
+  for (int64_t i = 0; i < R; ++i)
     ld += (i ? ", a" : "const float a") + std::to_string(i) + " = dn_ar[" + std::to_string(i * S) + "]";
-  for (int j = 0; j < kTileItems; ++j) ld += ", b" + std::to_string(j) + " = dn_br[" + std::to_string(j * S) + "]";
+  for (int64_t j = 0; j < R; ++j) ld += ", b" + std::to_string(j) + " = dn_br[" + std::to_string(j * S) + "]";
   k.body.line(ld + ";");
-  for (int i = 0; i < kTileItems; ++i) {
+  for (int64_t i = 0; i < R; ++i) {
     std::string f;
-    for (int j = 0; j < kTileItems; ++j) {
-      const std::string c = "c" + std::to_string(i * kTileItems + j);
+    for (int64_t j = 0; j < R; ++j) {
+      const std::string c = "c" + std::to_string(i * R + j);
       f += c + " = fma(a" + std::to_string(i) + ", b" + std::to_string(j) + ", " + c + "); ";
     }
     k.body.line(f);
@@ -82,21 +91,28 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t M, int64_t N, int6
   k.body.close();
   k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
   k.body.close();
-  for (int i = 0; i < kTileItems; ++i)
-    for (int j = 0; j < kTileItems; ++j) {
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < R; ++j) {
       k.body.open("");
       k.body.line("const long dn_m = dn_m0 + dn_ty + " + L(i * S) + ", dn_n = dn_n0 + dn_tx + " + L(j * S) + ";");
       k.body.open("if (dn_m < " + L(M) + " && dn_n < " + L(N) + ")");
-      k.body.line("const float acc = c" + std::to_string(i * kTileItems + j) + ";");
+      k.body.line("const float acc = c" + std::to_string(i * R + j) + ";");
       finish_element(k, a, out);
       k.body.close();
       k.body.close();
     }
 }
 
-bool Renderer::tiles_fit() const {
-  const int64_t side = kTile / kTileItems;
-  return tiling && side * side <= max_work_group && 2 * kTileK * (kTile + 1) * 4 <= local_mem_bytes;
+bool Renderer::tiles_fit(int64_t t) const {
+  return kTileSide * kTileSide <= max_work_group && 2 * kTileK * (t + 1) * 4 <= local_mem_bytes;
+}
+
+int64_t Renderer::tile_for(int64_t M, int64_t N, int64_t batch) const {
+  if (!tiling || M < kTileMin || N < kTileMin) return 0;
+  if (forced_tile) return tiles_fit(forced_tile) ? forced_tile : 0;
+  auto groups = [&](int64_t t) { return (M + t - 1) / t * ((N + t - 1) / t) * batch; };
+  if (tiles_fit(kTileBig) && groups(kTileBig) >= compute_units) return kTileBig;
+  return tiles_fit(kTileSmall) ? kTileSmall : 0;
 }
 
 // A work-group per row (row kernels whose rows are long enough): the group's items each take
