@@ -217,7 +217,9 @@ class CompiledModel:
                       f"(CL_DEVICE_MAX_PARAMETER_SIZE {d['max_parameter_bytes']} bytes; the planner's limit, named "
                       "above where it stopped a fusion); work-groups of at most "
                       f"{d['max_work_group']} items and {d['local_mem_bytes'] >> 10} KiB of local memory: GEMMs "
-                      "and convolutions are tiled where 16 x 16 items and 8.1 KiB fit, Softmax/LayerNorm rows "
+                      "and convolutions are tiled where 16 x 16 items and 8.1 KiB fit, in 64 x 64 tiles, or "
+                      f"32 x 32 where 64-wide ones would make fewer work-groups than its {d['compute_units']} "
+                      "compute units; Softmax/LayerNorm rows "
                       "get work-groups where 128 items fit, else one work-item per element or row"]
         lines += ["", _CODE_LEGEND[self.stats["target"]]]
         return "\n".join(lines)
