@@ -257,10 +257,11 @@ _CODE_LEGEND = {
             "+epilogue(n ops): n operators applied to each output vector in registers before the "
             "store. Each 'loop' is a pass that writes a tensor an anchor reads from memory."),
     "opencl": ("+prologue(0 ops): the GEMM reads A through the composed index maps of layout "
-               "operators, with no copy. The OpenCL GEMM reads each A element once per 64-column "
-               "tile (once per output column where it is not tiled), so an A made by arithmetic "
-               "would be recomputed N/64 to N times: such an A is written once by a loop kernel "
-               "instead. "
+               "operators, with no copy. +prologue(n ops): n operators compute A while the GEMM's "
+               "tiles load it. The OpenCL GEMM evaluates each A element once per tile column (N/64 "
+               "or N/32 times; N times where it is not tiled), so an A made by arithmetic is fused "
+               "only where that recomputation adds at most an eighth of the GEMM's arithmetic, "
+               "else a loop kernel writes it once. "
                "+epilogue(n ops): n operators applied to each result before the store."),
 }
 

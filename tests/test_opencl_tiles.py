@@ -110,6 +110,28 @@ def test_tile_side_follows_the_grid(device, monkeypatch):
         np.testing.assert_allclose(out[0], ecg.run_reference(**feeds)[0], rtol=1e-4, atol=1e-4)
 
 
+def computed_a(m, k, n):  # A = tanh(x * c + d), made in the GEMM's block
+    return model([h.make_node("Mul", ["x", "c"], ["s"]), h.make_node("Add", ["s", "d"], ["t"]),
+                  h.make_node("Tanh", ["t"], ["a"]), h.make_node("MatMul", ["a", "w"], ["y"])],
+                 {"x": f32(m, k)}, ["y"], [("c", f32(k)), ("d", f32(k)), ("w", f32(k, n))])
+
+
+@pytest.mark.parametrize("m,n,tiling", [(64, 96, "1"), (64, 96, "0"), (8, 96, "1")])
+def test_arithmetic_prologue_only_where_recomputation_is_cheap(device, monkeypatch, m, n, tiling):
+    """An A made by arithmetic in the GEMM's block is computed in the GEMM's loads only where
+    the kernel evaluates each A element a few times (once per tile column: 96 / 64 or 96 / 32
+    here); one work-item per output element would recompute it 96 times, so there a loop
+    kernel writes A once. The results match the reference either way."""
+    ecg, feeds = computed_a(m, 40, n)
+    monkeypatch.setenv("DNNF_OPENCL_TILING", tiling)
+    c = df.compile(ecg, target="opencl")
+    stages = " ".join(s for k in c.kernels for s in k["stages"])
+    tiled = tiling == "1" and m >= 32 and device["max_work_group"] >= 256
+    assert ("+prologue(3 ops)" in stages) == tiled, stages
+    assert len(c.generated.launches) == (1 if tiled else 2)
+    np.testing.assert_allclose(c.run(feeds["x"])[0], ecg.run_reference(**feeds)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_small_gemm_is_not_tiled(device, monkeypatch):
     ecg, feeds = matmul(8, 40, 100)  # 8 rows: a 64-row tile would idle most of its work-items
     out, src = run(ecg, feeds, "1", monkeypatch)

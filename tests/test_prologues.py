@@ -4,8 +4,9 @@ Concat, Expand, Gather with constant indices) is computed while the GEMM packs A
 producers' composed index maps, so it is never written to memory. Each case is checked against
 the NumPy reference under every planner and dialect; under the dnnfusion planner its block is
 one GEMM pass with no loop and no scratch, and the counts say so. Where the producer is also
-needed elsewhere the value stays in memory. On OpenCL, whose GEMM reads A once per output
-column, only index composition is fused (arithmetic would be recomputed N times). The cases
+needed elsewhere the value stays in memory. On OpenCL, where these small GEMMs read A once per
+output column, only index composition is fused (arithmetic would be recomputed N times; the
+tiled GEMMs' arithmetic prologues are in test_opencl_tiles.py). The cases
 run on every x86 dialect (compiled only where the CPU lacks it) and on NEON under qemu."""
 
 from __future__ import annotations
@@ -168,9 +169,10 @@ def test_explain_says_what_the_prologue_does():
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_opencl_fuses_index_composition_only(ocl_device, case):
+def test_opencl_untiled_fuses_index_composition_only(ocl_device, case):
     (ecg, feeds), ops = CASES[case]()
     gen = _core.generate_opencl(ecg, df.plan.plan(ecg, planner="dnnfusion", target="opencl"))
+    assert "__local float dn_As" not in gen.source  # one work-item per output element
     outs = _core.OpenclExecutable(gen).run([feeds[v.name] for v in ecg.inputs])
     assert_matches_reference(ecg, feeds, outs, atol=1e-4)
     labels = [s for k in gen.kernels for s in k["stages"] if s.startswith("gemm")]

@@ -35,10 +35,14 @@ using LocateFn = std::function<Location(ValueId)>;
 
 // What a target's kernels make a fused prologue cost (the recomputation trade-off of paper
 // §4.3): the CPU GEMM packs A once, so a computed A costs its producers once and saves a pass
-// over memory; a GEMM that reads A[m, k] once per output column (the OpenCL kernel) would
-// recompute them N times, so there only index composition (no arithmetic) is fused.
+// over memory; a GEMM kernel that evaluates each A[m, k] E > 1 times (the OpenCL kernels: once
+// per tile column, N / tile, or untiled once per output column, N) recomputes its producers
+// E - 1 times more, so there an A made by arithmetic is fused only where that adds at most an
+// eighth of the GEMM's own arithmetic ((E - 1) * ops <= N / 4, per element of A), and a view
+// is never made a prologue.
 struct LowerOptions {
-  bool gemm_packs_a_once = true;
+  // E for C[batch](M x N); empty: 1 (A packed once).
+  std::function<int64_t(int64_t M, int64_t N, int64_t batch)> gemm_a_evaluations;
   bool gemm_prologues = true;  // off: every GEMM operand made in the block is materialised
 };
 

@@ -89,10 +89,20 @@ void BlockLowerer::find_prologue(const Node& n, const std::set<NodeId>& in_epilo
     return readers == 1;
   };
   if (!only_feeds_next(x)) return;
+  int64_t evaluations = 1, N = 1;  // how many times the GEMM evaluates each A[m, k]; C's columns
+  if (opt_.gemm_a_evaluations) {
+    const std::vector<int64_t> c = dims_of(g_, n.outputs[0]);
+    const size_t r = c.size();
+    N = r ? c[r - 1] : 1;
+    const int64_t M = r >= 2 ? c[r - 2] : 1;
+    int64_t batch = 1;
+    for (size_t i = 0; i + 2 < r; ++i) batch *= c[i];
+    evaluations = opt_.gemm_a_evaluations(M, N, batch);
+  }
   ValueId root = kNoValue;  // the view's root, materialised only for this view
   auto view = views_.find(x);
   if (view != views_.end()) {
-    if (!opt_.gemm_packs_a_once) return;
+    if (evaluations > 1) return;
     root = view->second.root;
     for (ValueId v = x; v != root; v = g_.node(g_.value(v).producer).inputs[0]) {
       if (v != x && !only_feeds_next(v)) return;
@@ -113,7 +123,7 @@ void BlockLowerer::find_prologue(const Node& n, const std::set<NodeId>& in_epilo
   Program prog;
   int ops = 0;
   if (!build_prologue(n, trial, prog, &ops)) return;
-  if (!opt_.gemm_packs_a_once && ops > 0) return;  // recomputed once per output column
+  if ((evaluations - 1) * ops * 4 > N) return;  // the recomputation would cost over 1/8 of the GEMM
   if (root != kNoValue) {
     views_.erase(x);
     materialised_.erase(root);

@@ -48,11 +48,11 @@ void Renderer::declare(K& k, const BlockPlan& b) {
 }
 
 void Renderer::finish(K& k, const int64_t (&global)[3]) {
-  if (static_cast<int64_t>(k.values.size()) > max_kernel_args)
+  if (static_cast<int64_t>(k.values.size()) > opt.max_kernel_args)
     throw CompileError("kernel " + k.name + " takes " + std::to_string(k.values.size()) +
-                       " tensors, more than the device's kernel-argument limit of " + std::to_string(max_kernel_args) +
+                       " tensors, more than the device's kernel-argument limit of " + std::to_string(opt.max_kernel_args) +
                        "; plan with that limit (compile(target='opencl') does; plan(..., max_kernel_args=" +
-                       std::to_string(max_kernel_args) + "))");
+                       std::to_string(opt.max_kernel_args) + "))");
   std::string params = "__global int* dnnf_err, __global uchar* dnnf_arena, __global uchar* dnnf_scratch";
   for (size_t i = 0; i < k.values.size(); ++i) params += ", __global uchar* dnnf_v" + std::to_string(i);
   kernels += k.globals + "__kernel void " + k.name + "(" + params + ") {\n" + k.body.text + "}\n\n";
@@ -200,7 +200,10 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
   OpenclModule m;
   m.memory = plan_memory(g, p, std::max<int64_t>(64, opt.base_align_bytes));
   cg::LowerOptions lo;
-  lo.gemm_packs_a_once = false;  // one work-item per output element reads A N times
+  lo.gemm_a_evaluations = [&opt](int64_t M, int64_t N, int64_t batch) {  // once per tile column, or per column
+    const int64_t t = cg::opencl::gemm_tile_side(opt, M, N, batch);
+    return t ? (N + t - 1) / t : N;
+  };
   const cg::ModulePlan mp = cg::plan_module(g, p, m.memory, lo);
   cg::opencl::Spelling sp;
   sp.fp64 = opt.fp64;
@@ -208,8 +211,7 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
     if (g.value(v).type.dtype == DType::F64 && !opt.fp64 && (g.value(v).producer >= 0 || g.value(v).constant))
       throw UnsupportedOperatorError("the model computes in float64, which this OpenCL device does not support "
                                      "(no cl_khr_fp64): value '" + g.value(v).name + "'");
-  cg::opencl::Renderer r{g, mp, sp, m, {}, opt.max_work_group, opt.local_mem_bytes, opt.max_kernel_args, opt.tiled_gemm,
-                               opt.compute_units, opt.tile, {}};
+  cg::opencl::Renderer r{g, mp, sp, m, {}, opt, {}};
   for (const cg::BlockPlan& b : mp.blocks) r.block(b);
   m.inputs = g.inputs();
   m.outputs = g.outputs();

@@ -25,16 +25,17 @@ constexpr int64_t kTileBig = 64, kTileSmall = 32, kTileSide = 16, kTileK = 16, k
 // work-group of kRowGroup items per row (group_reduce).
 constexpr int64_t kRowGroup = 128, kRowGroupMin = 64;
 
+// The side of the GEMM tile for C[batch](M x N) on the device `o` describes; 0: not tiled.
+int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch);
+
 struct Renderer {
   const Graph& g;
   const ModulePlan& mp;
   Spelling sp;
   OpenclModule& out;
   std::string kernels;
-  // The device's limits (OpenclCodegenOptions) and whether GEMMs may be tiled at all.
-  int64_t max_work_group = 256, local_mem_bytes = 32768, max_kernel_args = 128;
-  bool tiling = true;
-  int64_t compute_units = 1, forced_tile = 0;  // OpenclCodegenOptions::compute_units, ::tile
+  // The device's limits, whether GEMMs may be tiled at all, and the tile's side if forced.
+  OpenclCodegenOptions opt;
   // The launch shape of the stage being rendered, beyond its global size: set by the kernels
   // that need a 3-D launch or a fixed work-group (0: the default 1-D, runtime-chosen group).
   struct Shape {
@@ -86,10 +87,7 @@ struct Renderer {
 
   void gemm(K& k, const AnchorStage& a, int64_t global[3]);
 
-  // Whether the device can run tiled_gemm's work-groups and local tiles of side `t`.
-  bool tiles_fit(int64_t t) const;
-  // The tile side for C[batch](M x N), 0: no tile.
-  int64_t tile_for(int64_t M, int64_t N, int64_t batch) const;
+  int64_t tile_for(int64_t M, int64_t N, int64_t batch) const { return gemm_tile_side(opt, M, N, batch); }
 
   // GEMM C[b] = A[b] B[b] through local-memory tiles of side `t` (see work_groups.cc).
   void tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int64_t N, int64_t Kd, int64_t batch,

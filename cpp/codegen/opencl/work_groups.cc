@@ -103,16 +103,15 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
     }
 }
 
-bool Renderer::tiles_fit(int64_t t) const {
-  return kTileSide * kTileSide <= max_work_group && 2 * kTileK * (t + 1) * 4 <= local_mem_bytes;
-}
-
-int64_t Renderer::tile_for(int64_t M, int64_t N, int64_t batch) const {
-  if (!tiling || M < kTileMin || N < kTileMin) return 0;
-  if (forced_tile) return tiles_fit(forced_tile) ? forced_tile : 0;
+int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch) {
+  if (!o.tiled_gemm || M < kTileMin || N < kTileMin) return 0;
+  auto fits = [&](int64_t t) {
+    return kTileSide * kTileSide <= o.max_work_group && 2 * kTileK * (t + 1) * 4 <= o.local_mem_bytes;
+  };
+  if (o.tile) return fits(o.tile) ? o.tile : 0;
   auto groups = [&](int64_t t) { return (M + t - 1) / t * ((N + t - 1) / t) * batch; };
-  if (tiles_fit(kTileBig) && groups(kTileBig) >= compute_units) return kTileBig;
-  return tiles_fit(kTileSmall) ? kTileSmall : 0;
+  if (fits(kTileBig) && groups(kTileBig) >= o.compute_units) return kTileBig;
+  return fits(kTileSmall) ? kTileSmall : 0;
 }
 
 // A work-group per row (row kernels whose rows are long enough): the group's items each take
@@ -120,7 +119,7 @@ int64_t Renderer::tile_for(int64_t M, int64_t N, int64_t batch) const {
 // results (`op` of two floats); every item gets the total in `name`. The group never returns
 // early, so every item meets every barrier.
 bool Renderer::row_groups(int64_t len) const {
-  return tiling && len >= kRowGroupMin && kRowGroup <= max_work_group && kRowGroup * 4 <= local_mem_bytes;
+  return opt.tiled_gemm && len >= kRowGroupMin && kRowGroup <= opt.max_work_group && kRowGroup * 4 <= opt.local_mem_bytes;
 }
 
 void Renderer::group_head(K& k, int64_t rows, int64_t global[3]) {
