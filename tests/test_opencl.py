@@ -1,8 +1,9 @@
 """The OpenCL target (issue 15): generated OpenCL C run on an OpenCL device (PoCL's CPU device
 in CI; `DNNF_OPENCL_DEVICE` picks another) against the NumPy reference, under two planners,
 for every lowering construct of test_codegen and every reduced zoo model against PyTorch; the
-counts, the profile, and the errors (no library, no matching device, an operator the target
-does not run yet)."""
+counts, the profile, and the errors (no library, no platform, no matching device, a program
+that does not build, a buffer over the device's allocation limit, an operator the target does
+not run yet)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,49 @@ def test_no_opencl_library_is_a_clear_error(device):
                   "try:\n    df._core.opencl_devices()\nexcept df.Error as e:\n    print('ERR', e)\n",
                   DNNF_OPENCL_LIBRARY="/nonexistent/libOpenCL.so")
     assert "ERR no OpenCL library could be loaded" in r.stdout and "pocl-opencl-icd" in r.stdout, r
+
+
+def test_no_opencl_platform_is_a_clear_error(device, tmp_path):
+    r = _in_child("import dnnfusion as df\n"
+                  "try:\n    df._core.opencl_devices()\nexcept df.Error as e:\n    print('ERR', e)\n",
+                  OCL_ICD_VENDORS=str(tmp_path))  # the ICD loader finds no driver there
+    assert "ERR no OpenCL platform is installed" in r.stdout and "pocl-opencl-icd" in r.stdout, r
+
+
+def test_program_that_does_not_build_names_its_kernel_and_shows_the_log(device, monkeypatch):
+    """A build failure is a CompileError with the device, the kernel at the first error and the
+    compiler's log; here the user's DNNF_OPENCL_BUILD_OPTIONS break every kernel's parameter list."""
+    ecg, feeds = model([h.make_node("Relu", ["x"], ["r"]), h.make_node("Softmax", ["r"], ["y"], axis=-1)],
+                       {"x": f32(4, 70)}, ["y"])
+    monkeypatch.setenv("DNNF_OPENCL_BUILD_OPTIONS", "-Ddnnf_scratch=)")
+    with pytest.raises(df.CompileError) as e:
+        df.compile(ecg, target="opencl")
+    text = str(e.value)
+    assert f"building the generated program on {device['name']} failed (CL_BUILD_PROGRAM_FAILURE)" in text, text
+    assert " in kernel k0_0 (line " in text and "the build log:\n" in text and "error" in text.split("log:")[1], text
+    monkeypatch.setenv("DNNF_OPENCL_BUILD_OPTIONS", "-cl-mad-enable")  # options that build
+    np.testing.assert_allclose(df.compile(ecg, target="opencl").run(feeds["x"])[0], ecg.run_reference(**feeds)[0],
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_buffer_over_the_allocation_limit_is_a_clear_error(device):
+    """A tensor larger than the device's largest allocation is refused before anything runs, with
+    its size and the limit (POCL_MEMORY_LIMIT=1 makes PoCL's limit 256 MiB; on another device its
+    own limit is used)."""
+    r = _in_child(
+        "import numpy as np, dnnfusion as df, sys\n"
+        f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+        "from onnx import helper as h\n"
+        "from test_codegen import f32, model\n"
+        "d = next(x for x in df._core.opencl_devices() if x['selected'])\n"
+        "n = d['max_alloc_bytes'] // 4 + 1024\n"
+        "ecg, _ = model([h.make_node('Expand', ['x', 's'], ['y'])], {'x': f32(1)}, ['y'],\n"
+        "               [('s', np.array([n], np.int64))])\n"
+        "try:\n    df.compile(ecg, target='opencl')\nexcept df.Error as e:\n    print('ERR', e, d['max_alloc_bytes'])\n",
+        POCL_MEMORY_LIMIT="1")
+    assert "ERR OpenCL: " in r.stdout and "more than the device's largest allocation" in r.stdout, r
+    limit = int(r.stdout.split()[-1])
+    assert f"needs {(limit // 4 + 1024) * 4} bytes" in r.stdout and f"({limit} bytes on " in r.stdout, r
 
 
 def test_device_that_matches_nothing_lists_the_devices(device, monkeypatch):

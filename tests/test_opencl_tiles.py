@@ -9,6 +9,7 @@ tile (partial tiles in M, N and K), batched, with prologues and epilogues."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -71,7 +72,13 @@ CASES = {
 def run(ecg, feeds, tiling: str, monkeypatch):
     monkeypatch.setenv("DNNF_OPENCL_TILING", tiling)
     m = df.compile(ecg, target="opencl")
-    return m.run(*[feeds[v.name] for v in ecg.inputs]), m.source()
+    # Each launch declares the local memory its kernel's __local arrays take (the runtime refuses
+    # a module whose kernels need more than its device has).
+    src = m.source()
+    want = sum(4 * int(n) for n in re.findall(r"__local float dn_As\[(\d+)\], dn_Bs\[\d+\]", src)) * 2
+    want += sum(4 * int(n) for n in re.findall(r"__local float dn_red\[(\d+)\]", src))
+    assert sum(l["local_bytes"] for l in m.generated.launches) == want
+    return m.run(*[feeds[v.name] for v in ecg.inputs]), src
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

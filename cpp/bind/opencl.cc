@@ -54,6 +54,7 @@ py::list launches_of(const OpenclModule& m) {
     d["block"] = l.block;
     d["dims"] = l.dims;
     d["global"] = std::vector<int64_t>(l.global, l.global + l.dims);
+    d["local_bytes"] = l.local_bytes;
     out.append(d);
   }
   return out;

@@ -39,6 +39,7 @@ struct OpenclLaunch {
   int dims = 1;                    // 1, 2 or 3
   int64_t global[3] = {1, 1, 1};   // global work size (a multiple of local where local != 0)
   int64_t local[3] = {0, 0, 0};    // work-group size; all 0: the runtime's choice (NULL)
+  int64_t local_bytes = 0;         // the __local arrays the kernel declares
 };
 
 struct OpenclModule {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <algorithm>
@@ -285,6 +286,27 @@ struct Executable::Impl {
   }
 };
 
+// " in kernel k3_0 (line L)" when the build log's first error names a line of `source` inside a
+// kernel, else "". Clang-based compilers write "FILE:LINE:COL: error: ..." (NVIDIA's) or
+// "error: FILE:LINE:COL: ..." (PoCL's).
+static std::string kernel_at_first_error(const std::string& source, const std::string& log) {
+  static const std::regex at(R"(:(\d{1,8}):\d+:\s*(?:fatal )?error|error:\s*\S*?:(\d{1,8}):\d+:)");
+  std::smatch m;
+  if (!std::regex_search(log, m, at)) return "";
+  const size_t line = std::stoul(m[1].matched ? m[1].str() : m[2].str());
+  if (!line) return "";
+  std::string kernel;
+  size_t pos = 0;
+  for (size_t l = 1; l <= line && pos < source.size(); ++l) {
+    const size_t end = std::min(source.find('\n', pos), source.size());
+    const std::string text = source.substr(pos, end - pos);
+    constexpr const char* kHead = "__kernel void ";
+    if (text.rfind(kHead, 0) == 0) kernel = text.substr(14, text.find('(') - 14);
+    pos = end + 1;
+  }
+  return kernel.empty() ? "" : " in kernel " + kernel + " (line " + std::to_string(line) + ")";
+}
+
 int64_t max_kernel_args(const DeviceInfo& d) {
   return std::max<int64_t>(1, d.max_parameter_bytes / 8 - 3);
 }
@@ -315,6 +337,9 @@ Executable::Executable(std::shared_ptr<const Graph> graph, OpenclModule module, 
   check(e, "clCreateContext on " + device_.name);
   m.q = a.clCreateCommandQueue(m.ctx, f.device, CL_QUEUE_PROFILING_ENABLE, &e);
   check(e, "clCreateCommandQueue");
+  // DNNF_OPENCL_BUILD_OPTIONS: the user's options after the module's (e.g. -cl-mad-enable).
+  if (const char* extra = std::getenv("DNNF_OPENCL_BUILD_OPTIONS"); extra && *extra)
+    module_.build_options += std::string(" ") + extra;
   // The program: from the disk cache (the device's binary, keyed by the device, its driver,
   // the build options and the source), else built from source and then cached. A cache
   // entry that does not load or build is rebuilt from source; no cache directory, no cache.
@@ -359,7 +384,7 @@ Executable::Executable(std::shared_ptr<const Graph> graph, OpenclModule module, 
       if (n) a.clGetProgramBuildInfo(m.prog, f.device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
       if (log.size() > 4000) log = log.substr(0, 4000) + "\n...";
       throw CompileError("OpenCL: building the generated program on " + device_.name + " failed (" + code_name(e) +
-                         "):\n" + log);
+                         ")" + kernel_at_first_error(module_.source, log) + "; the build log:\n" + log);
     }
     size_t n = 0;
     if (!path.empty() && a.clGetProgramInfo(m.prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, nullptr) == CL_SUCCESS && n) {
@@ -430,6 +455,10 @@ Executable::Executable(std::shared_ptr<const Graph> graph, OpenclModule module, 
         }
       }
     }
+    if (l.local_bytes > device_.local_mem_bytes)  // a module generated for another device
+      throw Error("OpenCL: kernel " + l.kernel + " needs " + std::to_string(l.local_bytes) +
+                  " bytes of local memory, more than the " + std::to_string(device_.local_mem_bytes) + " of " +
+                  device_.name + "; generate the module for this device");
     int64_t wg = 1;
     for (int d = 0; d < l.dims; ++d) wg *= std::max<int64_t>(1, l.local[d]);
     if (wg > device_.max_work_group)

@@ -59,6 +59,7 @@ void Renderer::finish(K& k, const int64_t (&global)[3]) {
   OpenclLaunch l;
   l.kernel = k.name;
   l.dims = shape.dims;
+  l.local_bytes = shape.local_bytes;
   for (int d = 0; d < shape.dims; ++d) {
     l.global[d] = std::max<int64_t>(1, global[d]);
     l.local[d] = shape.local[d];

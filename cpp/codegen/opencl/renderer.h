@@ -41,6 +41,7 @@ struct Renderer {
   struct Shape {
     int dims = 1;
     int64_t local[3] = {0, 0, 0};
+    int64_t local_bytes = 0;  // its __local arrays
   } shape;
 
   // A kernel under construction: its value arguments (graph inputs, outputs, constants)

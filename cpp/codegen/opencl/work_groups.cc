@@ -37,6 +37,7 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
   global[0] = (N + T - 1) / T * S;
   global[1] = (M + T - 1) / T * S;
   global[2] = batch;
+  shape.local_bytes = 2 * kTileK * P * 4;
   k.body.line("__local float dn_As[" + std::to_string(kTileK * P) + "], dn_Bs[" + std::to_string(kTileK * P) + "];");
   k.body.line("const int dn_tx = (int)get_local_id(0), dn_ty = (int)get_local_id(1), dn_t = dn_ty * " + std::to_string(S) +
               " + dn_tx;");
@@ -125,6 +126,7 @@ bool Renderer::row_groups(int64_t len) const {
 void Renderer::group_head(K& k, int64_t rows, int64_t global[3]) {
   global[0] = rows * kRowGroup;
   shape.local[0] = kRowGroup;
+  shape.local_bytes = kRowGroup * 4;
   k.body.line("__local float dn_red[" + std::to_string(kRowGroup) + "];");
   k.body.line("const long dn_r = get_group_id(0); const int dn_lid = (int)get_local_id(0);");
 }
