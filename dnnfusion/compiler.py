@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
@@ -17,6 +16,7 @@ from dnnfusion._paths import prelude_dir
 from dnnfusion import plan as _plan
 from dnnfusion import profiling as _profiling
 from dnnfusion import rewrite as _rewrite
+from dnnfusion import specialize as _specialize
 from dnnfusion.ecg import ECG, load
 from dnnfusion.errors import DTypeError, Error, ShapeError
 
@@ -84,7 +84,7 @@ class CompiledModel:
         self._exe = executable
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = [v.name for v in graph.outputs]
-        self._specializer: _Specializer | None = None  # set for models with symbolic dims
+        self._specializer: _specialize.Specializer | None = None  # models compiled again per shape
         # float16 inputs and outputs of a float16 ONNX file computed in float32 (float16="f32")
         self._f16_inputs: frozenset[str] = frozenset()
         self._f16_outputs: list[bool] = [False] * len(self.output_names)
@@ -103,7 +103,7 @@ class CompiledModel:
         if self._specializer is not None and any(
                 a.shape != tuple(v.shape) for a, v in zip(arrays, self.graph.inputs)):
             shapes = {name: a.shape for name, a in zip(self.input_names, arrays)}
-            exe = self._specializer.get(self, shapes)._exe
+            exe = self._specializer.get(self, shapes, arrays)._exe
         outs = exe.run(arrays)
         if any(self._f16_outputs):
             outs = [o.astype(np.float16) if f else o for o, f in zip(outs, self._f16_outputs)]
@@ -314,92 +314,6 @@ def _is_onnx(model: Any) -> bool:
     return isinstance(model, (str, os.PathLike, bytes)) or type(model).__name__ == "ModelProto"
 
 
-def _onnx_inputs(model: Any) -> tuple[list[str], dict[str, list[tuple[int, str]]]]:
-    """An ONNX model's graph inputs (initializers excluded) in order, and those with symbolic
-    dimensions: input name -> [(axis, dim name)]; a dimension with neither a value nor a name
-    gets a name of its own."""
-    import onnx
-
-    if isinstance(model, (str, os.PathLike)):
-        try:
-            proto = onnx.load_model(os.fspath(model), load_external_data=False)
-        except Exception:  # noqa: BLE001 - load() reports a bad file clearly
-            return [], {}
-    elif isinstance(model, bytes):
-        try:
-            proto = onnx.load_model_from_string(model)
-        except Exception:  # noqa: BLE001
-            return [], {}
-    else:
-        proto = model
-    inits = {t.name for t in proto.graph.initializer}
-    names: list[str] = []
-    out: dict[str, list[tuple[int, str]]] = {}
-    for vi in proto.graph.input:
-        if vi.name in inits:
-            continue
-        names.append(vi.name)
-        if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
-            continue
-        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
-            if not d.HasField("dim_value"):
-                out.setdefault(vi.name, []).append((axis, d.dim_param or f"{vi.name}:{axis}"))
-    return names, out
-
-
-def _shapes_of_examples(names: list[str], symbolic: dict[str, list[tuple[int, str]]],
-                        example_inputs: Any) -> dict[str, list[int]]:
-    """The shapes of the example inputs (graph input order) of the symbolic inputs, by name."""
-    if not isinstance(example_inputs, (tuple, list)):
-        example_inputs = (example_inputs,)
-    if len(example_inputs) != len(names):
-        raise TypeError(f"{len(example_inputs)} example inputs for a model with {len(names)} inputs "
-                        f"({', '.join(names)})")
-    return {n: [int(d) for d in x.shape] for n, x in zip(names, example_inputs) if n in symbolic}
-
-
-class _Specializer:
-    """Compiles a model with symbolic input dimensions again for the shapes it is called with
-    (least recently used dropped beyond `limit`)."""
-
-    def __init__(self, model: Any, symbolic: dict[str, list[tuple[int, str]]], kwargs: dict,
-                 limit: int, first: CompiledModel):
-        if limit < 1:
-            raise ValueError(f"max_specializations must be at least 1, got {limit}")
-        self.model, self.symbolic, self.kwargs, self.limit = model, symbolic, kwargs, limit
-        self.compiled: OrderedDict[tuple, CompiledModel] = OrderedDict()
-        self.compiled[self._key({v.name: v.shape for v in first.graph.inputs})] = first
-
-    def _key(self, shapes: dict[str, Sequence[int]]) -> tuple:
-        return tuple((n, tuple(int(d) for d in shapes[n])) for n in self.symbolic)
-
-    def check(self, shapes: dict[str, Sequence[int]]) -> None:
-        """Symbolic dimensions named alike must agree across the inputs."""
-        seen: dict[str, tuple[str, int]] = {}
-        for name, dims in self.symbolic.items():
-            for axis, param in dims:
-                size = int(shapes[name][axis])
-                if param in seen and seen[param][1] != size:
-                    other, was = seen[param]
-                    raise ShapeError(f"dimension '{param}' is {was} in input '{other}' but {size} in input "
-                                     f"'{name}' (axis {axis}); inputs sharing it must agree")
-                seen.setdefault(param, (name, size))
-
-    def get(self, owner: CompiledModel, shapes: dict[str, Sequence[int]]) -> CompiledModel:
-        key = self._key(shapes)
-        if key in self.compiled:
-            self.compiled.move_to_end(key)
-            return self.compiled[key]
-        self.check(shapes)
-        m = _compile_static(self.model, None, input_shapes={n: list(shapes[n]) for n in self.symbolic},
-                            **self.kwargs)
-        self.compiled[key] = m
-        while len(self.compiled) > self.limit:
-            self.compiled.popitem(last=False)
-        owner.stats["specializations"].append({n: list(map(int, shapes[n])) for n in self.symbolic})
-        return m
-
-
 def opencl_devices() -> list[dict]:
     """The OpenCL devices ``compile(..., target="opencl")`` can use, one dict each: ``index``
     ("platform:device", what ``device=`` and ``$DNNF_OPENCL_DEVICE`` take, as does a part of
@@ -444,7 +358,9 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     symbolic dimensions before any shape arithmetic is folded; calling the compiled model with
     other sizes compiles a specialization for them on the fly (at most
     ``max_specializations`` kept, least recently used dropped; ``stats["specializations"]``
-    lists the shapes compiled). A dimension named the same in several inputs must agree.
+    lists the shapes compiled). A dimension named the same in several inputs must agree. A
+    PyTorch module called with inputs of other shapes than its examples is exported again with
+    them and compiled for them the same way, as ``torch.compile`` recompiles.
 
     Yellow cells of the fusion table (``profile``, dnnfusion planner on the CPU): ``"auto"``
     (default; ``$DNNF_PROFILE`` overrides it) measures the pairs no profiling database settles
@@ -459,16 +375,27 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     exactly at import; the compiled model takes and returns float16 where the model does,
     converting at its boundary, and ``stats["float16"]`` says so); ``"error"`` refuses them.
     """
-    names, symbolic = _onnx_inputs(model) if _is_onnx(model) else ([], {})
+    names, symbolic = _specialize.onnx_inputs(model) if _is_onnx(model) else ([], {})
     if symbolic and input_shapes is None and example_inputs is not None:
-        input_shapes = _shapes_of_examples(names, symbolic, example_inputs)
+        input_shapes = _specialize.shapes_of_examples(names, symbolic, example_inputs)
     kwargs = dict(target=target, planner=planner, threads=threads, optimize=optimize, isa=isa,
                   layout=layout, device=device, float16=float16, horizontal=horizontal,
                   profile=profile, profile_seconds=profile_seconds)
     m = _compile_static(model, example_inputs, input_shapes=input_shapes, **kwargs)
     if symbolic:
-        m._specializer = _Specializer(model, symbolic, kwargs, max_specializations, m)
-        m.stats["specializations"] = []
+        def again(shapes: dict, arrays: list) -> CompiledModel:
+            return _compile_static(model, None, input_shapes={n: list(shapes[n]) for n in symbolic}, **kwargs)
+    elif _specialize.reexportable(model, example_inputs, len(m.graph.inputs)):
+        symbolic = _specialize.every_axis(m.graph.inputs)
+
+        def again(shapes: dict, arrays: list) -> CompiledModel:
+            import torch
+            return _compile_static(model, [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays],
+                                   input_shapes=None, **kwargs)
+    else:
+        return m
+    m._specializer = _specialize.Specializer(again, symbolic, max_specializations, m)
+    m.stats["specializations"] = []
     return m
 
 

@@ -92,3 +92,26 @@ def test_a_static_model_still_refuses_other_shapes(tmp_path):
     with pytest.raises(df.ShapeError, match="input 'x'"):
         m(np.zeros((3, 3, 8, 8), np.float32))
     assert "specializations" not in m.stats
+
+
+def test_a_torch_module_called_with_new_shapes_is_exported_again():
+    """A PyTorch module compiled from example inputs and called with other shapes is exported
+    again with the call's inputs and compiled for them (as torch.compile recompiles), checked
+    against eager; a shape seen before reuses its compile; a shape the module cannot take is a
+    clear error."""
+    layer = Attention().eval()
+    m = df.compile(layer, [torch.randn(2, 7, 16)], max_specializations=3)
+    for shape in [(2, 7, 16), (1, 3, 16), (4, 11, 16), (1, 3, 16)]:
+        x = torch.from_numpy(np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32))
+        with torch.no_grad():
+            want = layer(x).numpy()
+        np.testing.assert_allclose(m(x).numpy(), want, rtol=1e-4, atol=1e-4)
+    assert m.stats["specializations"] == [{"x": [1, 3, 16]}, {"x": [4, 11, 16]}]
+    with pytest.raises(df.Error, match="could not export Attention"):
+        m(np.zeros((2, 7, 5), np.float32))  # d = 5 does not match the weights
+    cnn = ConvLinear().eval()
+    c = df.compile(cnn, (torch.randn(2, 3, 8, 8),))
+    x = torch.randn(6, 3, 8, 8)
+    with torch.no_grad():
+        np.testing.assert_allclose(c(x).numpy(), cnn(x).numpy(), rtol=1e-4, atol=1e-5)
+    assert c.stats["specializations"] == [{"x": [6, 3, 8, 8]}]
