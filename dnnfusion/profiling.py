@@ -54,12 +54,15 @@ _RUNS_PER_MEASURE = 60
 
 
 class OverBudget(Exception):
-    """Measuring a candidate would pass the profiling deadline (one run takes ``run_ms``)."""
+    """Measuring a candidate would pass the profiling deadline: one run takes ``run_ms``, or
+    building it would take about ``build_s`` (as long as the last candidate's build)."""
 
-    def __init__(self, run_ms: float, runs: int):
-        super().__init__(f"about {runs} runs of {run_ms:.3g} ms")
+    def __init__(self, run_ms: float, runs: int, build_s: float | None = None):
+        super().__init__(f"building its candidate (about {build_s:.3g} s, as the last one took)"
+                         if build_s is not None else f"measuring it (about {runs} runs of {run_ms:.3g} ms)")
         self.run_ms = run_ms
         self.runs = runs
+        self.build_s = build_s
 
 
 def machine_db(isa: str) -> Path:
@@ -200,11 +203,17 @@ def time_pair(exes: Sequence[Any], feeds: list[np.ndarray], min_seconds: float =
 
 def measure_candidate(ecg: ECG, fusion: Any, p: Any, c: Any, key: dict, *,
                       dbs: Sequence[str], isa: str, threads: int,
-                      min_seconds: float = 0.2, deadline: float | None = None) -> dict:
+                      min_seconds: float = 0.2, deadline: float | None = None,
+                      build_s: float | None = None, built: list[float] | None = None) -> dict:
     """Measures one yellow pair as generated code (see the module's docstring) and returns
     its database entry. Raises Error if the candidate cannot be compiled, and OverBudget
     when measuring it would end after ``deadline`` (a ``time.perf_counter()`` value): one
-    run of a batch's candidate can take a second, and a measurement runs it dozens of times."""
+    run of a batch's candidate can take a second, and a measurement runs it dozens of times;
+    with ``build_s`` (the last candidate's build time), before building it when that build
+    would. Appends this candidate's build time to ``built``."""
+    if deadline is not None and build_s is not None and time.perf_counter() + build_s > deadline:
+        raise OverBudget(0.0, 0, build_s)
+    t_build = time.perf_counter()
     sub = candidate(ecg, fusion, p, c)
     target = _plan.profile_target("cpu")
     base = {"target": target, "producer": p.op, "consumer": c.op,
@@ -223,6 +232,8 @@ def measure_candidate(ecg: ECG, fusion: Any, p: Any, c: Any, key: dict, *,
     for fp in plans[:1] if same else plans:
         gen = _core.generate_cpu(sub.graph, fp, isa)
         exes.append(_core.CpuExecutable(sub.graph, gen, isa, threads, prelude))
+    if built is not None:
+        built.append(time.perf_counter() - t_build)
     feeds = _feeds(sub, np.random.default_rng(0))
     if deadline is not None:
         t0 = time.perf_counter()
@@ -291,8 +302,9 @@ def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
                  dbs: Sequence[str], isa: str, threads: int, seconds: float,
                  min_seconds: float = 0.2) -> tuple[AutoProfile, Any]:
     """Measures the yellow keys ``fusion`` settled by the estimate, largest first, until
-    ``seconds`` are spent (a measurement is started only when one run of its candidate says
-    it ends within the budget), merges them
+    ``seconds`` are spent (a candidate is built only when the last candidate's build time says
+    it ends within the budget, and measured only when one run of it says the measurement
+    does), merges them
     into :func:`machine_db`, re-plans with ``replan(databases)`` and repeats for the yellow
     pairs the new plan meets, until none is left unmeasured. Returns what it did and the
     final plan. A candidate that cannot be compiled keeps the estimate."""
@@ -300,6 +312,7 @@ def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
     dbs = list(dbs)
     t0 = time.perf_counter()
     tried: set[tuple] = set()
+    built: list[float] = []  # each candidate's build time; the last one predicts the next
     while True:
         # A symbolic intermediate ("?" bucket) cannot be timed: it keeps the estimate.
         pending = [t for t in _by_size(yellow_pairs(ecg, fusion))
@@ -315,7 +328,8 @@ def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
             try:
                 new.append(measure_candidate(ecg, fusion, p, c, k, dbs=dbs, isa=isa,
                                              threads=threads, min_seconds=min_seconds,
-                                             deadline=t0 + seconds))
+                                             deadline=t0 + seconds, build_s=built[-1] if built else None,
+                                             built=built))
             except OverBudget as ob:
                 out.unmeasured.append(_key(p, c, k))
                 out.over_budget[_key(p, c, k)] = ob
@@ -378,7 +392,7 @@ def annotate(fusion: Any, result: AutoProfile | None, seconds: float) -> dict[st
             elif r.profile_key["bucket"] == "?":
                 why += " (not measured: the intermediate's size is symbolic)"
             elif key in result.over_budget:
-                why += (f" (not measured: measuring it, {result.over_budget[key]}, would pass "
+                why += (f" (not measured: {result.over_budget[key]} would pass "
                         f"compile's profiling budget of {seconds:g} s; `python -m dnnfusion profile` "
                         "measures it)")
             else:

@@ -232,6 +232,26 @@ def test_compile_auto_skips_a_measurement_that_would_pass_the_budget(monkeypatch
     assert not profiling.machine_db("scalar").exists()
 
 
+def test_compile_auto_skips_a_build_that_would_pass_the_budget(monkeypatch, tmp_path):
+    """A candidate is built only when the last candidate's build time says the build ends
+    within the budget (a batch-8 candidate took 11 s to build, unbounded before): here every
+    build is made to look as if it took a minute, so after the first nothing is built."""
+    real = profiling.measure_candidate
+
+    def slow_builds(*args, built=None, **kw):
+        out = real(*args, built=built, **kw)
+        if built is not None:
+            built[-1] = 60.0
+        return out
+
+    monkeypatch.setattr(profiling, "measure_candidate", slow_builds)
+    m = _auto(monkeypatch, tmp_path, profile_seconds=30)
+    p = m.stats["profile"]
+    assert p["measured"] == 1 and p["over_budget"] >= 1 and p["seconds"] < 30, p
+    assert "(not measured: building its candidate (about 60 s, as the last one took) would pass " \
+           "compile's profiling budget of 30 s" in m.explain()
+
+
 def test_compile_profile_off_reads_and_writes_no_machine_database(monkeypatch, tmp_path):
     monkeypatch.setenv("DNNF_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("DNNF_PROFILE_DB", "")
