@@ -146,9 +146,10 @@ def test_small_gemm_is_not_tiled(device, monkeypatch):
     np.testing.assert_allclose(out[0], ecg.run_reference(**feeds)[0], rtol=1e-4, atol=1e-4)
 
 
-# Row kernels with a work-group per row (Softmax, LogSoftmax, LayerNorm with rows of 64 or
-# more): the group's partial sums are combined in another order than one item's loop, so they
-# match the reference and the one-item kernel to rounding, not to the bit.
+# Row kernels with a work-group per row (Softmax, LogSoftmax, LayerNorm, float reductions and
+# global pools over 64 elements or more): the group's partial sums are combined in another
+# order than one item's loop, so they match the reference and the one-item kernel to
+# rounding, not to the bit; a NaN anywhere in a Max/Min row is the result, as on the CPU.
 def softmax(shape, axis, op="Softmax"):
     return model([h.make_node(op, ["x"], ["s"], axis=axis), h.make_node("Mul", ["s", "c"], ["y"])],
                  {"x": f32(*shape) * 4}, ["y"], [("c", f32(shape[-1]))])
@@ -160,7 +161,30 @@ def layer_norm(rows, norm, stats=False):
                  {"x": f32(rows, norm) * 3 + 1}, outs, [("g", f32(norm)), ("b", f32(norm))])
 
 
+def reduce(op, shape, axes, nan=False, **attrs):
+    x = f32(*shape) * 2
+    if nan:
+        x.reshape(-1)[[5, 777]] = np.nan
+    return model([h.make_node(op, ["x", "a"], ["r"], **attrs), h.make_node("Relu", ["r"], ["y"])],
+                 {"x": x}, ["y"], [("a", np.array(axes, np.int64))])
+
+
+def global_pool(op, shape, nan=False):
+    x = f32(*shape)
+    if nan:
+        x[1, 2, 3, 4] = np.nan
+    return model([h.make_node(op, ["x"], ["y"])], {"x": x}, ["y"])
+
+
 ROW_CASES = {
+    "reduce_mean_long": lambda: reduce("ReduceMean", (6, 300), [1]),
+    "reduce_sum_two_axes": lambda: reduce("ReduceSum", (8, 20, 9), [0, 2], keepdims=0),
+    "reduce_max_nan": lambda: reduce("ReduceMax", (3, 500), [1], nan=True),
+    "reduce_min_inner_axis": lambda: reduce("ReduceMin", (2, 130, 5), [1]),
+    "reduce_l2": lambda: reduce("ReduceL2", (5, 200), [1]),
+    "reduce_prod": lambda: reduce("ReduceProd", (3, 70), [1]),
+    "global_average_pool": lambda: global_pool("GlobalAveragePool", (2, 8, 14, 14)),
+    "global_max_pool_nan": lambda: global_pool("GlobalMaxPool", (2, 8, 9, 9), nan=True),
     "softmax_long_rows": lambda: softmax((6, 300), -1),
     "softmax_rows_of_64": lambda: softmax((5, 64), -1),
     "softmax_inner_axis": lambda: softmax((2, 130, 7), 1),

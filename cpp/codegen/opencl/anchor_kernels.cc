@@ -215,17 +215,32 @@ void Renderer::pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max) 
 
 void Renderer::global_pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max) {
   const int64_t N = a.args.at(0).i, C = a.args.at(1).i, S = a.args.at(2).i;
+  const std::string step = is_max ? "{ const float x = dn_x[dn_s]; acc = (x > acc || isnan(x)) ? x : acc; }" : "acc += dn_x[dn_s];";
+  const std::string mean = "acc /= " + literal(static_cast<double>(std::max<int64_t>(S, 1)), DType::F32, sp) + ";";
+  if (row_groups(S)) {  // a work-group per (n, c): its items take every kRowGroup-th pixel
+    group_head(k, N * C, global);
+    k.body.line("__global const float* dn_x = " + p(a.args.at(3).value) + " + dn_r * " + L(S) + ";");
+    k.body.line(std::string("float acc = ") + (is_max ? "-INFINITY" : "0.0f") + ";");
+    k.body.line("for (long dn_s = dn_lid; dn_s < " + L(S) + "; dn_s += " + L(kRowGroup) + ") " + step);
+    group_reduce(k, "acc", "dn_all", is_max ? kNanMax : "x + y");
+    k.body.open("if (dn_lid == 0)");
+    k.body.line("float acc = dn_all;");
+    if (!is_max) k.body.line(mean);
+    finish_element(k, a, "dn_r");
+    k.body.close();
+    return;
+  }
   global[0] = N * C;
   elementwise_head(k, global[0]);
   k.body.line("__global const float* dn_x = " + p(a.args.at(3).value) + " + e * " + L(S) + ";");
   k.body.line(std::string("float acc = ") + (is_max ? "-INFINITY" : "0.0f") + ";");
-  k.body.line("for (long dn_s = 0; dn_s < " + L(S) + "; ++dn_s) " +
-              (is_max ? "{ const float x = dn_x[dn_s]; acc = (x > acc || isnan(x)) ? x : acc; }" : "acc += dn_x[dn_s];"));
-  if (!is_max) k.body.line("acc /= " + literal(static_cast<double>(std::max<int64_t>(S, 1)), DType::F32, sp) + ";");
+  k.body.line("for (long dn_s = 0; dn_s < " + L(S) + "; ++dn_s) " + step);
+  if (!is_max) k.body.line(mean);
   finish_element(k, a, "e");
 }
 
-// Reduce*: one work-item per output element, looping over the reduced index space.
+// Reduce*: one work-item per output element, looping over the reduced index space, or for
+// float reductions over kRowGroupMin elements or more a work-group per output element.
 void Renderer::reduce(K& k, const AnchorStage& a, int64_t global[3]) {
   const std::string kind = a.args.at(0).name;  // "ReduceKind::Sum", ...
   const std::vector<int64_t>& d = a.args.at(2).ints;
@@ -235,9 +250,14 @@ void Renderer::reduce(K& k, const AnchorStage& a, int64_t global[3]) {
   for (int i = r - 1; i > 0; --i) stride[static_cast<size_t>(i - 1)] = stride[static_cast<size_t>(i)] * d[static_cast<size_t>(i)];
   int64_t kept = 1, reduced = 1;
   for (int i = 0; i < r; ++i) (mask >> i & 1u ? reduced : kept) *= d[static_cast<size_t>(i)];
-  global[0] = out_numel(a);
-  elementwise_head(k, global[0]);
-  k.body.line("long dn_rest = e, dn_base = 0;");
+  const bool grouped = a.args.at(0).dtype == DType::F32 && row_groups(reduced);
+  if (grouped) {
+    group_head(k, out_numel(a), global);
+  } else {
+    global[0] = out_numel(a);
+    elementwise_head(k, global[0]);
+  }
+  k.body.line("long dn_rest = " + std::string(grouped ? "dn_r" : "e") + ", dn_base = 0;");
   for (int i = r; i-- > 0;)
     if (!(mask >> i & 1u))
       k.body.line("dn_base += (dn_rest % " + L(d[static_cast<size_t>(i)]) + ") * " + L(stride[static_cast<size_t>(i)]) +
@@ -268,8 +288,10 @@ void Renderer::reduce(K& k, const AnchorStage& a, int64_t global[3]) {
     k.body.line(y + "[e] = (" + t + ")acc;");
     return;
   }
+  if (grouped) k.body.line("const long e = dn_r;");  // the item's output element
   k.body.line(std::string("float acc = ") + (mx ? "-INFINITY" : mn ? "INFINITY" : prod ? "1.0f" : "0.0f") + ";");
-  k.body.open("for (long dn_t = 0; dn_t < " + L(reduced) + "; ++dn_t)");
+  k.body.open(grouped ? "for (long dn_t = dn_lid; dn_t < " + L(reduced) + "; dn_t += " + L(kRowGroup) + ")"
+                    : "for (long dn_t = 0; dn_t < " + L(reduced) + "; ++dn_t)");
   k.body.line("long dn_tr = dn_t, dn_off = dn_base;");
   for (int i = r; i-- > 0;)
     if (mask >> i & 1u)
@@ -279,10 +301,16 @@ void Renderer::reduce(K& k, const AnchorStage& a, int64_t global[3]) {
   k.body.line(mx ? "acc = (x > acc || isnan(x)) ? x : acc;" : mn ? "acc = (x < acc || isnan(x)) ? x : acc;"
               : prod ? "acc *= x;" : l2 ? "acc = fma(x, x, acc);" : "acc += x;");
   k.body.close();
+  if (grouped) {  // each item took every kRowGroup-th element; the group combines them
+    group_reduce(k, "acc", "dn_all", mx ? kNanMax : mn ? kNanMin : prod ? "x * y" : "x + y");
+    k.body.open("if (dn_lid == 0)");
+    k.body.line("acc = dn_all;");
+  }
   if (kind.find("Mean") != std::string::npos)
     k.body.line("acc /= " + literal(static_cast<double>(std::max<int64_t>(reduced, 1)), DType::F32, sp) + ";");
   if (l2) k.body.line("acc = sqrt(acc);");
   finish_element(k, a, "e");
+  if (grouped) k.body.close();
 }
 
 // ConvTranspose: y[n, m, o] = sum over the group's c and taps t with o = i * stride +

@@ -24,6 +24,9 @@ constexpr int64_t kTileBig = 64, kTileSmall = 32, kTileSide = 16, kTileK = 16, k
 // Row kernels (Softmax, LayerNorm) with rows of kRowGroupMin elements or more run a
 // work-group of kRowGroup items per row (group_reduce).
 constexpr int64_t kRowGroup = 128, kRowGroupMin = 64;
+// group_reduce's max and min that keep a NaN of either side (the CPU kernels' semantics).
+inline constexpr const char* kNanMax = "isnan(x) ? x : (isnan(y) || y > x) ? y : x";
+inline constexpr const char* kNanMin = "isnan(x) ? x : (isnan(y) || y < x) ? y : x";
 
 // The side of the GEMM tile for C[batch](M x N) on the device `o` describes; 0: not tiled.
 int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch);
@@ -113,7 +116,8 @@ struct Renderer {
   // LayerNormalization: one work-item per row of `norm` elements.
   void layer_norm(K& k, const AnchorStage& a, int64_t global[3]);
 
-  // Reduce*: one work-item per output element, looping over the reduced index space.
+  // Reduce*: one work-item per output element, looping over the reduced index space (a
+  // work-group per element for long float reductions).
   void reduce(K& k, const AnchorStage& a, int64_t global[3]);
 
   // ConvTranspose: y[n, m, o] = sum over the group's c and taps t with o = i * stride +
