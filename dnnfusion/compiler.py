@@ -219,7 +219,7 @@ class CompiledModel:
                       f"{d['max_work_group']} items and {d['local_mem_bytes'] >> 10} KiB of local memory: GEMMs "
                       "and convolutions are tiled where 16 x 16 items and 8.1 KiB fit, in 64 x 64 tiles, or "
                       f"32 x 32 where 64-wide ones would make fewer work-groups than its {d['compute_units']} "
-                      "compute units; Softmax/LayerNorm rows "
+                      "compute units; Softmax/LayerNorm rows, float reductions and global pools of 64 or more "
                       "get work-groups where 128 items fit, else one work-item per element or row"]
         lines += ["", _CODE_LEGEND[self.stats["target"]]]
         return "\n".join(lines)

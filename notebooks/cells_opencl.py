@@ -9,7 +9,8 @@ the same fused plan and kernel plan as the CPU target (paper §4.4 runs on the m
 through OpenCL): a kernel per stage of each fused block, epilogues (and index-composed
 prologues) evaluated before the store, GEMMs and convolutions (as implicit GEMMs) through
 64 x 64 local-memory tiles (32 x 32 for GEMMs too small to give every compute unit a
-64-wide tile), Softmax and LayerNorm rows as work-group reductions. It returns
+64-wide tile), Softmax and LayerNorm rows, long reductions and global pools as work-group
+reductions. It returns
 the same `CompiledModel` API: `run`, `profile` (from OpenCL events), `stats`, `source()`.
 
 This notebook runs on the machine's default OpenCL device (in CI, PoCL's CPU device;

@@ -7,7 +7,9 @@ Usage::
 Each model is exported with its batch (and, for token inputs, sequence) axes symbolic
 (:func:`registry.dynamic_axes`), compiled from its example inputs, then called at several
 sizes: the example, batch 2, and for token inputs a shorter and a longer sequence. Every call
-is compared with ONNX Runtime running the same dynamic file. A call at new sizes compiles a
+is compared with ONNX Runtime running the same dynamic file; "call s" is the first call at a
+size (a specialization's compile included), "run ms" and "ORT ms" the median of 5 calls after
+it. A call at new sizes compiles a
 specialization for them (``compile``'s dynamic shapes: ``stats["specializations"]``). One row
 per (model, sizes); a row is OK when the relative error is <= 1e-3 and integer outputs are
 equal, n/a when ONNX Runtime refuses the size too (a model that only takes one batch, such
@@ -39,14 +41,23 @@ def _resize(x: np.ndarray, batch: int, seq: int | None) -> np.ndarray:
     return np.ascontiguousarray(out)
 
 
-def sizes_for(name: str) -> list[tuple[int, int | None]]:
+def sizes_for(name: str, reduced: bool = True) -> list[tuple[int, int | None]]:
     """(batch, sequence) sizes to call the model at; sequence None for models without tokens."""
-    zm = registry.get(name, reduced=True)
+    zm = registry.get(name, reduced=reduced)
     tokens = any(x.dim() == 2 and not x.is_floating_point() for x in zm.example_inputs)
     if not tokens:
         return [(1, None), (2, None)]
     s = int(zm.example_inputs[0].shape[1])
     return [(1, s), (2, s), (1, s // 2), (2, s + s // 2)]
+
+
+def _median_ms(fn, repeat: int = 5) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times)) * 1e3
 
 
 def check(name: str, *, reduced: bool = True, threads: int | None = None) -> list[dict]:
@@ -61,7 +72,10 @@ def check(name: str, *, reduced: bool = True, threads: int | None = None) -> lis
         zm = registry.get(name, reduced=reduced)
         examples = [x.numpy() for x in zm.example_inputs]
         path = str(registry.export_onnx(name, reduced=reduced, dynamic=True))
-        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        so = ort.SessionOptions()
+        if threads:
+            so.intra_op_num_threads = threads  # the same threads as dnnfusion's, for "ORT ms"
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         t = time.perf_counter()
         cm = compiler.compile(path, examples, threads=threads)
         base["compile_s"] = time.perf_counter() - t
@@ -69,7 +83,7 @@ def check(name: str, *, reduced: bool = True, threads: int | None = None) -> lis
     except Exception as e:
         traceback.print_exc(file=sys.stderr)
         return [dict(base, sizes="-", ok=False, error=f"{type(e).__name__}: {str(e).splitlines()[0][:150]}")]
-    for batch, seq in sizes_for(name):
+    for batch, seq in sizes_for(name, reduced):
         row = dict(base, sizes=f"batch {batch}" + (f", seq {seq}" if seq is not None else ""))
         feeds = [_resize(x, batch, seq if x.ndim == 2 else None) for x in examples]
         try:
@@ -87,6 +101,8 @@ def check(name: str, *, reduced: bool = True, threads: int | None = None) -> lis
             t = time.perf_counter()
             got = cm.run(*feeds)
             row["call_s"] = time.perf_counter() - t
+            row["run_ms"] = _median_ms(lambda: cm.run(*feeds))
+            row["ort_ms"] = _median_ms(lambda: sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), feeds)}))
             _, rel, same = compare_outputs(got, want)
             row.update(rel_ort=rel if same else float("inf"),
                        shapes=" ".join("x".join(map(str, np.shape(g))) for g in got),
@@ -100,7 +116,7 @@ def check(name: str, *, reduced: bool = True, threads: int | None = None) -> lis
 
 
 HEADER = (f"{'model':<16} {'dynamic axes':<16} {'sizes':<18} {'output shapes':<28} {'spec':>4} "
-          f"{'call s':>7} {'rel vs ORT':>10} {'ok':>3}")
+          f"{'call s':>7} {'run ms':>8} {'ORT ms':>8} {'rel vs ORT':>10} {'ok':>3}")
 
 
 def fmt(row: dict) -> str:
@@ -108,7 +124,7 @@ def fmt(row: dict) -> str:
     if "error" in row:
         return f"{head} {'n/a' if row['ok'] is None else 'ERROR'} {row['error']}"
     return (f"{head} {row['shapes'][:28]:<28} {row['specializations']:>4} {row['call_s']:>7.2f} "
-            f"{row['rel_ort']:>10.1e} {'yes' if row['ok'] else 'NO':>3}")
+            f"{row['run_ms']:>8.2f} {row['ort_ms']:>8.2f} {row['rel_ort']:>10.1e} {'yes' if row['ok'] else 'NO':>3}")
 
 
 def main(argv: list[str] | None = None) -> int:
