@@ -68,12 +68,13 @@ from typing import Any
 
 import numpy as np
 
-from dnnfusion import _core
 from dnnfusion.errors import DTypeError, ModelFormatError, ModelWarning, ShapeError, UnsupportedOperatorError
 from dnnfusion.frontends import onnx_cache
+from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPSET  # noqa: F401 (re-exported)
+from dnnfusion.frontends.onnx_versions import default_opset as _default_opset
+from dnnfusion.frontends.onnx_versions import schema_version as _schema_version
 from dnnfusion.frontends.builder import GraphBuilder
 
-MIN_OPSET = 13
 
 # ONNX TensorProto element-type codes -> ECG dtype names (cpp/ir/types.h).
 ONNX_DTYPES: dict[int, str] = {
@@ -81,79 +82,6 @@ ONNX_DTYPES: dict[int, str] = {
     10: "f16", 11: "f64", 12: "u32", 13: "u64",
 }
 
-# For every ECG operator, the ONNX schema versions (since_version) reachable from opset 13
-# on whose semantics were checked against the ECG's (the newest form). A bump not listed
-# here raises UnsupportedOperatorError until someone reads its changelog entry. Unless a
-# comment says otherwise, the later versions only add element types (bfloat16 in 22,
-# 8/4/2-bit types in 19..25, optional/sequence types for Identity) or edit the docs.
-CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
-    "Relu": (13, 14), "LeakyRelu": (6, 16), "PRelu": (9, 16), "Elu": (6, 22),
-    "Selu": (6, 22), "Sigmoid": (13,), "HardSigmoid": (6, 22), "HardSwish": (14, 22),
-    "Tanh": (13,), "Softplus": (1, 22), "Softsign": (1, 22), "Mish": (18, 22),
-    "Gelu": (20,), "Erf": (13,), "Sqrt": (13,), "Reciprocal": (13,), "Exp": (13,),
-    "Log": (13,), "Neg": (13,), "Abs": (13,), "Floor": (13,), "Ceil": (13,),
-    "Round": (11, 22), "Sign": (13,), "Sin": (7, 22), "Cos": (7, 22), "Not": (1,),
-    # 20 adds float8 inputs: the same test.
-    "IsNaN": (13, 20), "IsInf": (10, 20),
-    # 19 adds `saturate`, 24 `round_mode`: both only affect float8 targets.
-    "Cast": (13, 19, 21, 23, 24, 25, 28),
-    "Clip": (13,),
-    "Identity": (13, 14, 16, 19, 21, 23, 24, 25),
-    "Dropout": (13, 22),
-    "Add": (13, 14), "Sub": (13, 14), "Mul": (13, 14), "Div": (13, 14), "Pow": (13, 15),
-    # 28 defines fmod=0 for floats (floor semantics); 13 allowed it for integers only.
-    "Mod": (13, 28),
-    "Max": (13,), "Min": (13,), "Sum": (13,), "Mean": (13,),
-    "Equal": (13, 19), "Less": (13,), "LessOrEqual": (12, 16), "Greater": (13,),
-    "GreaterOrEqual": (12, 16), "And": (7,), "Or": (7,), "Xor": (7,), "Where": (9, 16),
-    "Trilu": (14,),
-    # 9: training mode is "more than one output"; 14 adds `training_mode`; 15 lets scale,
-    # bias, mean and var have their own types. Inference mode only.
-    "BatchNormalization": (9, 14, 15),
-    "Conv": (11, 22), "ConvTranspose": (11, 22), "Gemm": (13,), "MatMul": (13,),
-    "InstanceNormalization": (6, 22), "LayerNormalization": (17,),
-    # 22 clarifies ceil_mode: windows starting in the right padding are dropped.
-    "MaxPool": (12, 22),
-    # 19 adds `dilations` (default 1); 22 as MaxPool.
-    "AveragePool": (11, 19, 22),
-    "GlobalAveragePool": (1, 22), "GlobalMaxPool": (1, 22),
-    # `axes` is an attribute before 18 (ReduceSum: before 13); 20 adds bool for Max/Min.
-    "ReduceMean": (13, 18), "ReduceSum": (13,), "ReduceMax": (13, 18, 20),
-    "ReduceMin": (13, 18, 20), "ReduceProd": (13, 18), "ReduceL2": (13, 18),
-    "ArgMax": (13,), "ArgMin": (13,), "CumSum": (11, 14),
-    "Softmax": (13,), "LogSoftmax": (13,),
-    "TopK": (11, 24), "NonMaxSuppression": (11,),
-    # 16 adds coordinate_transformation_mode (default half_pixel); 10 behaves as
-    # 'output_half_pixel'.
-    "RoiAlign": (10, 16, 22),
-    # 14 adds `allowzero` (default 0, the 13 behaviour).
-    "Reshape": (13, 14, 19, 21, 23, 24, 25),
-    "Flatten": (13, 21, 23, 24, 25), "Squeeze": (13, 21, 23, 24, 25),
-    "Unsqueeze": (13, 21, 23, 24, 25), "Concat": (13,),
-    # 18 adds `num_outputs` (used when there is no `split` input).
-    "Split": (13, 18),
-    "Slice": (13,),
-    # 18 adds the `axes` input, 19 mode 'wrap'.
-    "Pad": (13, 18, 19, 21, 23, 24, 25),
-    # 15 adds `start` / `end` (defaults: the whole shape).
-    "Shape": (13, 15, 19, 21, 23, 24, 25),
-    "Size": (13, 19, 21, 23, 24, 25), "Transpose": (13, 21, 23, 24, 25),
-    "DepthToSpace": (13, 28),
-    # 28 adds `mode` (default DCR, the 13 behaviour).
-    "SpaceToDepth": (13, 28),
-    "Expand": (13,), "Tile": (13,),
-    # 18 adds `antialias`, `axes`, `keep_aspect_ratio_policy` (defaults: the 13
-    # behaviour); 19 adds coordinate_transformation_mode 'half_pixel_symmetric'.
-    "Resize": (13, 18, 19),
-    "Gather": (13,), "GatherElements": (13,),
-    "ConstantOfShape": (9, 20, 21, 23, 24, 25),
-    # 27 adds `stash_type`, the accumulation type of float16 ranges.
-    "Range": (11, 27),
-    "Constant": (13, 19, 21, 23, 24, 25),
-}
-
-_ECG_OPS: dict[str, dict] = {row["onnx_name"]: row for row in _core.op_table() if not row["internal"]}
-_DEFAULT_DOMAINS = ("", "ai.onnx")
 _CHECKER_LIMIT = 2**31 - 1  # protobuf cannot serialize more; check such models by path
 
 
@@ -320,13 +248,6 @@ def _check_proto(onnx: Any, proto: Any, what: str) -> None:
         "models, so dnnfusion imports it and infers what is missing"), stacklevel=2)
 
 
-def _default_opset(proto: Any) -> int | None:
-    for o in proto.opset_import:
-        if o.domain in _DEFAULT_DOMAINS:
-            return int(o.version)
-    return None
-
-
 def _screen(onnx: Any, proto: Any, what: str) -> None:
     """Cheap checks before the ONNX checker, so that the error names the real problem: a
     missing graph, an opset out of range or an operator dnnfusion does not support."""
@@ -347,34 +268,6 @@ def _screen(onnx: Any, proto: Any, what: str) -> None:
     opsets = {o.domain: int(o.version) for o in proto.opset_import}
     for i, node in enumerate(g.node):
         _schema_version(onnx, node, node.name or f"{node.op_type}_{i}", opset, opsets)
-
-
-def _unsupported_op(name: str, node: Any, opset: int | None) -> UnsupportedOperatorError:
-    return UnsupportedOperatorError(
-        f"node '{name}' uses operator '{node.op_type}' (domain '{node.domain}', opset "
-        f"{'?' if opset is None else opset}), which dnnfusion does not support")
-
-
-def _schema_version(onnx: Any, node: Any, name: str, opset: int | None,
-                    opsets: dict[str, int]) -> int:
-    if node.domain not in _DEFAULT_DOMAINS:
-        raise _unsupported_op(name, node, opsets.get(node.domain))
-    if node.op_type not in _ECG_OPS or node.op_type not in CHECKED_VERSIONS:
-        raise _unsupported_op(name, node, opset)
-    if opset is None:
-        raise ModelFormatError(f"node '{name}' uses the default domain, which the model "
-                               "does not import (no opset_import for domain '')")
-    try:
-        version = int(onnx.defs.get_schema(node.op_type, opset, "").since_version)
-    except Exception:  # noqa: BLE001 - the op does not exist at this opset
-        raise _unsupported_op(name, node, opset) from None
-    if version not in CHECKED_VERSIONS[node.op_type]:
-        raise UnsupportedOperatorError(
-            f"node '{name}' uses operator '{node.op_type}' version {version} (domain '', "
-            f"opset {opset}); dnnfusion has checked versions "
-            f"{', '.join(map(str, CHECKED_VERSIONS[node.op_type]))} of it and does not know "
-            f"whether version {version} changed its meaning")
-    return version
 
 
 # ------------------------------------------------------------------------------------------
@@ -554,11 +447,11 @@ class _Importer:
         while inputs and inputs[-1] is None:
             inputs.pop()
         outputs = list(node.output)
-        min_out = max(_ECG_OPS[node.op_type]["min_outputs"], 1)
+        min_out = max(ECG_OPS[node.op_type]["min_outputs"], 1)
         while len(outputs) > min_out and not outputs[-1]:
             outputs.pop()
         outputs = [o or self._fresh(f"{name}:{i}") for i, o in enumerate(outputs)]
-        n = _Node(_ECG_OPS[node.op_type]["name"], name, version, inputs, attrs, outputs)
+        n = _Node(ECG_OPS[node.op_type]["name"], name, version, inputs, attrs, outputs)
         normalize = _NORMALIZE.get(node.op_type)
         if normalize is not None:
             normalize(self, n)
