@@ -53,24 +53,24 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
   k.body.open("for (long dn_k0 = 0; dn_k0 < " + L(Kd) + "; dn_k0 += " + L(kTileK) + ")");
   k.body.open("for (int dn_l = 0; dn_l < " + std::to_string(kTileK * T / items) + "; ++dn_l)");
   k.body.line("const int dn_x = dn_t + " + std::to_string(items) + " * dn_l;");
-  k.body.open("");  // A's element (dn_am, dn_ak): k fastest along the items
-  k.body.line("const int dn_am = dn_x / " + KT + ";");
-  k.body.line("const long dn_m = dn_m0 + dn_am, dn_k = dn_k0 + dn_ak;");
-  k.body.line("float v = 0.0f;");
-  k.body.open("if (dn_m < " + L(M) + " && dn_k < " + L(Kd) + ")");
-  load_a();
-  k.body.close();
-  k.body.line("dn_As[dn_ak * " + Ps + " + dn_am] = v;");
-  k.body.close();
-  k.body.open("");  // B's element (dn_bk, dn_bn): n fastest along the items
-  k.body.line("const int dn_bk = dn_x / " + Ts + ";");
-  k.body.line("const long dn_n = dn_nb, dn_k = dn_k0 + dn_bk;");
-  k.body.line("float v = 0.0f;");
-  k.body.open("if (dn_n < " + L(N) + " && dn_k < " + L(Kd) + ")");
-  load_b();
-  k.body.close();
-  k.body.line("dn_Bs[dn_bk * " + Ps + " + dn_bn] = v;");
-  k.body.close();
+  // One element of a tile: its slow coordinate `s` (dn_x / fast; the fast one is the item's,
+  // fixed before the loop), the global coordinates `where` gives, the bounds, the load.
+  auto element = [&](const char* tile, const std::string& s, const std::string& fast, const std::string& where,
+                     const std::string& inside, const std::function<void()>& load, const std::string& at) {
+    k.body.open("");
+    k.body.line("const int " + s + " = dn_x / " + fast + ";");
+    k.body.line(where);
+    k.body.line("float v = 0.0f;");
+    k.body.open("if (" + inside + ")");
+    load();
+    k.body.close();
+    k.body.line(std::string(tile) + "[" + at + "] = v;");
+    k.body.close();
+  };
+  element("dn_As", "dn_am", KT, "const long dn_m = dn_m0 + dn_am, dn_k = dn_k0 + dn_ak;",
+          "dn_m < " + L(M) + " && dn_k < " + L(Kd), load_a, "dn_ak * " + Ps + " + dn_am");  // k fastest
+  element("dn_Bs", "dn_bk", Ts, "const long dn_n = dn_nb, dn_k = dn_k0 + dn_bk;",
+          "dn_n < " + L(N) + " && dn_k < " + L(Kd), load_b, "dn_bk * " + Ps + " + dn_bn");  // n fastest
   k.body.close();
   k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
   k.body.open("for (int dn_kk = 0; dn_kk < " + KT + "; ++dn_kk)");
