@@ -426,6 +426,7 @@ Executable::Executable(std::shared_ptr<const Graph> graph, OpenclModule module, 
     cl_kernel k = a.clCreateKernel(m.prog, l.kernel.c_str(), &e);
     check(e, "clCreateKernel(" + l.kernel + ")");
     m.kernels.push_back(k);
+    int64_t local = l.local_bytes;  // its __local arrays and __local arguments together
     for (size_t i = 0; i < l.args.size(); ++i) {
       const OpenclArg& arg = l.args[i];
       const std::string what = "setting argument " + std::to_string(i) + " of kernel " + l.kernel;
@@ -445,18 +446,14 @@ Executable::Executable(std::shared_ptr<const Graph> graph, OpenclModule module, 
           break;
         }
         case OpenclArg::Kind::Float: check(a.clSetKernelArg(k, static_cast<cl_uint>(i), sizeof(float), &arg.f), what); break;
-        case OpenclArg::Kind::LocalBytes: {
-          if (arg.local_bytes > device_.local_mem_bytes)
-            throw Error("OpenCL: kernel " + l.kernel + " needs " + std::to_string(arg.local_bytes) +
-                        " bytes of local memory, more than the " + std::to_string(device_.local_mem_bytes) + " of " +
-                        device_.name);
+        case OpenclArg::Kind::LocalBytes:
+          local += arg.local_bytes;
           check(a.clSetKernelArg(k, static_cast<cl_uint>(i), static_cast<size_t>(arg.local_bytes), nullptr), what);
           break;
-        }
       }
     }
-    if (l.local_bytes > device_.local_mem_bytes)  // a module generated for another device
-      throw Error("OpenCL: kernel " + l.kernel + " needs " + std::to_string(l.local_bytes) +
+    if (local > device_.local_mem_bytes)  // a module generated for another device
+      throw Error("OpenCL: kernel " + l.kernel + " needs " + std::to_string(local) +
                   " bytes of local memory, more than the " + std::to_string(device_.local_mem_bytes) + " of " +
                   device_.name + "; generate the module for this device");
     int64_t wg = 1;
