@@ -118,7 +118,11 @@ def _print_machine() -> int:
     db = profiling.default_db()
     if db:
         rows = read_profile_db(db)
-        print(f"           database {db}: {len(rows)} entries, {sum(e['target'] == here for e in rows)} for this CPU")
+        mine = [e for e in rows if e["target"] == here]
+        current = sum(e["generator"] == _core.PROFILE_GENERATOR for e in mine)
+        print(f"           database {db}: {len(rows)} entries, {len(mine)} for this CPU"
+              + (f", {len(mine) - current} of them measured on an older code generator's output (set aside)"
+                 if current < len(mine) else ""))
     try:
         mdb = profiling.machine_db(isa)
         n = len(read_profile_db(mdb)) if mdb.is_file() else 0

@@ -302,12 +302,36 @@ def test_profile_db_round_trip(tmp_path):
                dict(flatten_fc_entry(3.0, 2.0), producer="Transpose", producer_type="Shuffle",
                     bucket="2^10", target='opencl:Mali "G78"\n')]
     P.write_profile_db(db, entries)
-    assert P.read_profile_db(db) == entries
+    # Written entries are stamped with the code generator whose output they measured.
+    stamped = [dict(e, generator=_core.PROFILE_GENERATOR) for e in entries]
+    assert P.read_profile_db(db) == stamped
     lines = db.read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(l)["fused_ms"] > 0 for l in lines)
     # Other keys are ignored, blank lines skipped.
     db.write_text(lines[0][:-1] + ', "measured_on": "2024-01-01", "runs": 10}\n\n' + lines[1] + "\n")
-    assert P.read_profile_db(db) == entries
+    assert P.read_profile_db(db) == stamped
+
+
+def test_rows_measured_on_another_generator_settle_nothing(tmp_path):
+    """A row stamped with another code generator (or none: written before the stamp) measured
+    code this version no longer generates: it stays in the file but the pair falls back to the
+    estimate, and the explanation says which row was set aside."""
+    g = tiny_convnet()
+    base = P.plan(g, profile_db="")
+    db = tmp_path / "p.jsonl"
+    P.write_profile_db(db, [dict(flatten_fc_entry(2.0, 1.0), generator=_core.PROFILE_GENERATOR - 1)])
+    old = P.plan(g, profile_db=db)
+    assert block_sets(old) == block_sets(base)
+    assert (
+        f"profile (yellow): Reorganize/Shuffle with Many-to-Many needs profiling; no profile entry for this code generator (the row in {db} measured generator "
+        f"{_core.PROFILE_GENERATOR - 1}'s code, now {_core.PROFILE_GENERATOR}); analytic estimate") in why(old)[("flatten", "fc")]
+    line = json.loads(db.read_text())
+    del line["generator"]  # a row from before the stamp
+    db.write_text(json.dumps(line) + "\n")
+    assert P.read_profile_db(db)[0]["generator"] == 0
+    assert block_sets(P.plan(g, profile_db=db)) == block_sets(base)
+    P.write_profile_db(db, [flatten_fc_entry(2.0, 1.0)])  # measured now: it settles the pair
+    assert "profile: fused 2.0000 ms >= unfused 1.0000 ms -> keep apart" in why(P.plan(g, profile_db=db))[("flatten", "fc")]
 
 
 @pytest.mark.parametrize("content,fragment", [

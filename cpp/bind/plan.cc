@@ -54,6 +54,12 @@ ProfileEntry entry_of(const py::dict& d) {
       throw ModelFormatError("profile entry: noise_ms must be a non-negative number of milliseconds");
   }
   if (d.contains("how")) e.how = py::str(d["how"]);
+  // Written now: measured on this generator's code unless the entry says otherwise.
+  e.generator = kProfileGenerator;
+  if (d.contains("generator")) {
+    e.generator = d["generator"].cast<int>();
+    if (e.generator < 0) throw ModelFormatError("profile entry: generator must be a non-negative integer");
+  }
   return e;
 }
 
@@ -69,12 +75,14 @@ py::dict dict_of(const ProfileEntry& e) {
   d["unfused_ms"] = e.unfused_ms;
   if (e.noise_ms > 0) d["noise_ms"] = e.noise_ms;  // optional fields: only when set
   if (!e.how.empty()) d["how"] = e.how;
+  d["generator"] = e.generator;
   return d;
 }
 
 }  // namespace
 
 void bind_plan(py::module_& m) {
+  m.attr("PROFILE_GENERATOR") = kProfileGenerator;
   m.def("fusion_table", [] {
     const MappingType all[] = {MappingType::OneToOne, MappingType::Reorganize, MappingType::Shuffle,
                                MappingType::OneToMany, MappingType::ManyToMany};

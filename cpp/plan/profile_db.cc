@@ -211,6 +211,12 @@ ProfileEntry entry_from(const std::map<std::string, JsonValue>& obj, const std::
     e.noise_ms = it->second.num;
   }
   if (obj.count("how")) e.how = str("how");
+  if (auto it = obj.find("generator"); it != obj.end()) {
+    if (it->second.kind != JsonValue::Kind::Number || !(it->second.num >= 0 && it->second.num < 1e6) ||
+        it->second.num != std::floor(it->second.num))
+      throw ModelFormatError(where + ": \"generator\" must be a non-negative integer");
+    e.generator = static_cast<int>(it->second.num);
+  }
   return e;
 }
 
@@ -223,7 +229,8 @@ std::string entry_line(const ProfileEntry& e) {
          ", \"bucket\": " + json_quote(e.key.bucket) +
          ", \"fused_ms\": " + number(e.fused_ms) + ", \"unfused_ms\": " + number(e.unfused_ms) +
          (e.noise_ms > 0 ? ", \"noise_ms\": " + number(e.noise_ms) : std::string()) +
-         (e.how.empty() ? std::string() : ", \"how\": " + json_quote(e.how)) + "}";
+         (e.how.empty() ? std::string() : ", \"how\": " + json_quote(e.how)) +
+         (e.generator > 0 ? ", \"generator\": " + std::to_string(e.generator) : std::string()) + "}";
 }
 
 std::string trim(const std::string& s) {
@@ -293,7 +300,13 @@ void ProfileDb::add(const ProfileEntry& e) {
 
 const ProfileEntry* ProfileDb::find(const ProfileKey& k) const {
   for (const ProfileEntry& e : entries_)
-    if (e.key == k) return &e;
+    if (e.key == k && e.generator == kProfileGenerator) return &e;
+  return nullptr;
+}
+
+const ProfileEntry* ProfileDb::find_stale(const ProfileKey& k) const {
+  for (const ProfileEntry& e : entries_)
+    if (e.key == k && e.generator != kProfileGenerator) return &e;
   return nullptr;
 }
 
@@ -365,8 +378,14 @@ Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairC
     if (!e->origin.empty()) s.why += " [" + e->origin + "]";
     return s;
   }
+  // A row measured on another generator's code settles nothing; the explanation names it.
+  std::string none = "no profile entry";
+  if (const ProfileEntry* e = db.find_stale(key))
+    none += " for this code generator (the row" + (e->origin.empty() ? std::string() : " in " + e->origin) +
+            " measured generator " + std::to_string(e->generator) + "'s code, now " + std::to_string(kProfileGenerator) +
+            ")";
   if (c.bytes < 0) {
-    s.why = "no profile entry; analytic estimate needs static shapes (the tensor's size is "
+    s.why = none + "; analytic estimate needs static shapes (the tensor's size is "
             "symbolic) -> keep apart";
     return s;
   }
@@ -376,7 +395,7 @@ Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairC
   int64_t recompute = (reads - 1) * c.producer_flops;
   int64_t extra = index + recompute;
   s.fuse = saved > extra;
-  s.why = "no profile entry; analytic estimate: saved 2*" + std::to_string(c.bytes) + " B*" +
+  s.why = none + "; analytic estimate: saved 2*" + std::to_string(c.bytes) + " B*" +
           std::to_string(kOpsPerDramByte) + " = " + std::to_string(saved) + " ops " +
           (s.fuse ? "> " : "<= ") + "extra " + std::to_string(c.elements) + "*" +
           std::to_string(reads) + " reads*" + std::to_string(c.index_ops) + " index ops + " +

@@ -23,6 +23,11 @@ struct ProfileKey {
   bool operator==(const ProfileKey& o) const;
 };
 
+// The version of what the code generator makes of a fused pair, stamped on every measurement
+// written; bump it when fused blocks are generated differently (2: fused GEMM prologues, so a
+// Transpose/Reshape producer no longer goes through scratch). Rows with another stamp are stale.
+constexpr int kProfileGenerator = 2;
+
 struct ProfileEntry {
   ProfileKey key;
   double fused_ms = 0, unfused_ms = 0;  // one fused kernel vs. the two kernels apart
@@ -31,14 +36,18 @@ struct ProfileEntry {
   // fusion (fewer passes). how: a free-text note on how it was measured.
   double noise_ms = 0;
   std::string how;
+  // The code generator whose output was measured (kProfileGenerator when it was written; 0 for
+  // entries from before the stamp). A row measured on other generated code is stale: it is
+  // kept in the file but settles nothing (find skips it; profile="auto" measures the pair anew).
+  int generator = 0;
   std::string origin;  // the file it was read from (not stored in the file)
 };
 
 // The file is JSON lines, one measurement per line:
 //   {"target": "cpu:<model>|avx2,fma", "producer": "Transpose", "consumer": "MatMul",
 //    "producer_type": "Shuffle", "consumer_type": "Many-to-Many", "bucket": "2^16",
-//    "fused_ms": 1.2, "unfused_ms": 1.5, "noise_ms": 0.02, "how": "..."}
-// noise_ms and how are optional; other keys are allowed and ignored. Blank lines are
+//    "fused_ms": 1.2, "unfused_ms": 1.5, "noise_ms": 0.02, "how": "...", "generator": 2}
+// noise_ms, how and generator are optional; other keys are allowed and ignored. Blank lines are
 // skipped. A later line for the same key replaces an earlier one.
 class ProfileDb {
  public:
@@ -51,7 +60,8 @@ class ProfileDb {
   void save(const std::string& path) const;
 
   void add(const ProfileEntry& e);  // replaces an entry with the same key
-  const ProfileEntry* find(const ProfileKey& k) const;
+  const ProfileEntry* find(const ProfileKey& k) const;        // a current entry (kProfileGenerator)
+  const ProfileEntry* find_stale(const ProfileKey& k) const;  // one measured on other generated code
   const std::vector<ProfileEntry>& entries() const { return entries_; }
 
  private:
