@@ -8,7 +8,9 @@
 #   scikit-build-core already installed). Results go to $OUT (default ./gpu_out).
 # Knobs: REDUCED_MODELS, FULL_MODELS, and time limits REDUCED_S (0: skip the reduced models),
 # FULL_S, UNTILED_S (0: skip the pass with DNNF_OPENCL_TILING=0), TILE64_S (0: skip the pass
-# with 64-wide tiles forced, DNNF_OPENCL_TILING=64, over TILE64_MODELS). The runs of 2026-11-25: the first (committed results, before
+# with 64-wide tiles forced, DNNF_OPENCL_TILING=64, over TILE64_MODELS), TOP (each full model's
+# slowest kernels printed, default 3), ALT_ENV, ALT_S and ALT_MODELS (a last pass over ALT_MODELS
+# with the environment assignment ALT_ENV, e.g. DNNF_OPENCL_SPLIT_K=1, skipped unless ALT_S > 0). The runs of 2026-11-25: the first (committed results, before
 # the tiles) with the defaults; the second, lost when the machine stopped answering, with
 #   REDUCED_MODELS=faster_rcnn,mask_rcnn,s3d,c3d,resnet50 REDUCED_S=70 FULL_S=160 UNTILED_S=110
 set -u
@@ -46,7 +48,7 @@ fi
 FULL=${FULL_MODELS:-resnet50,bert_base,gpt2,mobilenetv2,efficientnet_b0,vgg16,distilbert,vit_b16,yolov4,unet}
 stamp "full models"
 timeout ${FULL_S:-200} python3 benchmarks/opencl_table.py --full --no-cpu --torch-device cuda --repeat 10 \
-    --models "$FULL" --json "$OUT/full.json"
+    --top ${TOP:-3} --models "$FULL" --json "$OUT/full.json"
 if [ "${UNTILED_S:-0}" -gt 0 ]; then
   stamp "full models, GEMM tiles and row work-groups off (DNNF_OPENCL_TILING=0)"
   DNNF_OPENCL_TILING=0 timeout $UNTILED_S python3 benchmarks/opencl_table.py --full --no-cpu --repeat 10 \
@@ -56,5 +58,10 @@ if [ "${TILE64_S:-0}" -gt 0 ]; then
   stamp "full models, 64-wide GEMM tiles forced (DNNF_OPENCL_TILING=64)"
   DNNF_OPENCL_TILING=64 timeout $TILE64_S python3 benchmarks/opencl_table.py --full --no-cpu --repeat 10 \
       --models "${TILE64_MODELS:-$FULL}" --json "$OUT/full_tile64.json"
+fi
+if [ "${ALT_S:-0}" -gt 0 ]; then
+  stamp "full models with ${ALT_ENV}"
+  env ${ALT_ENV} timeout $ALT_S python3 benchmarks/opencl_table.py --full --no-cpu --repeat 10 \
+      --models "${ALT_MODELS:-$FULL}" --json "$OUT/full_alt.json"
 fi
 stamp "done"

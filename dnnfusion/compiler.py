@@ -217,9 +217,12 @@ class CompiledModel:
                       f"(CL_DEVICE_MAX_PARAMETER_SIZE {d['max_parameter_bytes']} bytes; the planner's limit, named "
                       "above where it stopped a fusion); work-groups of at most "
                       f"{d['max_work_group']} items and {d['local_mem_bytes'] >> 10} KiB of local memory: GEMMs "
-                      "and convolutions are tiled where 16 x 16 items and 8.1 KiB fit, in 64 x 64 tiles, or "
-                      f"32 x 32 where 64-wide ones would make fewer work-groups than its {d['compute_units']} "
-                      "compute units; Softmax/LayerNorm rows, float reductions and global pools of 64 or more "
+                      "and convolutions are tiled where 16 x 16 items and 8.1 KiB fit, in the widest of "
+                      f"{'128 x 128 (a GPU; GEMMs of 128 rows and columns or more), ' if d['type'] == 'gpu' else ''}"
+                      f"64 x 64 and 32 x 32 tiles that makes as many work-groups as its {d['compute_units']} "
+                      "compute units, with K split across groups (partial sums, then a summing kernel) "
+                      "where even 32-wide tiles make fewer; GEMMs with too few rows to tile and B along K "
+                      "(Linear layers) run a work-group per output; Softmax/LayerNorm rows, float reductions and global pools of 64 or more "
                       "get work-groups where 128 items fit, else one work-item per element or row"]
         lines += ["", _CODE_LEGEND[self.stats["target"]]]
         return "\n".join(lines)
@@ -258,8 +261,8 @@ _CODE_LEGEND = {
             "store. Each 'loop' is a pass that writes a tensor an anchor reads from memory."),
     "opencl": ("+prologue(0 ops): the GEMM reads A through the composed index maps of layout "
                "operators, with no copy. +prologue(n ops): n operators compute A while the GEMM's "
-               "tiles load it. The OpenCL GEMM evaluates each A element once per tile column (N/64 "
-               "or N/32 times; N times where it is not tiled), so an A made by arithmetic is fused "
+               "tiles load it. The OpenCL GEMM evaluates each A element once per tile column (N/128, "
+               "N/64 or N/32 times; N times where it is not tiled), so an A made by arithmetic is fused "
                "only where that recomputation adds at most an eighth of the GEMM's arithmetic, "
                "else a loop kernel writes it once. "
                "+epilogue(n ops): n operators applied to each result before the store."),

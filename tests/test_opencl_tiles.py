@@ -1,7 +1,8 @@
 """The OpenCL target's local-memory GEMM tiles (issue 15): GEMMs and convolutions (as implicit
-GEMMs) big enough run in 64 x 64 tiles (32 x 32 where 64-wide ones would give the device fewer
-work-groups than compute units) of work-groups of 16 x 16 items. Each case runs with the tile
-the device gets, with each size forced (DNNF_OPENCL_TILING=64, 32) and untiled
+GEMMs) big enough run in tiles of 128 x 128 (GPUs only), 64 x 64 or 32 x 32 outputs, the widest
+that still gives the device as many work-groups as compute units, in work-groups of 16 x 16
+items. Each case runs with the tile the device gets, with each size forced
+(DNNF_OPENCL_TILING=128, 64, 32) and untiled
 (DNNF_OPENCL_TILING=0) on the OpenCL device: all match the NumPy reference, and give the same
 bits, since every output accumulates the same fmas in the same order. Sizes are chosen off the
 tile (partial tiles in M, N and K), batched, with prologues and epilogues."""
@@ -83,38 +84,56 @@ def run(ecg, feeds, tiling: str, monkeypatch):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tiled_matches_reference_and_untiled_bits(device, case, monkeypatch):
-    fits = {t: device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * (t + 1) * 4 for t in (32, 64)}
+    fits = {t: device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * (t + 1) * 4
+            for t in (32, 64, 128)}
     ecg, feeds = CASES[case]()
     want = ecg.run_reference(**feeds)
     plain, src_plain = run(ecg, feeds, "0", monkeypatch)
     assert "__local" not in src_plain
-    for tiling in ("1", "64", "32"):
+    for tiling in ("1", "128", "64", "32"):
         tiled, src_tiled = run(ecg, feeds, tiling, monkeypatch)
         # A device without room for the tile keeps one work-item per output element.
-        side = {"1": 64 if fits[64] else 32, "64": 64, "32": 32}[tiling]
         has = "__local float dn_As" in src_tiled and "barrier(CLK_LOCAL_MEM_FENCE)" in src_tiled
-        assert has == fits[side]
+        if tiling != "1":
+            side = int(tiling)
+            assert has == fits[side]
         if has and tiling != "1":
             assert f"dn_As[{16 * (side + 1)}]" in src_tiled  # kTileK rows of side + 1 floats
+        split = "_part(" in src_tiled  # K split across groups (a GPU's few-group GEMMs): other sums
         for got, ref, other in zip(tiled, want, plain):
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
-            assert np.array_equal(got, other), f"tiled ({tiling}) and untiled results differ"
+            assert split or np.array_equal(got, other), f"tiled ({tiling}) and untiled results differ"
 
 
 def test_tile_side_follows_the_grid(device, monkeypatch):
-    """64-wide tiles unless they would give the device fewer work-groups than compute units:
-    then 32-wide ones, four times as many groups (CL_DEVICE_MAX_COMPUTE_UNITS decides)."""
-    room = device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * 65 * 4
+    """The widest tile that gives the device as many work-groups as it has compute units
+    (CL_DEVICE_MAX_COMPUTE_UNITS decides): 128 x 128 on a GPU for GEMMs of 128 rows and
+    columns or more, else 64 x 64, else 32 x 32 (four times as many groups as 64-wide ones)."""
     cu = device["compute_units"]
-    side = math.ceil(math.sqrt(cu)) * 64  # ceil(side / 64)^2 >= cu groups of 64
-    for (m, n), want in (((64, 64), 32 if cu > 1 else 64), ((side, side), 64)):
-        ecg, feeds = matmul(m, 24, n)
+
+    def fits(t):
+        return device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * (t + 1) * 4
+
+    def expected(m, n):
+        groups = {t: math.ceil(m / t) * math.ceil(n / t) for t in (128, 64)}
+        if device["type"] == "gpu" and min(m, n) >= 128 and fits(128) and groups[128] >= cu:
+            return 128
+        return 64 if fits(64) and groups[64] >= cu else 32 if fits(32) else 0
+
+    root = math.ceil(math.sqrt(cu))
+    sides = set()
+    for m in (64, root * 64, root * 128):  # too few groups for 64 (cu > 1); enough for 64; for 128
+        want = expected(m, m)
+        sides.add(want)
+        ecg, feeds = matmul(m, 24, m)
         out, src = run(ecg, feeds, "1", monkeypatch)
-        if room:  # (a device without it has no 64-wide tiles to weigh)
-            assert f"dn_As[{16 * (want + 1)}]" in src, (m, n, cu)
+        if want:
+            assert f"dn_As[{16 * (want + 1)}]" in src and src.count("__local float dn_As") == 1, (m, cu, want)
         else:
-            assert "dn_As[1040]" not in src
+            assert "__local" not in src
         np.testing.assert_allclose(out[0], ecg.run_reference(**feeds)[0], rtol=1e-4, atol=1e-4)
+    if fits(64) and cu > 1:
+        assert {32, 64} <= sides
 
 
 def computed_a(m, k, n):  # A = tanh(x * c + d), made in the GEMM's block
@@ -242,3 +261,59 @@ def test_kernel_argument_limit_comes_from_the_device(device):
     unlimited = df.plan.plan(ecg, target="opencl", max_kernel_args=10 * n)
     with pytest.raises(df.CompileError, match=f"kernel-argument limit of {limit}"):
         _core.generate_opencl(ecg.graph, unlimited, "")
+
+
+def concat_a_gemm(m, k, n):  # A = Concat(x1, x2) along K (an index prologue), B a Linear's [n, k]
+    return model([h.make_node("Concat", ["x1", "x2"], ["t"], axis=1),
+                  h.make_node("Gemm", ["t", "w", "b"], ["y"], transB=1)],
+                 {"x1": f32(m, k // 2), "x2": f32(m, k - k // 2)}, ["y"], [("w", f32(n, k)), ("b", f32(n))])
+
+
+@pytest.mark.parametrize("case", ["linear_1x300x40", "linear_3x2048x100", "concat_a_2x256x48"])
+def test_few_rows_with_b_along_k_reduce_in_work_groups(device, case, monkeypatch):
+    """A GEMM with too few rows to tile whose B columns lie along K (a Linear layer's weights,
+    [N, K]) runs a work-group per output element, its items splitting K (a classifier's GEMV);
+    untiled (DNNF_OPENCL_TILING=0) it keeps one work-item per element. Both match the reference."""
+    build, (m, k, n) = {"linear": gemm_epilogue, "concat": concat_a_gemm}[case.split("_")[0]], \
+        map(int, case.split("_")[-1].split("x"))
+    ecg, feeds = build(m, k, n)
+    want = ecg.run_reference(**feeds)
+    grouped = device["max_work_group"] >= 128 and device["local_mem_bytes"] >= 512
+    for tiling in ("1", "0"):
+        out, src = run(ecg, feeds, tiling, monkeypatch)
+        uses = "__local float dn_red[128]" in src and f"dn_k += 128L" in src
+        assert uses == (grouped and tiling == "1"), (case, tiling)
+        if case.startswith("concat") and uses:
+            assert "const long row = dn_m, j = dn_k;" in src  # A through its prologue, inside the group loop
+        np.testing.assert_allclose(out[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_split_k_sums_partial_tiles_in_order(device, case, monkeypatch):
+    """K split across work-groups (DNNF_OPENCL_SPLIT_K=3 forces what a GPU chooses for GEMMs
+    whose tiles leave compute units idle): each group's partial tile goes to scratch and a
+    second kernel sums the partials and runs the epilogue. Where K has 3 tile steps or more
+    the module has one launch more than without the split, counts the partials' bytes as
+    written, and matches the NumPy reference; forced off (1) no GEMM splits."""
+    ecg, feeds = CASES[case]()
+    want = ecg.run_reference(**feeds)
+    monkeypatch.setenv("DNNF_OPENCL_SPLIT_K", "1")
+    whole, src_whole = run(ecg, feeds, "1", monkeypatch)
+    m1 = df.compile(ecg, target="opencl")
+    assert "_part(" not in src_whole
+    monkeypatch.setenv("DNNF_OPENCL_SPLIT_K", "3")
+    parts, src = run(ecg, feeds, "1", monkeypatch)
+    m3 = df.compile(ecg, target="opencl")
+    if "__local float dn_As" not in src:
+        return  # a device without room for tiles has nothing to split
+    steps = re.search(r"for \(long dn_k0 = dn_z \* (\d+)L", src)
+    if steps is None:  # K under 3 tile steps would leave a split empty: not split
+        assert "_part(" not in src and len(m3.generated.launches) == len(m1.generated.launches)
+    else:
+        out_bytes = sum(4 * r.size for r in want)  # each case's GEMM output is its output's size
+        assert len(m3.generated.launches) == len(m1.generated.launches) + 1
+        got = m3.stats["intermediate_bytes_written"] - m1.stats["intermediate_bytes_written"]
+        assert got >= 2 * out_bytes and got % out_bytes == 0, (got, out_bytes)  # splits x the GEMM's output
+    for a, b, r in zip(parts, whole, want):
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)  # other sums: not the same bits

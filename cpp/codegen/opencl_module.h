@@ -77,9 +77,16 @@ struct OpenclCodegenOptions {
   // (DNNF_OPENCL_TILING=0, for comparisons).
   bool tiled_gemm = true;
   int64_t compute_units = 1;  // CL_DEVICE_MAX_COMPUTE_UNITS: the GEMM tile's size follows the grid
-  // The GEMM tile's side: 0 chooses per GEMM (64, or 32 where 64 gives fewer work-groups than
-  // compute units); 64 or 32 forces one (DNNF_OPENCL_TILING=64 or 32, for comparisons and tests).
+  bool gpu = false;           // CL_DEVICE_TYPE_GPU: 128-wide tiles (64 accumulators per work-item)
+  // The GEMM tile's side: 0 chooses per GEMM (128 on GPUs, 64, or 32: the largest that gives
+  // as many work-groups as compute units); 128, 64 or 32 forces one (DNNF_OPENCL_TILING=128,
+  // 64 or 32, for comparisons and tests).
   int64_t tile = 0;
+  // K split across work-groups (partial tiles to scratch, then a kernel that sums them in order
+  // and runs the epilogue): 0 chooses (GEMMs whose smallest tiles still leave compute units
+  // idle, such as a deep convolution's 512 x 49 output), 1 never, n > 1 forces n splits where K
+  // has at least n tile steps (DNNF_OPENCL_SPLIT_K, for comparisons and tests).
+  int64_t split_k = 0;
 };
 
 }  // namespace dnnf

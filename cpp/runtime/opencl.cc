@@ -322,7 +322,12 @@ OpenclCodegenOptions codegen_options(const DeviceInfo& d) {
   const std::string t = tiling ? tiling : "";
   o.tiled_gemm = t != "0";
   o.compute_units = d.compute_units;
-  if (t == "32" || t == "64") o.tile = std::stoi(t);
+  o.gpu = d.type == "gpu";
+  if (t == "32" || t == "64" || t == "128") o.tile = std::stoi(t);
+  if (const char* sk = std::getenv("DNNF_OPENCL_SPLIT_K")) {
+    const std::string v = sk;
+    if (!v.empty() && v.size() < 4 && v.find_first_not_of("0123456789") == std::string::npos) o.split_k = std::stoi(v);
+  }
   return o;
 }
 

@@ -33,6 +33,39 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
         "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n", global);
     return;
   }
+  if (c.rs_b == 1 && c.K >= kRowGroup && row_groups(c.K)) {
+    // Too few rows to tile, and B's columns lie along K (a Linear layer's weights [N, K]): a
+    // work-group per output element, its items taking every kRowGroup-th k, so that a group's
+    // loads of B's column (and A's row) are consecutive and the device has M * N groups of
+    // work instead of M * N items each walking K alone (a classifier's 1 x 4096 x 25088 GEMV).
+    group_head(k, a.batch * c.M * c.N, global);
+    k.body.line("const long dn_n = dn_r % " + L(c.N) + ", dn_m = dn_r / " + L(c.N) + " % " + L(c.M) + ", b = dn_r / " +
+                L(c.M * c.N) + ";");
+    k.body.line("(void)b;");
+    k.body.line("__global const float* dn_b = " + p(c.b) + " + (" + offb + ") + dn_n * " + L(c.cs_b) + ";");
+    k.body.line("float acc = 0.0f;");
+    if (c.a_computed) {
+      k.body.open("for (long dn_k = dn_lid; dn_k < " + L(c.K) + "; dn_k += " + L(kRowGroup) + ")");
+      k.body.line("float v = 0.0f;");
+      k.body.open("");
+      k.body.line("const long row = dn_m, j = dn_k;");
+      k.body.line("(void)row; (void)j;");
+      render_program(c.a_prog, sp, k.body);
+      k.body.close();
+      k.body.line("acc = fma(v, dn_b[dn_k], acc);");
+      k.body.close();
+    } else {
+      k.body.line("__global const float* dn_a = " + p(c.a) + " + (" + offa + ") + dn_m * " + L(c.rs_a) + ";");
+      k.body.line("for (long dn_k = dn_lid; dn_k < " + L(c.K) + "; dn_k += " + L(kRowGroup) + ") acc = fma(dn_a[dn_k * " +
+                  L(c.cs_a) + "], dn_b[dn_k], acc);");
+    }
+    group_reduce(k, "acc", "dn_all", "x + y");
+    k.body.open("if (dn_lid == 0)");
+    k.body.line("const float acc = dn_all;");
+    finish_element(k, a, "dn_r");
+    k.body.close();
+    return;
+  }
   global[0] = c.N;
   global[1] = c.M;
   global[2] = a.batch;

@@ -160,6 +160,8 @@ bool Renderer::anchor(K& k, const AnchorStage& a, int64_t global[3]) {
 
 void Renderer::block(const BlockPlan& b) {
   KernelInfo info;
+  cur_block = b.block;
+  cur_scratch = b.scratch_bytes;
   info.block = b.block;
   info.function = "k" + std::to_string(b.block);
   info.scratch_bytes = b.scratch_bytes;
@@ -217,7 +219,7 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
   m.inputs = g.inputs();
   m.outputs = g.outputs();
   m.constants = mp.constants;
-  m.scratch_bytes = mp.scratch_bytes;
+  m.scratch_bytes = std::max(mp.scratch_bytes, r.scratch_end);
   m.output_sources.assign(m.outputs.size(), kNoValue);
   for (const cg::ModulePlan::Copy& c : mp.copies)
     m.output_sources[static_cast<size_t>(c.output)] =
@@ -228,12 +230,18 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
   // Counts: bytes from the kernel plan (the same stores as the CPU target); passes are this
   // target's launches (MaxPool's indices come from the max's own kernel) plus output copies.
   const cg::Counts c = cg::count_module(g, mp);
+  // Split-K GEMMs add a launch and their partial sums' bytes to their block.
   m.kernels_run = c.kernels;
   m.intermediate_bytes_written = c.intermediate_bytes_written;
   m.passes = static_cast<int64_t>(m.launches.size() + mp.copies.size());
   for (size_t i = 0; i < mp.blocks.size(); ++i) {
-    m.kernels[i].passes = static_cast<int64_t>(mp.blocks[i].stages.size());
-    m.kernels[i].intermediate_bytes_written = cg::count_block(g, mp.blocks[i]).intermediate_bytes_written;
+    const int blk = mp.blocks[i].block;
+    m.kernels[i].passes = std::count_if(m.launches.begin(), m.launches.end(),
+                                        [&](const OpenclLaunch& l) { return l.block == blk; });
+    const auto extra = r.split_bytes.find(blk);
+    const int64_t more = extra == r.split_bytes.end() ? 0 : extra->second;
+    m.kernels[i].intermediate_bytes_written = cg::count_block(g, mp.blocks[i]).intermediate_bytes_written + more;
+    m.intermediate_bytes_written += more;
   }
   return m;
 }

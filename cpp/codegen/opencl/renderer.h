@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,13 @@ namespace dnnf::cg::opencl {
 
 constexpr int64_t kGroup = 64;  // work-items per group of 1-D launches (rounded-up global size)
 // The local-memory GEMM tile (tiled_gemm): T x T outputs per work-group of kTileSide x
-// kTileSide work-items, each (T / kTileSide)^2 of them, K in steps of kTileK. T is kTileBig,
-// or kTileSmall where big tiles would leave the device with fewer work-groups than compute
-// units (a transformer's GEMMs at a short sequence); GEMMs and convolutions with fewer than
-// kTileMin rows or columns keep one work-item per output element.
-constexpr int64_t kTileBig = 64, kTileSmall = 32, kTileSide = 16, kTileK = 16, kTileMin = 32;
+// kTileSide work-items, each (T / kTileSide)^2 of them, K in steps of kTileK. T is the largest
+// of kTileHuge (GPUs only, and only for GEMMs of at least that many rows and columns: each
+// item then holds 64 accumulators, which a CPU device's vectorised work-groups would spill),
+// kTileBig and kTileSmall that still gives the device as many work-groups as compute units
+// (a transformer's GEMMs at a short sequence get small tiles); GEMMs and convolutions with
+// fewer than kTileMin rows or columns keep one work-item per output element.
+constexpr int64_t kTileHuge = 128, kTileBig = 64, kTileSmall = 32, kTileSide = 16, kTileK = 16, kTileMin = 32;
 // Row kernels (Softmax, LayerNorm) with rows of kRowGroupMin elements or more run a
 // work-group of kRowGroup items per row (group_reduce).
 constexpr int64_t kRowGroup = 128, kRowGroupMin = 64;
@@ -30,6 +33,11 @@ inline constexpr const char* kNanMin = "isnan(x) ? x : (isnan(y) || y < x) ? y :
 
 // The side of the GEMM tile for C[batch](M x N) on the device `o` describes; 0: not tiled.
 int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch);
+// How many work-groups share each tile's K (1: none), for tiles of side t: where the tiles alone
+// give a GPU fewer than two groups per compute unit (a CPU device fewer than one), enough for
+// four (two), each group keeping at least kSplitMinSteps steps of kTileK.
+int64_t gemm_k_splits(const OpenclCodegenOptions& o, int64_t t, int64_t M, int64_t N, int64_t K, int64_t batch);
+constexpr int64_t kSplitMinSteps = 4;
 
 struct Renderer {
   const Graph& g;
@@ -46,6 +54,11 @@ struct Renderer {
     int64_t local[3] = {0, 0, 0};
     int64_t local_bytes = 0;  // its __local arrays
   } shape;
+  // The block being rendered: its index and scratch (split-K partials go after it), the
+  // module's scratch end and the bytes split-K partials add per block (counted as written).
+  int cur_block = -1;
+  int64_t cur_scratch = 0, scratch_end = 0;
+  std::map<int, int64_t> split_bytes;
 
   // A kernel under construction: its value arguments (graph inputs, outputs, constants)
   // and its body.

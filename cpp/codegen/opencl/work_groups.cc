@@ -30,19 +30,28 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
   if (T % S != 0 || items % T != 0 || items % kTileK != 0)
     throw InternalError("tiled_gemm: tile " + std::to_string(T) + " does not suit work-groups of " + std::to_string(items));
   const std::string Ts = std::to_string(T), Ps = std::to_string(P), KT = std::to_string(kTileK);
+  // Split K: group z of `splits` runs K steps [z Kc, (z + 1) Kc) and stores its partial tile to
+  // scratch after the block's own; a second kernel sums the partials in z order and finishes.
+  int64_t splits = gemm_k_splits(opt, T, M, N, Kd, batch);
+  const int64_t Kc = ((Kd + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
+  splits = (Kd + Kc - 1) / Kc;
+  const K base = k;  // the declarations, for the summing kernel
+  const int64_t part_at = (cur_scratch + 255) / 256 * 256, total = batch * M * N;
+  const std::string part = "((__global float*)(dnnf_scratch + " + std::to_string(part_at) + "))";
   shape.dims = 3;
   shape.local[0] = S;
   shape.local[1] = S;
   shape.local[2] = 1;
   global[0] = (N + T - 1) / T * S;
   global[1] = (M + T - 1) / T * S;
-  global[2] = batch;
+  global[2] = batch * splits;
   shape.local_bytes = 2 * kTileK * P * 4;
   k.body.line("__local float dn_As[" + std::to_string(kTileK * P) + "], dn_Bs[" + std::to_string(kTileK * P) + "];");
   k.body.line("const int dn_tx = (int)get_local_id(0), dn_ty = (int)get_local_id(1), dn_t = dn_ty * " + std::to_string(S) +
               " + dn_tx;");
-  k.body.line("const long b = get_global_id(2), dn_m0 = (long)get_group_id(1) * " + L(T) + ", dn_n0 = (long)get_group_id(0) * " +
-              L(T) + ";");
+  k.body.line("const long b = get_global_id(2) / " + L(splits) + ", dn_m0 = (long)get_group_id(1) * " + L(T) +
+              ", dn_n0 = (long)get_group_id(0) * " + L(T) + ";");
+  if (splits > 1) k.body.line("const long dn_z = get_global_id(2) % " + L(splits) + ";");
   k.body.line("(void)b;");
   k.body.line("const int dn_ak = dn_t % " + KT + ", dn_bn = dn_t % " + Ts + ";");
   k.body.line("const long dn_nb = dn_n0 + dn_bn;");
@@ -50,7 +59,11 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
   std::string regs;
   for (int64_t i = 0; i < R * R; ++i) regs += (i ? ", c" : "c") + std::to_string(i) + " = 0.0f";
   k.body.line("float " + regs + ";");
-  k.body.open("for (long dn_k0 = 0; dn_k0 < " + L(Kd) + "; dn_k0 += " + L(kTileK) + ")");
+  if (splits > 1)
+    k.body.open("for (long dn_k0 = dn_z * " + L(Kc) + ", dn_kend = min(dn_k0 + " + L(Kc) + ", " + L(Kd) + "); dn_k0 < dn_kend; dn_k0 += " +
+                L(kTileK) + ")");
+  else
+    k.body.open("for (long dn_k0 = 0; dn_k0 < " + L(Kd) + "; dn_k0 += " + L(kTileK) + ")");
   k.body.open("for (int dn_l = 0; dn_l < " + std::to_string(kTileK * T / items) + "; ++dn_l)");
   k.body.line("const int dn_x = dn_t + " + std::to_string(items) + " * dn_l;");
   // One element of a tile: its slow coordinate `s` (dn_x / fast; the fast one is the item's,
@@ -97,11 +110,34 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
       k.body.open("");
       k.body.line("const long dn_m = dn_m0 + dn_ty + " + L(i * S) + ", dn_n = dn_n0 + dn_tx + " + L(j * S) + ";");
       k.body.open("if (dn_m < " + L(M) + " && dn_n < " + L(N) + ")");
-      k.body.line("const float acc = c" + std::to_string(i * R + j) + ";");
-      finish_element(k, a, out);
+      if (splits > 1) {
+        k.body.line(part + "[((dn_z * " + L(batch) + " + b) * " + L(M) + " + dn_m) * " + L(N) + " + dn_n] = c" +
+                    std::to_string(i * R + j) + ";");
+      } else {
+        k.body.line("const float acc = c" + std::to_string(i * R + j) + ";");
+        finish_element(k, a, out);
+      }
       k.body.close();
       k.body.close();
     }
+  if (splits == 1) return;
+  k.name += "_part";
+  const int64_t g3[3] = {global[0], global[1], global[2]};
+  finish(k, g3);
+  this->out.launches.back().block = cur_block;
+  scratch_end = std::max(scratch_end, part_at + splits * total * 4);
+  split_bytes[cur_block] += splits * total * 4;
+  k = base;
+  shape = Shape{};
+  global[0] = total;
+  global[1] = global[2] = 1;
+  k.body.line("const long e = get_global_id(0);");
+  k.body.line("if (e >= " + L(total) + ") return;");
+  k.body.line("const long dn_n = e % " + L(N) + ", dn_m = e / " + L(N) + " % " + L(M) + ", b = e / " + L(M * N) + ";");
+  k.body.line("(void)b;");
+  k.body.line("float acc = " + part + "[e];");
+  k.body.line("for (long dn_z = 1; dn_z < " + L(splits) + "; ++dn_z) acc += " + part + "[dn_z * " + L(total) + " + e];");
+  finish_element(k, a, out);
 }
 
 int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch) {
@@ -111,8 +147,21 @@ int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int6
   };
   if (o.tile) return fits(o.tile) ? o.tile : 0;
   auto groups = [&](int64_t t) { return (M + t - 1) / t * ((N + t - 1) / t) * batch; };
+  if (o.gpu && M >= kTileHuge && N >= kTileHuge && fits(kTileHuge) && groups(kTileHuge) >= o.compute_units)
+    return kTileHuge;
   if (fits(kTileBig) && groups(kTileBig) >= o.compute_units) return kTileBig;
   return fits(kTileSmall) ? kTileSmall : 0;
+}
+
+int64_t gemm_k_splits(const OpenclCodegenOptions& o, int64_t t, int64_t M, int64_t N, int64_t K, int64_t batch) {
+  const int64_t steps = (K + kTileK - 1) / kTileK;
+  if (o.split_k) return std::max<int64_t>(1, std::min(o.split_k, steps));
+  // A GPU hides memory latency with several resident groups per compute unit: it splits below
+  // two groups per unit, aiming at four; a CPU device splits below one, aiming at two.
+  const int64_t groups = (M + t - 1) / t * ((N + t - 1) / t) * batch;
+  const int64_t aim = o.compute_units * (o.gpu ? 4 : 2);
+  if (2 * groups >= aim) return 1;
+  return std::max<int64_t>(1, std::min((aim + groups - 1) / groups, steps / kSplitMinSteps));
 }
 
 // A work-group per row (row kernels whose rows are long enough): the group's items each take
