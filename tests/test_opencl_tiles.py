@@ -317,3 +317,11 @@ def test_split_k_sums_partial_tiles_in_order(device, case, monkeypatch):
     for a, b, r in zip(parts, whole, want):
         np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)  # other sums: not the same bits
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "2.5", "1000"])
+def test_a_bad_split_k_setting_is_a_clear_error(device, value, monkeypatch):
+    monkeypatch.setenv("DNNF_OPENCL_SPLIT_K", value)
+    ecg, _ = CASES["matmul_long_k"]()
+    with pytest.raises(df.CompileError, match="DNNF_OPENCL_SPLIT_K is '"):
+        df.compile(ecg, target="opencl")

@@ -324,9 +324,12 @@ OpenclCodegenOptions codegen_options(const DeviceInfo& d) {
   o.compute_units = d.compute_units;
   o.gpu = d.type == "gpu";
   if (t == "32" || t == "64" || t == "128") o.tile = std::stoi(t);
-  if (const char* sk = std::getenv("DNNF_OPENCL_SPLIT_K")) {
+  if (const char* sk = std::getenv("DNNF_OPENCL_SPLIT_K"); sk && *sk) {
     const std::string v = sk;
-    if (!v.empty() && v.size() < 4 && v.find_first_not_of("0123456789") == std::string::npos) o.split_k = std::stoi(v);
+    if (v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos)
+      throw CompileError("DNNF_OPENCL_SPLIT_K is '" + v + "': give 0 (choose per GEMM), 1 (never split K) or a number "
+                         "of splits up to 999");
+    o.split_k = std::stoi(v);
   }
   return o;
 }

@@ -16,17 +16,38 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
   const GemmCall& c = a.gemm;
   const std::string offa = c.batched ? index(a.offset_a, a.batch_vars) : "0L";
   const std::string offb = c.batched ? index(a.offset_b, a.batch_vars) : "0L";
+  // v = A[dn_m, dn_k] by its prologue (index composition, or arithmetic where LowerOptions
+  // allowed it for tiles).
+  auto a_prologue = [&] {
+    k.body.line("const long row = dn_m, j = dn_k;");
+    k.body.line("(void)row; (void)j;");
+    render_program(c.a_prog, sp, k.body);
+  };
+  // acc += A[dn_m, k] B[k, dn_n] for k = first, first + step, ... (dn_b: B's column dn_n).
+  auto dot = [&](const std::string& first, int64_t step) {
+    const std::string head = "for (long dn_k = " + first + "; dn_k < " + L(c.K) + "; dn_k += " + L(step) + ")";
+    if (c.a_computed) {
+      k.body.open(head);
+      k.body.line("float v = 0.0f;");
+      k.body.open("");
+      a_prologue();
+      k.body.close();
+      k.body.line("acc = fma(v, dn_b[dn_k * " + L(c.rs_b) + "], acc);");
+      k.body.close();
+    } else {
+      k.body.line("__global const float* dn_a = " + p(c.a) + " + (" + offa + ") + dn_m * " + L(c.rs_a) + ";");
+      k.body.line(head + " acc = fma(dn_a[dn_k * " + L(c.cs_a) + "], dn_b[dn_k * " + L(c.rs_b) + "], acc);");
+    }
+  };
+  const std::string b_column = "__global const float* dn_b = " + p(c.b) + " + (" + offb + ") + dn_n * " + L(c.cs_b) + ";";
   if (const int64_t t = tile_for(c.M, c.N, a.batch)) {
     tiled_gemm(
         k, a, t, c.M, c.N, c.K, a.batch,
         [&] {
-          if (c.a_computed) {  // A[row, k] by its prologue, once per element of the tile
-            k.body.line("const long row = dn_m, j = dn_k;");
-            k.body.line("(void)row; (void)j;");
-            render_program(c.a_prog, sp, k.body);
-          } else {
+          if (c.a_computed)  // once per element of the tile
+            a_prologue();
+          else
             k.body.line("v = " + p(c.a) + "[(" + offa + ") + dn_m * " + L(c.rs_a) + " + dn_k * " + L(c.cs_a) + "];");
-          }
         },
         [] {},
         [&] { k.body.line("v = " + p(c.b) + "[(" + offb + ") + dn_k * " + L(c.rs_b) + " + dn_n * " + L(c.cs_b) + "];"); },
@@ -42,23 +63,9 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
     k.body.line("const long dn_n = dn_r % " + L(c.N) + ", dn_m = dn_r / " + L(c.N) + " % " + L(c.M) + ", b = dn_r / " +
                 L(c.M * c.N) + ";");
     k.body.line("(void)b;");
-    k.body.line("__global const float* dn_b = " + p(c.b) + " + (" + offb + ") + dn_n * " + L(c.cs_b) + ";");
+    k.body.line(b_column);
     k.body.line("float acc = 0.0f;");
-    if (c.a_computed) {
-      k.body.open("for (long dn_k = dn_lid; dn_k < " + L(c.K) + "; dn_k += " + L(kRowGroup) + ")");
-      k.body.line("float v = 0.0f;");
-      k.body.open("");
-      k.body.line("const long row = dn_m, j = dn_k;");
-      k.body.line("(void)row; (void)j;");
-      render_program(c.a_prog, sp, k.body);
-      k.body.close();
-      k.body.line("acc = fma(v, dn_b[dn_k], acc);");
-      k.body.close();
-    } else {
-      k.body.line("__global const float* dn_a = " + p(c.a) + " + (" + offa + ") + dn_m * " + L(c.rs_a) + ";");
-      k.body.line("for (long dn_k = dn_lid; dn_k < " + L(c.K) + "; dn_k += " + L(kRowGroup) + ") acc = fma(dn_a[dn_k * " +
-                  L(c.cs_a) + "], dn_b[dn_k], acc);");
-    }
+    dot("dn_lid", kRowGroup);
     group_reduce(k, "acc", "dn_all", "x + y");
     k.body.open("if (dn_lid == 0)");
     k.body.line("const float acc = dn_all;");
@@ -73,23 +80,9 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
   k.body.line("const long dn_n = get_global_id(0), dn_m = get_global_id(1), b = get_global_id(2);");
   k.body.line("if (dn_n >= " + L(c.N) + " || dn_m >= " + L(c.M) + ") return;");
   k.body.line("(void)b;");
-  k.body.line("__global const float* dn_b = " + p(c.b) + " + (" + offb + ") + dn_n * " + L(c.cs_b) + ";");
+  k.body.line(b_column);
   k.body.line("float acc = 0.0f;");
-  if (c.a_computed) {  // A[row, k] by its prologue (index composition only: see LowerOptions)
-    k.body.open("for (long dn_k = 0; dn_k < " + L(c.K) + "; ++dn_k)");
-    k.body.line("float v = 0.0f;");
-    k.body.open("");
-    k.body.line("const long row = dn_m, j = dn_k;");
-    k.body.line("(void)row; (void)j;");
-    render_program(c.a_prog, sp, k.body);
-    k.body.close();
-    k.body.line("acc = fma(v, dn_b[dn_k * " + L(c.rs_b) + "], acc);");
-    k.body.close();
-  } else {
-    k.body.line("__global const float* dn_a = " + p(c.a) + " + (" + offa + ") + dn_m * " + L(c.rs_a) + ";");
-    k.body.line("for (long dn_k = 0; dn_k < " + L(c.K) + "; ++dn_k) acc = fma(dn_a[dn_k * " + L(c.cs_a) +
-                "], dn_b[dn_k * " + L(c.rs_b) + "], acc);");
-  }
+  dot("0", 1);  // an A made by arithmetic is not fused here (index composition only: see LowerOptions)
   finish_element(k, a, "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n");
 }
 
