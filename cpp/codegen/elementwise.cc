@@ -113,8 +113,7 @@ Ew f32_form(const Graph& g, const Node& n, const std::vector<DType>& types, cons
       if (e == 2.0) return call("v_mul", {a(0), a(0)});
       if (e == 3.0) return call("v_mul", {call("v_mul", {a(0), a(0)}), a(0)});
       if (e == 0.5) return call("v_sqrt", {a(0)});
-      if (types[1] != DType::F32)  // a non-f32 exponent: no form yet, in either mode
-        throw UnsupportedOperatorError("code generation does not support Pow on f32 (node '" + n.name + "')");
+      if (types[1] != DType::F32) break;  // an integer exponent: the scalar form (pow in f64)
       return call("v_pow", {a(0), a(1)});
     }
     case OpKind::Mod: return lanes(c.attr_int("fmod", 0) ? "fmod" : "fmod_py", {a(0), a(1)});
@@ -240,6 +239,11 @@ Ew scalar_form(const Graph& g, const Node& n, const std::vector<DType>& types, b
 }
 
 }  // namespace
+
+Ew trilu_select(bool upper, DType t) {
+  return cast(t, text(std::string("((($0) - ($1)) ") + (upper ? ">=" : "<=") + " ($2)) ? ($3) : 0",
+                      {arg(0), arg(1), arg(2), arg(3)}));
+}
 
 Ew elementwise(const Graph& g, const Node& n, const std::vector<DType>& types, const std::vector<bool>& present,
                Mode mode) {

@@ -350,19 +350,23 @@ Ref ExprBuilder::eval_node(const Node& n, int out, const std::vector<IExpr>& idx
           in[a] = opaque("(" + x + ") < 0L ? -(" + x + ") : ((" + x + ") > " + Dm + "L ? 2L * " + Dm +
                          "L - (" + x + ") : (" + x + "))", idx[a].opaque_vars);
           for (const Term& t : idx[a].terms) in[a].opaque_vars.push_back(t.var);
+        } else if (mode == "wrap") {  // index modulo D, into [0, D)
+          const std::string Ds = std::to_string(D) + "L";
+          in[a] = opaque("((" + x + ") % " + Ds + " + " + Ds + ") % " + Ds, idx[a].opaque_vars);
+          for (const Term& t : idx[a].terms) in[a].opaque_vars.push_back(t.var);
         } else {
           throw UnsupportedOperatorError("Pad mode '" + mode + "' is not supported by code generation");
         }
       }
       if (conds.empty()) return eval_in(n.inputs[0], in, m);
       double pad = 0;
-      if (c.has_input(2)) {
-        TensorPtr cv = c.const_input(2);
-        if (!cv) throw UnsupportedOperatorError("Pad with a computed constant_value");
-        pad = cv->to_doubles().at(0);
-      }
+      TensorPtr cv = c.has_input(2) ? c.const_input(2) : nullptr;
+      if (cv) pad = cv->to_doubles().at(0);
+      // A computed constant_value (one element) is read where the padding is written.
+      const bool computed = c.has_input(2) && !cv;
+      const std::vector<IExpr> at(g_.value(computed ? n.inputs[2] : n.inputs[0]).type.dims().size(), IExpr::constant(0));
       return conditional(conds, ot, m, [&] { return eval_in(n.inputs[0], in, m); },
-                         [&] { return constant_literal(pad, ot, m); });
+                         [&] { return computed ? eval_in(n.inputs[2], at, m) : constant_literal(pad, ot, m); });
     }
     case OpKind::Gather: {
       std::vector<int64_t> d = in_dims(0), id = in_dims(1);
@@ -450,19 +454,47 @@ Ref ExprBuilder::eval_node(const Node& n, int out, const std::vector<IExpr>& idx
     }
     case OpKind::Trilu: {
       int64_t k = 0;
+      size_t r = od.size();
+      const bool upper = c.attr_int("upper", 1) != 0;
       if (c.has_input(1)) {
         TensorPtr kv = c.const_input(1);
-        if (!kv) throw UnsupportedOperatorError("Trilu with a computed k");
+        if (!kv) {
+          // A computed k (one int64, read at run time): keep x where (col - row) >= k (upper)
+          // or <= k (lower), element by element.
+          if (m == Mode::Vector) throw NeedScalar{"Trilu with a computed k"};
+          auto position = [&](const IExpr& e) {
+            Instr i;
+            i.kind = Instr::Kind::Range;
+            i.mode = m;
+            i.dtype = DType::I64;
+            i.inline_ = true;
+            i.index = e;
+            i.range_delta = 1;
+            return push(std::move(i));
+          };
+          const Ref col = position(idx[r - 1]), row = position(idx[r - 2]);
+          const Ref kk = eval_in(n.inputs[1], std::vector<IExpr>(g_.value(n.inputs[1]).type.dims().size(),
+                                                                 IExpr::constant(0)), m);
+          const Ref x = eval_in(n.inputs[0], idx, m);
+          Instr i;
+          i.kind = Instr::Kind::Compute;
+          i.mode = m;
+          i.dtype = ot;
+          i.node = &n;
+          i.args = {col, row, kk, x};
+          i.arg_types = {DType::I64, DType::I64, DType::I64, ot};
+          i.ew = trilu_select(upper, ot);
+          return bind(std::move(i));
+        }
         k = kv->to_ints().at(0);
       }
-      size_t r = od.size();
       if (m == Mode::Vector && (idx[r - 1].uses(prog_.inner) || idx[r - 2].uses(prog_.inner)))
         throw NeedScalar{"Trilu along the vector"};
       IndexCmp cmp;
       cmp.a = idx[r - 1];
       cmp.b = idx[r - 2];
       cmp.diff = true;
-      cmp.op = c.attr_int("upper", 1) != 0 ? ">=" : "<=";
+      cmp.op = upper ? ">=" : "<=";
       cmp.rhs = k;
       return conditional({cmp}, ot, m, [&] { return eval_in(n.inputs[0], idx, m); },
                          [&] { return constant_literal(0, ot, m, true); });

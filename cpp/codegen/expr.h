@@ -42,6 +42,10 @@ void require_dtype(DType t);
 Ew elementwise(const Graph& g, const Node& n, const std::vector<DType>& types,
                const std::vector<bool>& present, Mode mode);
 
+// Trilu with a computed k, over operands (column, row, k, x) in scalar mode: x where
+// column - row >= k (upper) or <= k (lower), else 0, as `t`.
+Ew trilu_select(bool upper, DType t);
+
 class ExprBuilder {
  public:
   // `inner`: the var stepped by whole vectors in vector mode, -1 in scalar mode. The
