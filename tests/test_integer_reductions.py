@@ -1,5 +1,5 @@
 """Integer reductions in generated code (issue 17 part 3): ReduceSum, ReduceMax, ReduceMin,
-ReduceProd, ArgMax and ArgMin on every integer element type, exact in that type (Sum and
+ReduceProd, ArgMax and ArgMin on every integer element type (and CumSum on integers), exact in that type (Sum and
 Prod wrap as ONNX Runtime's do), over rows, columns and scattered axes. Checked against
 ONNX Runtime and the NumPy reference on every x86 dialect (compiled only where this CPU
 lacks it), NEON under qemu and OpenCL; what stays refused says what to do."""
@@ -158,6 +158,54 @@ def test_integer_reductions_on_opencl(op, dtype):
         gen = _core.generate_opencl(g, df.plan.plan(g, target="opencl"))
         outs = _core.OpenclExecutable(gen).run([x])
         assert_matches_reference(g, {"x": x}, outs)
+
+
+def _position_ids(dtype, reverse=0, exclusive=0):
+    """RoBERTa's position ids from an attention mask: CumSum of the integer mask along the
+    sequence, times the mask, plus an offset, gathering rows of an f32 embedding."""
+    emb = np.random.default_rng(6).standard_normal((40, 8)).astype(np.float32)
+    t = ONNX_TYPE[dtype]
+    nodes = [h.make_node("CumSum", ["mask", "ax"], ["cs"], reverse=reverse, exclusive=exclusive),
+             h.make_node("Mul", ["cs", "mask"], ["m"]), h.make_node("Add", ["m", "one"], ["pos"]),
+             h.make_node("Gather", ["emb", "pos"], ["e"]), h.make_node("Relu", ["e"], ["y"])]
+    g = h.make_graph(nodes, "pos", [h.make_tensor_value_info("mask", t, [3, 11])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [3, 11, 8])],
+                     [nh.from_array(np.array(1, np.int64), "ax"), nh.from_array(np.array(1, dtype), "one"),
+                      nh.from_array(emb, "emb")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    mask = np.ones((3, 11), dtype)
+    mask[0, 7:] = 0
+    mask[2, :2] = 0
+    return m, mask
+
+
+@pytest.mark.parametrize("isa", params())
+@pytest.mark.parametrize("dtype", [np.int64, np.int32], ids=lambda d: d.__name__)
+def test_integer_cumsum_feeds_a_gather(dtype, isa):
+    """CumSum on integers (a serial scan, no epilogue) in one block with the integer
+    arithmetic and the f32 Gather after it; forward, reverse and exclusive."""
+    for rev, excl in ((0, 0), (1, 0), (0, 1)):
+        m, mask = _position_ids(dtype, rev, excl)
+        g = df.load(m.SerializeToString())
+        if lacks_here(isa):
+            compile_only(g, "dnnfusion", isa)
+            continue
+        outs, gen = run(g, {"mask": mask}, isa=isa)
+        assert_matches_reference(g, {"mask": mask}, outs)
+        np.testing.assert_array_equal(outs[0], ort.InferenceSession(m.SerializeToString(), providers=[
+            "CPUExecutionProvider"]).run(None, {"mask": mask})[0])
+        assert any(s.startswith("CumSum") for k in gen["kernels"] for s in k["stages"])
+
+
+def test_integer_cumsum_on_opencl():
+    try:
+        _core.opencl_devices()
+    except df.Error as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    m, mask = _position_ids(np.int64, reverse=1)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"mask": mask})[0]
+    np.testing.assert_array_equal(df.compile(m.SerializeToString(), target="opencl")(mask), want)
 
 
 def test_what_stays_refused_says_what_to_do():

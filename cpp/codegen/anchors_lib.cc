@@ -194,12 +194,15 @@ void lower_instance_norm(BlockLowerer& bl, const Node& n, Stage& st) {
 // CumSum: [outer, len, inner, x, y, exclusive, reverse, ep].
 void lower_cumsum(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();
-  need_f32_library(g, n);
+  const DType dt = g.value(n.inputs[0]).type.dtype;
+  if (dt != DType::F64 && dt != DType::I32 && dt != DType::I64 && dt != DType::U32 && dt != DType::U64)
+    need_f32_library(g, n);  // f32 (with an epilogue), or the other types ONNX allows
   InferCtx c(g, n);
   const std::vector<int64_t> id = dims_of(g, n.inputs[0]);
   AnchorStage& a = st.anchor;
   push_rows(a.args, id, cumsum_axis(c, n, static_cast<int64_t>(id.size())));
   a.args.push_back(buffer_arg(n.inputs[0]));
+  a.args.back().dtype = dt;
   a.args.push_back(kind_arg(AnchorArg::Kind::Y));
   a.args.push_back(bool_arg(c.attr_int("exclusive", 0) != 0));
   a.args.push_back(bool_arg(c.attr_int("reverse", 0) != 0));

@@ -68,10 +68,12 @@ UNSUPPORTED_ATTRIBUTE: dict[str, str] = {
 # the suite freezes those inputs into initializers holding the case's data, together with
 # any graph input they are computed from (stopping at Shape/Size, which only read a shape).
 # The operator is still run on the case's data and checked against its expected outputs.
+# CumSum's axis does not fix a shape, but like a reduction's axes it fixes the loop structure
+# of the generated kernel, and exporters write it as a constant: it is frozen the same way.
 STATIC_OPERANDS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,),
     "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
-    "Pad": (1, 3), "Resize": (2, 3), "TopK": (1,), "Range": (0, 1, 2),
+    "Pad": (1, 3), "Resize": (2, 3), "TopK": (1,), "Range": (0, 1, 2), "CumSum": (1,),
     **{op: (1,) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                            "ReduceProd", "ReduceL2")},
 }

@@ -389,7 +389,9 @@ class BlockRenderer {
       case K::LogSoftmax: fn = "dnnf::rowops::log_softmax_f32"; break;
       case K::LayerNorm: fn = "dnnf::rowops::layer_norm_f32"; break;
       case K::InstanceNorm: fn = "dnnf::rowops::instance_norm_f32"; break;
-      case K::CumSum: fn = "dnnf::rowops::cumsum_f32"; break;
+      case K::CumSum:
+        fn = a.args.at(3).dtype == DType::F32 ? "dnnf::rowops::cumsum_f32" : "dnnf::rowops::cumsum_any";
+        break;
       case K::RoiAlign: fn = "dnnf::irr::roi_align_f32"; break;
       case K::ArgReduce:  // no epilogue, no block
         code_.line(call("dnnf::rowops::arg_reduce_i64", a.args, a, ""));

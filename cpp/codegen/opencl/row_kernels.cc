@@ -105,6 +105,19 @@ void Renderer::cumsum(K& k, const AnchorStage& a, int64_t global[3]) {  // [oute
   const int64_t outer = a.args.at(0).i, len = a.args.at(1).i, inner = a.args.at(2).i;
   const bool excl = a.args.at(5).i != 0, rev = a.args.at(6).i != 0;
   row_head(k, outer, len, inner, global);
+  const DType dt = a.args.at(3).dtype;
+  if (dt != DType::F32) {  // no epilogue; integers wrap (summed unsigned), f64 as is
+    const std::string t = cltype(dt, sp), u = is_integer(dt) && t[0] != 'u' ? "u" + t : t;
+    k.body.line(u + " dn_s = 0;");
+    k.body.open("for (long dn_t = 0; dn_t < " + L(len) + "; ++dn_t)");
+    k.body.line(std::string("const long dn_at = dn_base + (") + (rev ? L(len - 1) + " - dn_t" : "dn_t") + ") * " +
+                L(inner) + ";");
+    k.body.line("const " + u + " dn_v = (" + u + ")" + p(a.args.at(3).value) + "[dn_at];");
+    const std::string y = p(a.y) + "[dn_at] = (" + t + ")dn_s;";
+    k.body.line(excl ? y + " dn_s += dn_v;" : "dn_s += dn_v; " + y);
+    k.body.close();
+    return;
+  }
   k.body.line("float dn_s = 0.0f;");
   k.body.open("for (long dn_t = 0; dn_t < " + L(len) + "; ++dn_t)");
   k.body.line(std::string("const long l = ") + (rev ? L(len - 1) + " - dn_t" : "dn_t") + ";");

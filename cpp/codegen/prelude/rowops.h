@@ -356,4 +356,31 @@ void cumsum_f32(long outer, long axis, long inner, const float* x, float* y, boo
   });
 }
 
+// CumSum of the other element types ONNX allows (int32, int64, uint32, uint64, f64): a serial
+// scan per (outer, inner) row, integers wrapping modulo 2^bits (as ONNX Runtime's do). No
+// epilogue: code generation keeps non-f32 anchors' consumers out of the anchor.
+template <class T, class Ep>
+void cumsum_any(long outer, long axis, long inner, const T* x, T* y, bool exclusive, bool reverse, const Ep&) {
+  static_assert(std::is_same_v<Ep, EpNone>, "CumSum on non-f32 takes no epilogue");
+  using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::common_type<T>>::type;
+  if (outer <= 0 || axis <= 0 || inner <= 0) return;
+  detail::parallel_rows(outer * inner, axis, [&](long lo, long hi) {
+    for (long r = lo; r < hi; ++r) {
+      const long base = (r / inner) * axis * inner + r % inner;
+      A s = 0;
+      for (long t = 0; t < axis; ++t) {
+        const long at = base + (reverse ? axis - 1 - t : t) * inner;
+        const A v = static_cast<A>(x[at]);
+        if (exclusive) {
+          y[at] = static_cast<T>(s);
+          s += v;
+        } else {
+          s += v;
+          y[at] = static_cast<T>(s);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace dnnf::rowops
