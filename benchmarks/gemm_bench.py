@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                     return lambda: run_dnnf(exe, t, args.reps, args.budget, variant, todo)
                 blocks.append(("dnnf", dnnf("plain", shapes)))
                 blocks.append(("dnnf-packed", dnnf("packed", shapes)))
+                blocks.append(("dnnf-cold", dnnf("cold", shapes)))
                 if args.shapes == "all":
                     blocks.append(("dnnf-fused", dnnf("fused", [FUSION_SHAPE])))
                     blocks.append(("dnnf-unfused", dnnf("unfused", [FUSION_SHAPE])))

@@ -264,6 +264,9 @@ def cases_x86() -> list[Case]:
         cs.append(Case(33, 65, 17, packed=1, tb=tb))
         cs.append(Case(100, 90, 530, packed=1, tb=tb, ep="bias_col", kc=128, threads=2))
     cs.append(Case(1, 130, 40, packed=1, ep="gelu_erf"))
+    # pre-packed B over several k- and column blocks, on one thread and split over two
+    for threads in (1, 2):
+        cs.append(Case(70, 200, 300, packed=1, kc=128, nc=64, threads=threads, ep="bias_col"))
     for threads in (1, 2):
         cs.append(Case(200, 150, 100, threads=threads))
         cs.append(Case(129, 300, 70, threads=threads, mc=32, nc=64, ep="bias_col"))

@@ -5,8 +5,10 @@
 //   gemm_bench peak  THREADS SECONDS          (FMA throughput of this machine, GFLOP/s)
 //   gemm_bench bandwidth THREADS MIB REPS      (memory bandwidth: STREAM triad, GB/s)
 //
-// VARIANT: plain (C = A B, B packed per call), packed (B pre-packed once), fused (plain plus
-// a bias + GELU epilogue in the kernel), unfused (plain, then a separate bias + GELU pass).
+// VARIANT: plain (C = A B, B packed per call), packed (B pre-packed once), cold (B pre-packed,
+// but each call takes the next of enough copies to fill twice the last-level cache, so B comes
+// from memory as a model's weights do at batch 1), fused (plain plus a bias + GELU epilogue in
+// the kernel), unfused (plain, then a separate bias + GELU pass).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -17,6 +19,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "gemm.h"
 
@@ -56,11 +60,23 @@ int run(int threads, int reps, double budget, const std::string& variant,
         C(static_cast<size_t>(M) * N), bias(N);
     for (auto* v : {&A, &B, &bias})
       for (float& x : *v) x = u(rng);
-    gemm::PackedB packed;
-    if (variant == "packed") packed = gemm::PackedB(B.data(), N, 1, K, N);
+    std::vector<gemm::PackedB> packed;
+    if (variant == "packed") packed.emplace_back(B.data(), N, 1, K, N);
+    if (variant == "cold") {
+      long llc = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+      llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+      if (llc <= 0) llc = 64L << 20;  // the OS does not say: assume a large one
+      const long bytes = 4L * K * N;
+      const long copies = std::max(2L, (2 * llc + bytes - 1) / bytes);
+      for (long i = 0; i < copies; ++i) packed.emplace_back(B.data(), N, 1, K, N);
+    }
+    size_t next = 0;
     auto once = [&] {
-      if (variant == "packed") {
-        gemm::gemm_f32_packed(M, A.data(), K, 1, packed.view(), C.data(), N, gemm::EpNone{},
+      if (!packed.empty()) {
+        const auto& pb = packed[next++ % packed.size()];
+        gemm::gemm_f32_packed(M, A.data(), K, 1, pb.view(), C.data(), N, gemm::EpNone{},
                               gemm::ProNone{}, opt);
       } else if (variant == "fused") {
         gemm::gemm_f32(M, N, K, A.data(), K, 1, B.data(), N, 1, C.data(), N, BiasGelu{bias.data()},
