@@ -64,7 +64,10 @@ def test_every_table_operator_has_a_compiled_case():
 def test_rejections_are_clear_errors():
     # Every case code generation does not take was refused with UnsupportedOperatorError or
     # ShapeError naming what is missing (collect() lets any other exception through).
+    # Each also says what to do about it (issue 17 part 3).
+    advice = ("Cast", "float16='f32'", "as a constant", "as constants", "run it after", "output_padding")
     assert COLLECTED.rejected
     for case, why in COLLECTED.rejected.items():
         assert why.startswith(("UnsupportedOperatorError: ", "ShapeError: ")), (case, why)
         assert len(why) > 40, (case, why)
+        assert any(a in why for a in advice), f"{case}: the refusal does not say what to do: {why}"

@@ -57,7 +57,8 @@ void need_f32(const Graph& g, const Node& n) {
     if (v != kNoValue && g.value(v).type.dtype != DType::F32)
       throw UnsupportedOperatorError(std::string("code generation supports ") + op_info(n.op).name +
                                      " on f32 only; node '" + n.name + "' reads " +
-                                     dtype_name(g.value(v).type.dtype));
+                                     dtype_name(g.value(v).type.dtype) +
+                                     ": a Cast of its inputs to float32 in the model lets it compile");
 }
 
 void need_f32_library(const Graph& g, const Node& n) {
@@ -68,7 +69,9 @@ void need_f32_library(const Graph& g, const Node& n) {
     if (v != kNoValue && g.value(v).type.dtype != DType::F32 &&
         !(g.value(v).constant && is_integer(g.value(v).type.dtype)))
       throw UnsupportedOperatorError(std::string("code generation supports ") + op_info(n.op).name +
-                                     " on f32 only (node '" + n.name + "')");
+                                     " on f32 only; node '" + n.name + "' reads " +
+                                     dtype_name(g.value(v).type.dtype) +
+                                     ": a Cast of its inputs to float32 in the model lets it compile");
   }
 }
 
@@ -302,7 +305,8 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
       int64_t total = std::max<int64_t>(0, full - out[i]), small = total / 2;
       begin[i] = ap == "SAME_UPPER" ? small : total - small;
       if (begin[i] < 0 || full - total != out[i])
-        throw UnsupportedOperatorError("ConvTranspose whose output_shape exceeds the full result (node '" + n.name + "')");
+        throw UnsupportedOperatorError("ConvTranspose whose output_shape exceeds the full result (node '" + n.name +
+                                       "'): give the extra rows and columns as output_padding instead");
     }
   }
   AnchorArg shape = conv_shape(nd, id[0], id[1], M, group, in, out, w, begin);

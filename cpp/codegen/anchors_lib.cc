@@ -21,7 +21,10 @@ int64_t axis_attr(const InferCtx& c, int64_t dflt, int64_t r) {
 // CumSum's axis is its second input.
 int64_t cumsum_axis(const InferCtx& c, const Node& n, int64_t r) {
   TensorPtr t = c.const_input(1);
-  if (!t) throw UnsupportedOperatorError("CumSum with a computed axis (node '" + n.name + "')");
+  if (!t) throw UnsupportedOperatorError(
+      "CumSum with a computed axis (node '" + n.name +
+      "'): code generation needs it as a constant in the model (an initializer, or computed only "
+      "from shapes, which compile folds)");
   int64_t a = t->to_ints().at(0);
   return a < 0 ? a + r : a;
 }
@@ -236,7 +239,10 @@ void lower_topk(BlockLowerer& bl, const Node& n, Stage& st) {
   const std::vector<int64_t> id = dims_of(g, n.inputs[0]);
   const int64_t ax = axis_attr(c, -1, static_cast<int64_t>(id.size()));
   TensorPtr kt = c.const_input(1);
-  if (!kt) throw UnsupportedOperatorError("TopK with a computed K (node '" + n.name + "')");
+  if (!kt) throw UnsupportedOperatorError(
+      "TopK with a computed K (node '" + n.name +
+      "'): code generation needs it as a constant in the model (an initializer, or computed only "
+      "from shapes, which compile folds)");
   AnchorStage& a = st.anchor;
   push_rows(a.args, id, ax);
   a.args.push_back(int_arg(kt->to_ints().at(0)));
@@ -309,7 +315,8 @@ void lower_resize(BlockLowerer& bl, const Node& n, Stage& st) {
       for (int64_t a : axes) scale[a] = common;
     }
   } else {
-    throw UnsupportedOperatorError("Resize with computed scales or sizes (node '" + n.name + "')");
+    throw UnsupportedOperatorError("Resize with computed scales or sizes (node '" + n.name +
+                                   "'): code generation needs them as constants in the model");
   }
   const std::string ctm = c.attr_string("coordinate_transformation_mode", "half_pixel");
   const std::string mode = c.attr_string("mode", "nearest");
@@ -340,7 +347,10 @@ void lower_resize(BlockLowerer& bl, const Node& n, Stage& st) {
   AnchorArg roi = buffer_arg(kNoValue);
   if (ctm == "tf_crop_and_resize" && n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
     TensorPtr rt = c.const_input(1);
-    if (!rt) throw UnsupportedOperatorError("Resize with a computed roi (node '" + n.name + "')");
+    if (!rt) throw UnsupportedOperatorError(
+        "Resize with a computed roi (node '" + n.name +
+        "'): code generation needs it as a constant in the model (an initializer, or computed only "
+        "from shapes, which compile folds)");
     std::vector<double> rv = rt->to_doubles();
     if (!rv.empty()) {
       if (rv.size() != 2 * axes.size())

@@ -29,7 +29,12 @@ void require_dtype(DType t) {
       break;
   }
   throw UnsupportedOperatorError(std::string("code generation does not support the element type ") +
-                                 dtype_name(t) + " yet");
+                                 dtype_name(t) + " yet" +
+                                 (t == DType::F16
+                                      ? std::string(": dnnfusion.compile computes float16 models in float32 (float16='f32', "
+                                                    "its default); on a loaded graph, dnnfusion.rewrite.float16_to_float32 "
+                                                    "does the same")
+                                      : std::string(": Cast the value to float32 in the model")));
 }
 
 ExprBuilder::ExprBuilder(const Graph& g, const Leaves& leaves, Program& prog)

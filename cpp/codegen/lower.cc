@@ -462,7 +462,7 @@ void BlockLowerer::emit_anchor(const Node& n) {
     if (n.op == OpKind::NonMaxSuppression)
       throw UnsupportedOperatorError("code generation does not support NonMaxSuppression yet: the length of its "
                                      "output depends on the data, and the memory plan needs static shapes (node '" +
-                                     n.name + "')");
+                                     n.name + "'): compile the model up to its inputs and run it after");
     throw UnsupportedOperatorError(std::string("code generation does not support ") + op_info(n.op).name +
                                    " yet (node '" + n.name + "')");
   }
