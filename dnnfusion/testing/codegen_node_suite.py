@@ -6,6 +6,8 @@ Compiling each case alone would cost a C++ compile per case, so cases are merged
 (case, data set) becomes a copy of the case's graph with a name prefix, and all copies that
 share an opset import go into one model, compiled once. A case whose graph code generation
 rejects (an operator or element type it does not support yet) is listed with the reason.
+Float16 cases are computed as ``dnnfusion.compile`` computes them by default: in float32,
+with float16 feeds widened and the outputs rounded back to float16 before the comparison.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _prepare(case: suite.Case, isa: str) -> tuple[list[Entry], str | None]:
         raw = dict(feeds)
         model = suite.freeze(case.model, {n: feeds.pop(n) for n in static}) if static else case.model
         try:
-            g = df.load(model)
+            g = _as_computed(df.load(model))
             _core.generate_cpu(g.graph, _plan.plan(g, planner="none"), isa)
         except (df.UnsupportedOperatorError, df.ShapeError) as e:
             return [], f"{type(e).__name__}: {str(e).splitlines()[0]}"
@@ -75,6 +77,14 @@ def collect(isa: str = "scalar") -> Collected:
             out.rejected[case.name] = why
         out.entries.extend(entries)
     return out
+
+
+def _as_computed(g: Any) -> Any:
+    """The graph as dnnfusion.compile computes it: float16 cases in float32 (its default
+    float16="f32"; run_batch converts feeds and outputs at the boundary, as compile does)."""
+    from dnnfusion import rewrite
+
+    return rewrite.float16_to_float32(g) if rewrite.uses_float16(g) else g
 
 
 def _opsets(model: Any) -> tuple[tuple[str, int], ...]:
@@ -131,7 +141,8 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
     from dnnfusion.compiler import prelude_dir
 
     model, feeds, where = merge(batch)
-    g = df.load(model)
+    g = _as_computed(df.load(model))
+    feeds = {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in feeds.items()}
     if isa == "opencl":  # the OpenCL target on the default device
         gen = _core.generate_opencl(g.graph, _plan.plan(g, planner=planner, target="opencl"))
         got = _core.OpenclExecutable(gen).run([feeds[v.name] for v in g.inputs])
@@ -155,7 +166,10 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
 def _problems(where: list[tuple[Entry, int]], got: list) -> dict[str, str]:
     problems: dict[str, str] = {}
     for (e, j), x in zip(where, got):
-        p = suite.compare(np.asarray(x), e.expected[j], f"output {j}", e.atol)
+        x = np.asarray(x)
+        if e.expected[j].dtype == np.float16 and x.dtype == np.float32:  # computed in float32
+            x = x.astype(np.float16)
+        p = suite.compare(x, e.expected[j], f"output {j}", e.atol)
         if p and e.case not in problems:
             problems[e.case] = f"[{e.op}] {p}"
     return problems
