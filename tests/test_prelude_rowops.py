@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
           long n = I[0] * I[3] * I[2];
           std::vector<float> v(n + 1);
           std::vector<int64_t> idx(n + 1);
-          irr::topk_f32(I[0], I[1], I[2], I[3], I[4] != 0, true, x, v.data(), idx.data());
+          irr::topk(I[0], I[1], I[2], I[3], I[4] != 0, true, x, v.data(), idx.data());
           put(0, v.data(), n);
           put(1, idx.data(), n);
           break;

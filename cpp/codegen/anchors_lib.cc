@@ -234,7 +234,8 @@ void lower_arg_reduce(BlockLowerer& bl, const Node& n, Stage& st) {
 // TopK: [outer, len, inner, k, largest, sorted, x, values, indices]; no epilogue.
 void lower_topk(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();
-  need_f32_library(g, n);
+  const DType dt = g.value(n.inputs[0]).type.dtype;
+  if (!is_integer(dt) || dt == DType::Bool) need_f32_library(g, n);  // f32, or any integer type
   InferCtx c(g, n);
   const std::vector<int64_t> id = dims_of(g, n.inputs[0]);
   const int64_t ax = axis_attr(c, -1, static_cast<int64_t>(id.size()));
@@ -249,6 +250,7 @@ void lower_topk(BlockLowerer& bl, const Node& n, Stage& st) {
   a.args.push_back(bool_arg(c.attr_int("largest", 1) != 0));
   a.args.push_back(bool_arg(c.attr_int("sorted", 1) != 0));
   a.args.push_back(buffer_arg(n.inputs[0]));
+  a.args.back().dtype = dt;
   a.args.push_back(buffer_arg(n.outputs[0]));
   a.args.push_back(buffer_arg(n.outputs[1]));
   st.label = "TopK";

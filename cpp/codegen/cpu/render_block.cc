@@ -397,7 +397,7 @@ class BlockRenderer {
         code_.line(call("dnnf::rowops::arg_reduce_i64", a.args, a, ""));
         return;
       case K::TopK:
-        code_.line(call("dnnf::irr::topk_f32", a.args, a, ""));
+        code_.line(call("dnnf::irr::topk", a.args, a, ""));
         return;
       case K::Reduce: {  // the kind is a template argument
         code_.open("");

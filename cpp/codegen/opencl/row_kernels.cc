@@ -170,10 +170,13 @@ void Renderer::topk(K& k, const AnchorStage& a, int64_t global[3]) {  // [outer,
   elementwise_head(k, global[0]);
   k.body.line("const long l = e % " + L(len) + ", dn_r = e / " + L(len) + ";");
   k.body.line("const long dn_o = dn_r / " + L(inner) + ", dn_i = dn_r % " + L(inner) + ";");
-  k.body.line("__global const float* dn_x = " + p(a.args.at(6).value) + " + dn_o * " + L(len * inner) + " + dn_i;");
-  k.body.line("const float v = dn_x[l * " + L(inner) + "]; const bool nv = isnan(v); long rank = 0;");
+  // Integers have no NaN: nv and nw are false.
+  const DType dt = a.args.at(6).dtype;
+  const std::string t = dt == DType::F32 ? "float" : cltype(dt, sp), nan = dt == DType::F32 ? "isnan" : "0 && ";
+  k.body.line("__global const " + t + "* dn_x = " + p(a.args.at(6).value) + " + dn_o * " + L(len * inner) + " + dn_i;");
+  k.body.line("const " + t + " v = dn_x[l * " + L(inner) + "]; const bool nv = " + nan + "(v); long rank = 0;");
   k.body.open("for (long m = 0; m < " + L(len) + "; ++m)");
-  k.body.line("const float w = dn_x[m * " + L(inner) + "]; const bool nw = isnan(w);");
+  k.body.line("const " + t + " w = dn_x[m * " + L(inner) + "]; const bool nw = " + nan + "(w);");
   k.body.line(std::string("rank += (nw != nv) ? ") + (largest ? "nw" : "nv") + " : (!nw && w != v) ? (w " +
               (largest ? ">" : "<") + " v) : (m < l);");
   k.body.close();

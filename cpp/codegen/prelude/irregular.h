@@ -30,8 +30,10 @@ using taps_detail::rounded;
 // values / indices are [outer, k, inner]. Order: largest (or smallest) first, equal values by
 // lower index; NaN counts as larger than every number (first when largest, last otherwise),
 // as NumPy's sort puts it. The result is always sorted, which `sorted = 0` also allows.
-inline void topk_f32(long outer, long axis, long inner, long k, bool largest, bool sorted,
-                     const float* x, float* values, int64_t* indices) {
+// T: float, or any integer type (no NaN: the comparisons below are then plain ones).
+template <class T>
+void topk(long outer, long axis, long inner, long k, bool largest, bool sorted, const T* x, T* values,
+          int64_t* indices) {
   (void)sorted;
   if (k < 0 || k > axis) {
     throw std::invalid_argument("TopK: k = " + std::to_string(k) + " is outside [0, " +
@@ -39,7 +41,7 @@ inline void topk_f32(long outer, long axis, long inner, long k, bool largest, bo
   }
   if (k == 0 || outer <= 0 || inner <= 0) return;
   struct Item {
-    float v;
+    T v;
     int64_t i;
   };
   auto before = [largest](const Item& a, const Item& b) {
@@ -52,7 +54,7 @@ inline void topk_f32(long outer, long axis, long inner, long k, bool largest, bo
     std::vector<Item> items(static_cast<size_t>(axis));
     for (long u = lo; u < hi; ++u) {
       const long o = u / inner, j = u % inner;
-      const float* p = x + o * axis * inner + j;
+      const T* p = x + o * axis * inner + j;
       for (long a = 0; a < axis; ++a) items[a] = {p[a * inner], a};
       if (k == axis) {
         std::sort(items.begin(), items.end(), before);
