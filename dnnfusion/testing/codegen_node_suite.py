@@ -145,8 +145,18 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
     feeds = {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in feeds.items()}
     if isa == "opencl":  # the OpenCL target on the default device
         gen = _core.generate_opencl(g.graph, _plan.plan(g, planner=planner, target="opencl"))
-        got = _core.OpenclExecutable(gen).run([feeds[v.name] for v in g.inputs])
-        return _problems(where, got)
+        # Unoptimised, as the C++ batches below: semantics do not depend on it, build time does
+        # (the user's own DNNF_OPENCL_BUILD_OPTIONS are kept, after it).
+        old = os.environ.get("DNNF_OPENCL_BUILD_OPTIONS")
+        os.environ["DNNF_OPENCL_BUILD_OPTIONS"] = "-cl-opt-disable " + (old or "")
+        try:
+            exe = _core.OpenclExecutable(gen)
+        finally:
+            if old is None:
+                os.environ.pop("DNNF_OPENCL_BUILD_OPTIONS", None)
+            else:
+                os.environ["DNNF_OPENCL_BUILD_OPTIONS"] = old
+        return _problems(where, exe.run([feeds[v.name] for v in g.inputs]))
     gen = _core.generate_cpu(g.graph, _plan.plan(g, planner=planner), isa)
     old = os.environ.get("DNNF_OPT_LEVEL")
     os.environ["DNNF_OPT_LEVEL"] = "1"  # semantics do not depend on it; compile time does
