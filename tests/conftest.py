@@ -4,11 +4,20 @@ missing compiler, OpenCL device, onnx, onnxruntime or torch can never pass silen
 compile() measures yellow fusion pairs on the machine by default (profile="auto"), which makes
 plans depend on timings and on what earlier compiles cached. The suite checks plans and counts
 that must not depend on either, so it compiles with DNNF_PROFILE=off unless the caller set it;
-tests/test_profiling.py tests profile="auto" explicitly, in a private cache directory."""
+tests/test_profiling.py tests profile="auto" explicitly, in a private cache directory.
+
+Generated C++ modules are built at -O1 (DNNF_OPT_LEVEL=1) unless the caller set the level:
+the suite compiles hundreds of them, most of CI's time was g++ optimising them (a cold
+`pytest -n 2 tests/test_layout.py`: 150 s at the shipped -O3, 81 s at -O1), and what they
+compute does not depend on the level (the flags never include -ffast-math; -ffp-contract=off
+at every level). tests/test_compile_api.py runs at the caller's level (-O3 by default), so the
+shipped build stays tested end to end."""
 
 import os
 
 os.environ.setdefault("DNNF_PROFILE", "off")
+CALLER_OPT_LEVEL = os.environ.get("DNNF_OPT_LEVEL")  # None: the runtime's default, -O3
+os.environ.setdefault("DNNF_OPT_LEVEL", "1")
 
 import pytest
 

@@ -22,6 +22,18 @@ RNG = np.random.default_rng(11)
 PLANNERS = ["dnnfusion", "none", "patterns", "tvm", "dp"]
 
 
+@pytest.fixture(autouse=True)
+def _shipped_opt_level(monkeypatch):
+    """The public API as users run it: generated code at the caller's level (-O3 unless set),
+    not the suite's -O1 (conftest.py)."""
+    from conftest import CALLER_OPT_LEVEL
+
+    if CALLER_OPT_LEVEL is None:
+        monkeypatch.delenv("DNNF_OPT_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("DNNF_OPT_LEVEL", CALLER_OPT_LEVEL)
+
+
 def f32(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
