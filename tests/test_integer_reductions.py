@@ -198,11 +198,7 @@ def test_integer_cumsum_feeds_a_gather(dtype, isa):
         assert any(s.startswith("CumSum") for k in gen["kernels"] for s in k["stages"])
 
 
-def test_integer_cumsum_on_opencl():
-    try:
-        _core.opencl_devices()
-    except df.Error as e:
-        pytest.skip(f"no OpenCL device: {e}")
+def test_integer_cumsum_on_opencl(ocl_device):
     m, mask = _position_ids(np.int64, reverse=1)
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"mask": mask})[0]
     np.testing.assert_array_equal(df.compile(m.SerializeToString(), target="opencl")(mask), want)

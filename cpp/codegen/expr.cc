@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "codegen/refuse.h"
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
 
@@ -28,13 +29,7 @@ void require_dtype(DType t) {
     default:
       break;
   }
-  throw UnsupportedOperatorError(std::string("code generation does not support the element type ") +
-                                 dtype_name(t) + " yet" +
-                                 (t == DType::F16
-                                      ? std::string(": dnnfusion.compile computes float16 models in float32 (float16='f32', "
-                                                    "its default); on a loaded graph, dnnfusion.rewrite.float16_to_float32 "
-                                                    "does the same")
-                                      : std::string(": Cast the value to float32 in the model")));
+  refuse_dtype("code generation", t);
 }
 
 ExprBuilder::ExprBuilder(const Graph& g, const Leaves& leaves, Program& prog)

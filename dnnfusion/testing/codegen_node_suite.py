@@ -12,7 +12,10 @@ with float16 feeds widened and the outputs rounded back to float16 before the co
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,8 +136,6 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
               run: bool = True) -> dict[str, str]:
     """Compiles and runs the merged batch; case -> what differs, for each failing case.
     ``run`` False: compile only (a dialect this CPU lacks); a compile failure raises."""
-    import os
-
     import dnnfusion as df
     from dnnfusion import _core
     from dnnfusion import plan as _plan
@@ -143,34 +144,36 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
     model, feeds, where = merge(batch)
     g = _as_computed(df.load(model))
     feeds = {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in feeds.items()}
+    inputs = [feeds[v.name] for v in g.inputs]
+    # Builds unoptimised (-O1; -cl-opt-disable before the user's own OpenCL options):
+    # semantics do not depend on it, build time does.
     if isa == "opencl":  # the OpenCL target on the default device
         gen = _core.generate_opencl(g.graph, _plan.plan(g, planner=planner, target="opencl"))
-        # Unoptimised, as the C++ batches below: semantics do not depend on it, build time does
-        # (the user's own DNNF_OPENCL_BUILD_OPTIONS are kept, after it).
-        old = os.environ.get("DNNF_OPENCL_BUILD_OPTIONS")
-        os.environ["DNNF_OPENCL_BUILD_OPTIONS"] = "-cl-opt-disable " + (old or "")
-        try:
+        user = os.environ.get("DNNF_OPENCL_BUILD_OPTIONS", "")
+        with _env("DNNF_OPENCL_BUILD_OPTIONS", f"-cl-opt-disable {user}"):
             exe = _core.OpenclExecutable(gen)
-        finally:
-            if old is None:
-                os.environ.pop("DNNF_OPENCL_BUILD_OPTIONS", None)
-            else:
-                os.environ["DNNF_OPENCL_BUILD_OPTIONS"] = old
-        return _problems(where, exe.run([feeds[v.name] for v in g.inputs]))
+        return _problems(where, exe.run(inputs))
     gen = _core.generate_cpu(g.graph, _plan.plan(g, planner=planner), isa)
-    old = os.environ.get("DNNF_OPT_LEVEL")
-    os.environ["DNNF_OPT_LEVEL"] = "1"  # semantics do not depend on it; compile time does
-    try:
+    with _env("DNNF_OPT_LEVEL", "1"):
         if not run:
             _core.compile_only(gen, isa, prelude_dir())
             return {}
         exe = _core.CpuExecutable(g.graph, gen, isa, 2, prelude_dir())
+    return _problems(where, exe.run(inputs))
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    """The environment variable `name` set to `value` inside the block, restored after."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
     finally:
         if old is None:
-            os.environ.pop("DNNF_OPT_LEVEL", None)
+            os.environ.pop(name, None)
         else:
-            os.environ["DNNF_OPT_LEVEL"] = old
-    return _problems(where, exe.run([feeds[v.name] for v in g.inputs]))
+            os.environ[name] = old
 
 
 def _problems(where: list[tuple[Entry, int]], got: list) -> dict[str, str]:

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "codegen/refuse.h"
 #include "ir/errors.h"
 
 namespace dnnf::cg::cpu {
@@ -24,13 +25,7 @@ const char* ctype(DType t) {
     case DType::Bool: return "bool";
     default: break;
   }
-  throw UnsupportedOperatorError(std::string("code generation does not support the element type ") +
-                                 dtype_name(t) + " yet" +
-                                 (t == DType::F16
-                                      ? std::string(": dnnfusion.compile computes float16 models in float32 (float16='f32', "
-                                                    "its default); on a loaded graph, dnnfusion.rewrite.float16_to_float32 "
-                                                    "does the same")
-                                      : std::string(": Cast the value to float32 in the model")));
+  refuse_dtype("code generation", t);
 }
 
 std::string literal(double v, DType t) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "codegen/refuse.h"
 #include "ir/errors.h"
 
 namespace dnnf::cg::opencl {
@@ -23,13 +24,7 @@ const char* cltype(DType t, const Spelling& sp) {
     case DType::Bool: return "uchar";
     default: break;
   }
-  throw UnsupportedOperatorError(std::string("the OpenCL target does not support the element type ") +
-                                 dtype_name(t) + " yet" +
-                                 (t == DType::F16
-                                      ? std::string(": dnnfusion.compile computes float16 models in float32 (float16='f32', "
-                                                    "its default); on a loaded graph, dnnfusion.rewrite.float16_to_float32 "
-                                                    "does the same")
-                                      : std::string(": Cast the value to float32 in the model")));
+  refuse_dtype("the OpenCL target", t);
 }
 
 std::string literal(double v, DType t, const Spelling& sp) {
