@@ -109,7 +109,10 @@ def _print_machine() -> int:
         kdir = _core.kernel_cache_dir()
         objs = [f for f in os.listdir(kdir) if f.endswith(".so")]
         size = sum(os.path.getsize(os.path.join(kdir, f)) for f in objs)
-        print(f"kernels    {kdir}: {len(objs)} compiled modules, {size / 1e6:.1f} MB")
+        pch = [f for f in os.listdir(kdir) if f.startswith("pch-")]
+        pch_mb = sum(os.path.getsize(os.path.join(kdir, d, f)) for d in pch for f in os.listdir(os.path.join(kdir, d)))
+        print(f"kernels    {kdir}: {len(objs)} compiled modules, {size / 1e6:.1f} MB; "
+              f"{len(pch)} precompiled headers, {pch_mb / 1e6:.1f} MB")
     except Error as e:
         print(f"kernels    no cache: {e}")
     mode = os.environ.get("DNNF_PROFILE") or "auto"

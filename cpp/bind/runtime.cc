@@ -89,11 +89,14 @@ void bind_runtime(py::module_& m) {
         return "<Library " + l.path() + (l.cached() ? " (cached)>" : ">");
       });
 
-  m.def("compile_shared", [](const std::string& source, const std::vector<std::string>& flags, double timeout_s) {
+  m.def("compile_shared", [](const std::string& source, const std::vector<std::string>& flags, double timeout_s,
+                             const std::string& pch_header) {
     py::gil_scoped_release unlocked;  // compiling takes seconds; let other threads run
-    return compile_shared(source, flags, timeout_s);
+    return compile_shared(source, flags, timeout_s, true, pch_header);
   }, py::arg("source"), py::arg("flags") = std::vector<std::string>{}, py::arg("timeout_s") = 0.0,
+     py::arg("pch_header") = std::string(),
      "Compiles C++ source to a shared object in the per-user cache and loads it "
-     "(timeout_s 0: $DNNF_COMPILE_TIMEOUT or 300 s).");
+     "(timeout_s 0: $DNNF_COMPILE_TIMEOUT or 300 s; pch_header: a header the source includes "
+     "first, precompiled into the cache once per compiler and flags).");
 
 }

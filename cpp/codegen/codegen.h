@@ -35,6 +35,9 @@ namespace dnnf {
 
 inline constexpr int kGeneratedAbiVersion = 2;
 
+// The prelude header a generated CPU module includes first, which the runtime precompiles.
+inline constexpr const char* kModuleCommonHeader = "module_common.h";
+
 struct CodegenOptions {
   // The dialect: "avx512" | "avx2" | "neon" | "scalar". The emitted text is the same for the
   // CPU dialects (they differ in the prelude header the -DDNNF_ISA_* macro selects, i.e.

@@ -21,6 +21,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -392,8 +393,75 @@ void* CompiledLibrary::symbol(const std::string& name) const {
   return p;
 }
 
+namespace {
+// Removes a directory this process made in the cache and the files in it (no subdirectories).
+void remove_flat_dir(const std::string& d, const std::string& file) {
+  ::unlink((d + "/" + file).c_str());
+  ::rmdir(d.c_str());
+}
+
+// The directory holding `header` precompiled (GCC's <name>.gch) for this compiler and these
+// flags, built on first use; "" where there is none to use (DNNF_PCH=0, a compiler other than
+// GCC, or a build that failed, which is remembered for the process and never an error: the
+// module then parses the header itself). The directory goes first on the include path: GCC
+// takes the .gch where it is valid for the compile and otherwise reads the header from the
+// prelude, so a stale or foreign .gch can cost time, never change the code. It is built in a
+// private temporary directory and rename()d into place whole, so a concurrent process finds
+// either none or a complete one. Keyed by the compiler, the flags (which carry the prelude's
+// content hash) and the header's own text.
+std::string precompiled_header(const Compiler& cc, const std::vector<std::string>& flags,
+                               const std::string& header, const std::string& dir, double timeout_s) {
+  if (header.empty() || env("DNNF_PCH") == "0") return "";
+  if (cc.version.find("clang") != std::string::npos) return "";  // clang reads .pch differently
+  std::string text;
+  {
+    int fd = ::open(header.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "";
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, size_t(n));
+    ::close(fd);
+  }
+  std::string framed;
+  auto field = [&](const std::string& s) { framed += std::to_string(s.size()) + ':' + s; };
+  field("dnnf-pch-1");
+  field(header);
+  field(text);
+  for (const auto& a : cc.argv) field(a);
+  field(cc.version);
+  for (const auto& f : flags) field(f);
+  const std::string key = sha256_hex(framed).substr(0, 32);
+  const std::string name = header.substr(header.rfind('/') + 1) + ".gch";
+  const std::string pdir = dir + "/pch-" + key;
+  static std::mutex mu;
+  static std::set<std::string> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failed.count(key)) return "";
+  }
+  struct stat st;
+  if (::lstat((pdir + "/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_size > 0)
+    return pdir;
+  const std::string tmp = dir + "/tmp.pch." + key.substr(0, 16) + "." + std::to_string(::getpid()) + "." + random_tag();
+  if (::mkdir(tmp.c_str(), 0700) != 0) return "";
+  std::vector<std::string> argv = cc.argv;
+  for (const char* a : {"-fPIC", "-x", "c++-header", "-o"}) argv.push_back(a);  // -fPIC as the module's
+  argv.push_back(tmp + "/" + name);
+  argv.push_back(header);
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  ProcessResult r = run_process(argv, timeout_s);
+  if (!r.started || r.timed_out || r.status != 0) {
+    remove_flat_dir(tmp, name);
+    std::lock_guard<std::mutex> lock(mu);
+    failed.insert(key);
+    return "";
+  }
+  if (::rename(tmp.c_str(), pdir.c_str()) != 0) remove_flat_dir(tmp, name);  // another process was first
+  return ::lstat((pdir + "/" + name).c_str(), &st) == 0 ? pdir : "";
+}
+}  // namespace
+
 CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
-                               double timeout_s, bool load_it) {
+                               double timeout_s, bool load_it, const std::string& pch_header) {
   if (timeout_s <= 0) {
     char* end = nullptr;
     std::string t = env("DNNF_COMPILE_TIMEOUT");
@@ -452,12 +520,25 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   }
   ::close(fd);
 
-  std::vector<std::string> argv = cc.argv;
-  for (const char* a : {"-shared", "-fPIC", "-o"}) argv.push_back(a);
-  argv.push_back(tmp_so);
-  argv.push_back(tmp_src);
-  argv.insert(argv.end(), all_flags.begin(), all_flags.end());  // after the source, so -l flags link
+  // The precompiled header is not part of the key: with or without it the object is the same.
+  const std::string pch = precompiled_header(cc, all_flags, pch_header, dir, timeout_s);
+  auto command_for = [&](const std::string& pch_dir) {
+    std::vector<std::string> argv = cc.argv;
+    for (const char* a : {"-shared", "-fPIC", "-o"}) argv.push_back(a);
+    argv.push_back(tmp_so);
+    argv.push_back(tmp_src);
+    if (!pch_dir.empty()) argv.push_back("-I" + pch_dir);  // before the prelude's -I
+    argv.insert(argv.end(), all_flags.begin(), all_flags.end());  // after the source, so -l flags link
+    return argv;
+  };
+  std::vector<std::string> argv = command_for(pch);
   ProcessResult r = run_process(argv, timeout_s);
+  if (!pch.empty() && r.started && !r.timed_out && r.status != 0) {
+    // A .gch damaged on disk can fail a compile that the header itself would pass: once more
+    // without it, so that a compile error is always the source's own.
+    argv = command_for("");
+    r = run_process(argv, timeout_s);
+  }
   // Keep the source under its key, for the error message and for debugging generated code.
   if (::rename(tmp_src.c_str(), kept.c_str()) != 0) kept = tmp_src;
   std::string command = joined(argv);

@@ -55,8 +55,11 @@ class CompiledLibrary {
 // $DNNF_COMPILE_TIMEOUT or 300 s) and unloadable objects raise CompileError with the
 // compiler's diagnostics and the kept source's path. `load_it` false: compile (or find)
 // the object but do not load it (code for an ISA this CPU lacks); the library is not loaded.
+// `pch_header` (a path; GCC only, off with DNNF_PCH=0): a header the source includes first,
+// precompiled once per compiler and flags into the cache (pch-<key>/) and found there before
+// the header itself; generated modules' common headers take a second of each compile to parse.
 CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
-                               double timeout_s = 0, bool load_it = true);
+                               double timeout_s = 0, bool load_it = true, const std::string& pch_header = "");
 
 // $DNNF_CACHE_DIR/kernels, else $XDG_CACHE_HOME/dnnfusion/kernels, else
 // ~/.cache/dnnfusion/kernels; created mode 0700. CompileError if the directory is not the

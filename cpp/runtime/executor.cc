@@ -101,7 +101,8 @@ std::vector<std::string> module_flags(const std::string& isa, const std::string&
 
 std::string compile_module_only(const GeneratedModule& module, const std::string& isa,
                                 const std::string& prelude_dir) {
-  return compile_shared(module.source, module_flags(isa, prelude_dir, false), 0, false).path();
+  return compile_shared(module.source, module_flags(isa, prelude_dir, false), 0, false,
+                        prelude_dir + "/" + kModuleCommonHeader).path();
 }
 
 CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule module,
@@ -119,7 +120,7 @@ CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule
 
   std::vector<std::string> flags = module_flags(isa, prelude_dir);
   auto t0 = std::chrono::steady_clock::now();
-  library_ = compile_shared(module_.source, flags);
+  library_ = compile_shared(module_.source, flags, 0, true, prelude_dir + "/" + kModuleCommonHeader);
   compile_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   int abi = library_.function<int (*)()>("dnnf_abi_version")();
