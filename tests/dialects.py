@@ -53,6 +53,23 @@ def params(names=X86) -> list:
             for n in names]
 
 
+def planner_params(planners, names=X86, everywhere=("dnnfusion", "none")) -> list:
+    """pytest parameters (planner, isa) for generated-code tests: every planner in the best
+    dialect this process runs, and the `everywhere` planners (the fusing one and one kernel per
+    operator, the two ends of what a plan asks of the code) in every other dialect too, run or
+    compiled only. A dialect spells the stages a plan is made of, not the plan's choices: the
+    planners between the ends make the same kinds of stages, so crossing every planner with
+    every dialect tested each spelling five times over (40% of the suite's compile time)."""
+    best = runnable()[-1]
+    out = []
+    for planner in planners:
+        for p in params(names):
+            isa = p.values[0]
+            if planner in everywhere or isa == best:
+                out.append(pytest.param(planner, isa, id=f"{planner}-{p.id}"))
+    return out
+
+
 def summary() -> str:
     run = runnable()
     lacking = [f"{n} ({why_not(n)})" for n in X86 if n not in run]

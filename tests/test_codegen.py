@@ -17,7 +17,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
 
 from codegen_runner import assert_matches_reference, compile_only, run  # noqa: E402
-from dialects import compile_only as lacks_here, params  # noqa: E402
+from dialects import compile_only as lacks_here, planner_params  # noqa: E402
 
 RNG = np.random.default_rng(7)
 PLANNERS = ["dnnfusion", "none", "patterns", "tvm", "dp"]
@@ -262,8 +262,7 @@ def _build(case):
     return CASES[case]()
 
 
-@pytest.mark.parametrize("isa", params())
-@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_generated_matches_reference(case, planner, isa):
     ecg, feeds = _build(case)

@@ -21,7 +21,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper as h  # noqa: E402
 
 from codegen_runner import assert_matches_reference, compile_only, run  # noqa: E402
-from dialects import compile_only as lacks_here, params  # noqa: E402
+from dialects import compile_only as lacks_here, planner_params  # noqa: E402
 from test_codegen import PLANNERS, f32, i64, model  # noqa: E402
 from test_codegen_neon import _check_ran_neon, _run_neon, driver_obj  # noqa: E402,F401
 from test_codegen_neon import _generate as _neon_generate  # noqa: E402
@@ -81,8 +81,7 @@ def case_concat_slice():
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 
 
-@pytest.mark.parametrize("isa", params())
-@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_prologues_match_reference(case, planner, isa):
     (ecg, feeds), _ = CASES[case]()

@@ -16,7 +16,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper as h  # noqa: E402
 
 from codegen_runner import assert_matches_reference, compile_only, run  # noqa: E402
-from dialects import compile_only as lacks_here, params  # noqa: E402
+from dialects import compile_only as lacks_here, planner_params  # noqa: E402
 from test_codegen import PLANNERS, f32, i64, model  # noqa: E402
 
 
@@ -128,8 +128,7 @@ def case_parts_that_are_copied():
                   ("ax", i64(0)), ("sp", i64(-1))])
 
 
-@pytest.mark.parametrize("isa", params())
-@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_views_match_reference(case, planner, isa):
     ecg, feeds = CASES[case]()
@@ -159,8 +158,7 @@ def test_views_are_not_copied(case):
         assert "+prologue" not in k["stages"][0], k  # strides, not an index-composing copy
 
 
-@pytest.mark.parametrize("isa", params())
-@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
 def test_parts_that_are_copied_match_reference(planner, isa):
     ecg, feeds = case_parts_that_are_copied()
     if lacks_here(isa):
@@ -213,8 +211,7 @@ CONCAT_CASES = {
 }
 
 
-@pytest.mark.parametrize("isa", params())
-@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
 @pytest.mark.parametrize("case", sorted(CONCAT_CASES))
 def test_concat_read_by_conv_matches_reference(case, planner, isa):
     ecg, feeds = _concat_conv(**CONCAT_CASES[case])
