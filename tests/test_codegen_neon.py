@@ -34,8 +34,8 @@ FLAGS = ["-std=c++17", "-O2", "-ffp-contract=off", "-pthread", f"-I{PRELUDE}", "
 RUN_TIMEOUT = 300
 
 
-def _compile(args: list[str], what: str) -> None:
-    r = subprocess.run([ARM_CXX, *FLAGS, *args], capture_output=True, text=True)
+def _compile(args: list[str], what: str, first: tuple[str, ...] = ()) -> None:
+    r = subprocess.run([ARM_CXX, *first, *FLAGS, *args], capture_output=True, text=True)
     if r.returncode:
         raise AssertionError(f"cross-compiling {what} failed:\n{r.stderr[-6000:]}")
 
@@ -48,6 +48,10 @@ def driver_obj(tmp_path_factory) -> Path:
         pytest.skip(reason)
     obj = tmp_path_factory.mktemp("neon_driver") / "driver.o"
     _compile(["-Wall", "-Wextra", "-Werror", "-c", str(DRIVER), "-o", str(obj)], "the driver")
+    # The modules' common prelude header precompiled beside it, as the runtime does for the
+    # host's dialects (compile_shared's pch_header); _run_neon finds it there.
+    _compile(["-x", "c++-header", str(PRELUDE / "module_common.h"), "-o", str(obj.parent / "module_common.h.gch")],
+             "the precompiled prelude header")
     return obj
 
 
@@ -74,7 +78,8 @@ def _run_neon(workdir: Path, driver: Path, ecg, feeds: dict, gen: dict
     assert [v.id for v in ecg.outputs] == gen["outputs"]
     src, exe = workdir / "module.cc", workdir / "module"
     src.write_text(gen["source"])
-    _compile([str(src), str(driver), "-o", str(exe)], "the generated NEON module")
+    _compile([str(src), str(driver), "-o", str(exe)], "the generated NEON module",
+             first=(f"-I{driver.parent}",))  # the precompiled header before the prelude's own
 
     out_types = [(tuple(values[v].shape), df.ecg.numpy_dtype(values[v].dtype))
                  for v in gen["outputs"]]
