@@ -46,6 +46,21 @@ def onnx_inputs(model: Any) -> tuple[list[str], dict[str, list[tuple[int, str]]]
     return names, out
 
 
+def static_dims(model: Any) -> dict[str, list[int]]:
+    """The graph inputs' dimensions as the file gives them (symbolic ones as 1), by name."""
+    import onnx
+
+    if isinstance(model, (str, os.PathLike)):
+        proto = onnx.load_model(os.fspath(model), load_external_data=False)
+    elif isinstance(model, bytes):
+        proto = onnx.load_model_from_string(model)
+    else:
+        proto = model
+    inits = {t.name for t in proto.graph.initializer}
+    return {vi.name: [int(d.dim_value) if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim]
+            for vi in proto.graph.input if vi.name not in inits}
+
+
 def shapes_of_examples(names: list[str], symbolic: dict[str, list[tuple[int, str]]],
                         example_inputs: Any) -> dict[str, list[int]]:
     """The shapes of the example inputs (graph input order) of the symbolic inputs, by name."""

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m dnnfusion.zoo.dynamic_check [names...] [--full] [--threads N]
+    python -m dnnfusion.zoo.dynamic_check [names...] [--full] [--threads N] [--dynamic-batch]
 
 Each model is exported with its batch (and, for token inputs, sequence) axes symbolic
 (:func:`registry.dynamic_axes`), compiled from its example inputs, then called at several
@@ -41,14 +41,15 @@ def _resize(x: np.ndarray, batch: int, seq: int | None) -> np.ndarray:
     return np.ascontiguousarray(out)
 
 
-def sizes_for(name: str, reduced: bool = True) -> list[tuple[int, int | None]]:
-    """(batch, sequence) sizes to call the model at; sequence None for models without tokens."""
+def sizes_for(name: str, reduced: bool = True, dynamic_batch: bool = False) -> list[tuple[int, int | None]]:
+    """(batch, sequence) sizes to call the model at; sequence None for models without tokens.
+    With `dynamic_batch` (compile(..., dynamic=True)) also a batch of 3 at the example's length."""
     zm = registry.get(name, reduced=reduced)
     tokens = any(x.dim() == 2 and not x.is_floating_point() for x in zm.example_inputs)
     if not tokens:
-        return [(1, None), (2, None)]
+        return [(1, None), (2, None)] + ([(3, None)] if dynamic_batch else [])
     s = int(zm.example_inputs[0].shape[1])
-    return [(1, s), (2, s), (1, s // 2), (2, s + s // 2)]
+    return [(1, s), (2, s)] + ([(3, s)] if dynamic_batch else []) + [(1, s // 2), (2, s + s // 2)]
 
 
 def _median_ms(fn, repeat: int = 5) -> float:
@@ -60,8 +61,10 @@ def _median_ms(fn, repeat: int = 5) -> float:
     return float(np.median(times)) * 1e3
 
 
-def check(name: str, *, reduced: bool = True, threads: int | None = None) -> list[dict]:
-    """One row per size (see the module docstring)."""
+def check(name: str, *, reduced: bool = True, threads: int | None = None, dynamic_batch: bool = False) -> list[dict]:
+    """One row per size (see the module docstring). `dynamic_batch`: compile with
+    ``dynamic=True`` (every batch size through one program; only a new sequence length
+    compiles again)."""
     import onnxruntime as ort
 
     from .. import compiler
@@ -77,13 +80,13 @@ def check(name: str, *, reduced: bool = True, threads: int | None = None) -> lis
             so.intra_op_num_threads = threads  # the same threads as dnnfusion's, for "ORT ms"
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         t = time.perf_counter()
-        cm = compiler.compile(path, examples, threads=threads)
+        cm = compiler.compile(path, examples, threads=threads, dynamic=dynamic_batch)
         base["compile_s"] = time.perf_counter() - t
         base["axes"] = ", ".join(sorted({a for d in registry.dynamic_axes(name).values() for a in d.values()}))
     except Exception as e:
         traceback.print_exc(file=sys.stderr)
         return [dict(base, sizes="-", ok=False, error=f"{type(e).__name__}: {str(e).splitlines()[0][:150]}")]
-    for batch, seq in sizes_for(name, reduced):
+    for batch, seq in sizes_for(name, reduced, dynamic_batch):
         row = dict(base, sizes=f"batch {batch}" + (f", seq {seq}" if seq is not None else ""))
         feeds = [_resize(x, batch, seq if x.ndim == 2 else None) for x in examples]
         try:
@@ -132,12 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("names", nargs="*", help="zoo models (default: all)")
     ap.add_argument("--full", action="store_true", help="full-size models (default: reduced)")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--dynamic-batch", action="store_true",
+                    help="compile(..., dynamic=True): one program for every batch size")
     args = ap.parse_args(argv)
     names = args.names or registry.list()
     print(HEADER, flush=True)
     ok = True
     for name in names:
-        for row in check(name, reduced=not args.full, threads=args.threads):
+        for row in check(name, reduced=not args.full, threads=args.threads, dynamic_batch=args.dynamic_batch):
             print(fmt(row), flush=True)
             ok &= row["ok"] is not False  # None: the reference refuses the size too
     return 0 if ok else 1
