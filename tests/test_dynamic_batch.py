@@ -14,6 +14,10 @@ import dnnfusion as df  # noqa: E402
 from dnnfusion import batching, compiler  # noqa: E402
 from dnnfusion.zoo import dynamic_check, registry  # noqa: E402
 
+# The TorchScript exporter (the zoo's, see registry.export_onnx) announces its deprecation.
+pytestmark = [pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript-based ONNX export"),
+              pytest.mark.filterwarnings("ignore:The feature will be removed")]
+
 
 class ConvLinear(torch.nn.Module):
     """The export pattern of every CNN: x.reshape(x.shape[0], -1) before the classifier."""
