@@ -1,25 +1,14 @@
 """compile(..., dynamic=True) at batch 8 (issue 17): the program compiled for a representative
 batch of 1 run over 8 chunks, the one compiled for 8 run once, and ONNX Runtime on the same
-dynamic ONNX file; full-size zoo models, 2 threads, median of 7 calls after one warm-up.
+dynamic ONNX file; full-size zoo models, 2 threads, median of 5 calls after the first.
 
     python3 benchmarks/dynamic_batch_bench.py [models...]   # default: resnet50 mobilenetv2
 """
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
-
-
-def _median_ms(fn, n: int = 7) -> float:
-    fn()
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts)) * 1e3
 
 
 def main(names: list[str]) -> None:
@@ -27,6 +16,7 @@ def main(names: list[str]) -> None:
 
     import dnnfusion as df
     from dnnfusion.zoo import registry
+    from dnnfusion.zoo.dynamic_check import _median_ms
 
     for name in names or ["resnet50", "mobilenetv2"]:
         path = str(registry.export_onnx(name, dynamic=True))
@@ -36,7 +26,7 @@ def main(names: list[str]) -> None:
         so.intra_op_num_threads = 2
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         feed = {sess.get_inputs()[0].name: x8}
-        ref = sess.run(None, feed)[0]
+        ref = sess.run(None, feed)[0]  # also ONNX Runtime's warm-up
         for tag, examples in (("representative batch 1", None), ("representative batch 8", [x8])):
             m = df.compile(path, examples, dynamic=True, threads=2)
             err = float(np.abs(m(x8) - ref).max() / np.abs(ref).max())

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dnnfusion.errors import Error, ShapeError
+from dnnfusion.errors import Error
 
 # Analysis batch sizes: two, both above 1 (a batch of 1 hides which axes it is), distinct from
 # each other so a constant that follows the batch size shows it.
@@ -70,19 +70,17 @@ def _const(v: Any) -> np.ndarray | None:
     return v.numpy() if v is not None and v.is_constant else None
 
 
-def _axes(node: Any, rank: int, default_all: bool = True) -> list[int] | None:
-    """A reduction's axes (attribute, or a constant second input), normalised."""
+def _axes(node: Any, rank: int) -> list[int] | None:
+    """A reduction's axes (attribute, or a constant second input), normalised; None if computed."""
     axes = node.attrs.get("axes")
     if axes is None and len(node.inputs) > 1 and node.inputs[1] is not None:
         c = _const(node.inputs[1])
         if c is None:
             return None
         axes = [int(a) for a in c.reshape(-1)]
-    if axes is None or (len(axes) == 0 and default_all):
-        if axes is not None and node.attrs.get("noop_with_empty_axes", 0):
-            return []
-        return list(range(rank))
-    return [a % rank if rank else 0 for a in axes]
+    if not axes:  # absent or empty: every axis, unless noop_with_empty_axes
+        return [] if axes is not None and node.attrs.get("noop_with_empty_axes", 0) else list(range(rank))
+    return [a % rank for a in axes]
 
 
 class _Tracker:
@@ -131,15 +129,12 @@ class _Tracker:
         sa, sb = _shape(out), _shape(twin)
         if sa == sb:
             return None
-        diff = [k for k in range(len(sa)) if len(sa) != len(sb) or sa[k] != sb[k]]
-        k = diff[0] if len(diff) == 1 else -1
-        ok = k >= 0 and sa[k] % self.p == 0 and sb[k] % self.q == 0 and sa[k] // self.p == sb[k] // self.q
-        if ok and node.op in ("Expand", "Tile"):
+        k = _batch_axis(sa, sb, self.p, self.q)
+        ok = k is not None and node.op in ("Expand", "Tile", "ConstantOfShape")
+        if ok and node.op != "ConstantOfShape":
             si = _shape(node.inputs[0])
             j = k - (len(sa) - len(si))
-            ok = 0 <= j < len(si) and si[j] == 1 and int(np.prod(sa[:k], dtype=np.int64)) == 1
-        elif ok:
-            ok = node.op == "ConstantOfShape" and int(np.prod(sa[:k], dtype=np.int64)) == 1
+            ok = 0 <= j < len(si) and si[j] == 1
         if not ok:
             self.fail(node, f"computes a value whose shape follows the batch size ({sa} at batch {self.p}, "
                             f"{sb} at batch {self.q}) from no batched input")
@@ -411,22 +406,24 @@ def _broadcast_constant(u: Any, w: Any, batches: Sequence[int]) -> int | None:
     they are one value repeated for every sample (a broadcast to [B, ...] that import folded,
     e.g. BERT's token type embeddings of all-zero ids, GPT-2's position ids, ViT's class token
     expanded), the batch outermost; None otherwise."""
-    sa, sb = [int(d) for d in u.shape], [int(d) for d in w.shape]
-    if len(sa) != len(sb):
+    a, b = batches
+    k = _batch_axis(_shape(u), _shape(w), a, b)
+    if k is None:
         return None
-    diff = [k for k in range(len(sa)) if sa[k] != sb[k]]
-    if len(diff) != 1:
+    xa, xb = u.numpy().reshape((a, -1)), w.numpy().reshape((b, -1))
+    same = lambda x: np.array_equal(x, np.broadcast_to(xa[:1], x.shape), equal_nan=True)  # noqa: E731
+    return k if same(xa) and same(xb) else None
+
+
+def _batch_axis(sa: list[int], sb: list[int], a: int, b: int) -> int | None:
+    """The one axis on which shape `sa` (at batch a) and `sb` (at batch b) differ, where it is
+    the batch times the same inner size and outermost (only 1s before it); None otherwise."""
+    diff = [k for k in range(len(sa)) if len(sa) != len(sb) or sa[k] != sb[k]]
+    if len(sa) != len(sb) or len(diff) != 1:
         return None
     k = diff[0]
-    a, b = batches
-    if sa[k] % a or sb[k] % b or sa[k] // a != sb[k] // b or int(np.prod(sa[:k], dtype=np.int64)) != 1:
-        return None
-    inner = sa[k] // a
-    xa = u.numpy().reshape((a, -1))
-    xb = w.numpy().reshape((b, -1))
-    one = xa[:1]
-    same = lambda x: np.array_equal(x, np.broadcast_to(one, x.shape), equal_nan=True)  # noqa: E731
-    return k if inner >= 1 and same(xa) and same(xb) else None
+    ok = sa[k] % a == 0 and sb[k] % b == 0 and sa[k] // a == sb[k] // b > 0
+    return k if ok and int(np.prod(sa[:k], dtype=np.int64)) == 1 else None
 
 
 def _sample_relative_indices(x: Any, y: Any, batches: Sequence[int]) -> bool:
@@ -504,40 +501,4 @@ def prove(graphs: Sequence[Any], batches: Sequence[int]) -> list[int]:
     return [pa[v.id][0] for v in ga.outputs]
 
 
-class Batcher:
-    """Runs a batch of any size through programs compiled for `batch` samples: chunks of
-    `batch`, the last padded with zeros, outputs joined along `out_axes`."""
-
-    def __init__(self, batch: int, out_axes: list[int], stats: dict):
-        self.batch, self.out_axes = batch, out_axes
-        self.stats = stats  # the compiled model's stats["dynamic"]: calls and chunks_run counted here
-        stats.setdefault("calls", 0)
-        stats.setdefault("chunks_run", 0)
-
-    def run(self, arrays: list[np.ndarray], names: Sequence[str], run_chunk) -> list[np.ndarray]:
-        n = {int(a.shape[0]) if a.ndim else -1 for a in arrays}
-        if len(n) != 1 or -1 in n:
-            raise ShapeError("dynamic=True: every input carries the batch on axis 0 and the inputs must agree; got "
-                             + ", ".join(f"'{nm}' {tuple(a.shape)}" for nm, a in zip(names, arrays)))
-        n = n.pop()
-        if n < 1:
-            raise ShapeError(f"dynamic=True: a batch of {n} samples has nothing to compute")
-        r = self.batch
-        pieces: list[list[np.ndarray]] = []
-        for start in range(0, n, r):
-            stop = min(start + r, n)
-            chunk = [a[start:stop] for a in arrays]
-            if stop - start < r:  # the last chunk, padded; its padding rows are dropped
-                chunk = [np.concatenate([c, np.zeros((r - (stop - start),) + c.shape[1:], c.dtype)]) for c in chunk]
-            outs = run_chunk([np.ascontiguousarray(c) for c in chunk])
-            if stop - start < r:
-                outs = [np.take(o, np.arange(stop - start), axis=ax) for o, ax in zip(outs, self.out_axes)]
-            pieces.append(outs)
-            self.stats["chunks_run"] += 1
-        self.stats["calls"] += 1
-        if len(pieces) == 1:
-            return pieces[0]
-        return [np.concatenate([p[i] for p in pieces], axis=ax) for i, ax in enumerate(self.out_axes)]
-
-
-__all__ = ["NotSeparable", "Batcher", "batch_positions", "prove", "ANALYSIS_BATCHES"]
+__all__ = ["NotSeparable", "batch_positions", "prove", "ANALYSIS_BATCHES"]

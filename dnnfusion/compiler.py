@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dnnfusion import _core
-from dnnfusion import batching as _batching
+from dnnfusion import dynamic as _dynamic
 from dnnfusion._paths import prelude_dir
 from dnnfusion import plan as _plan
 from dnnfusion import profiling as _profiling
@@ -86,7 +86,7 @@ class CompiledModel:
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = [v.name for v in graph.outputs]
         self._specializer: _specialize.Specializer | None = None  # models compiled again per shape
-        self._batcher: _batching.Batcher | None = None  # dynamic=True: any batch through this program
+        self._batcher: _dynamic.Batcher | None = None  # dynamic=True: any batch through this program
         # float16 inputs and outputs of a float16 ONNX file computed in float32 (float16="f32")
         self._f16_inputs: frozenset[str] = frozenset()
         self._f16_outputs: list[bool] = [False] * len(self.output_names)
@@ -397,10 +397,11 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     """
     names, symbolic = _specialize.onnx_inputs(model) if _is_onnx(model) else ([], {})
     if dynamic:
-        return _compile_dynamic(model, example_inputs, input_shapes, names, symbolic, max_specializations,
-                                target=target, planner=planner, threads=threads, optimize=optimize, isa=isa,
-                                layout=layout, device=device, float16=float16, horizontal=horizontal,
-                                profile=profile, profile_seconds=profile_seconds)
+        return _dynamic.compile_dynamic(model, _is_onnx(model), example_inputs, input_shapes, names, symbolic,
+                                         max_specializations, _compile_static, target=target, planner=planner,
+                                         threads=threads, optimize=optimize, isa=isa, layout=layout,
+                                         device=device, float16=float16, horizontal=horizontal, profile=profile,
+                                         profile_seconds=profile_seconds)
     if symbolic and input_shapes is None and example_inputs is not None:
         input_shapes = _specialize.shapes_of_examples(names, symbolic, example_inputs)
     kwargs = dict(target=target, planner=planner, threads=threads, optimize=optimize, isa=isa,
@@ -421,66 +422,6 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
         return m
     m._specializer = _specialize.Specializer(again, symbolic, max_specializations, m)
     m.stats["specializations"] = []
-    return m
-
-
-def _compile_dynamic(model: Any, example_inputs: Any, input_shapes: dict | None, names: list[str],
-                     symbolic: dict[str, list[tuple[int, str]]], max_specializations: int,
-                     **kwargs: Any) -> CompiledModel:
-    """compile(..., dynamic=True): prove the model batch-separable, compile it for the
-    representative batch, and run any batch through it (dnnfusion.batching)."""
-    how = ("export it with a symbolic batch, e.g. torch.onnx.export(..., dynamic_axes={'x': {0: 'batch'}}) "
-           "for every input")
-    if not _is_onnx(model):
-        raise Error("compile(..., dynamic=True) takes an ONNX model whose inputs share a symbolic batch "
-                    f"dimension; {how}. A PyTorch module called with new shapes compiles again per shape "
-                    "without dynamic=True")
-    batch_names = {dict(symbolic.get(n, [])).get(0) for n in names}
-    if not names or None in batch_names or len(batch_names) != 1:
-        raise ShapeError("compile(..., dynamic=True) needs a symbolic batch dimension on axis 0 of every input, "
-                         "the same name in each; this model's inputs have "
-                         + ", ".join(f"'{n}' {dict(symbolic.get(n, [])) or 'no symbolic axes'}" for n in names)
-                         + f"; {how}")
-    if input_shapes is None and example_inputs is not None:
-        input_shapes = _specialize.shapes_of_examples(names, symbolic, example_inputs)
-    others = {n: [(a, d) for a, d in symbolic.get(n, []) if a != 0] for n in names}
-    if input_shapes is None:
-        if any(others.values()):
-            raise ShapeError("compile(..., dynamic=True): the model has symbolic dimensions besides the batch ("
-                             + ", ".join(f"'{n}' axis {a} '{d}'" for n in names for a, d in others[n])
-                             + "); give example_inputs or input_shapes to fix them for the first compile")
-        input_shapes = {n: list(_specialize.static_dims(model)[n]) for n in names}
-    missing = [n for n in names if n not in input_shapes]
-    if missing:
-        raise ShapeError(f"input_shapes lacks input(s) {', '.join(missing)}")
-    batches = {int(input_shapes[n][0]) for n in names}
-    if len(batches) != 1 or min(batches) < 1:
-        raise ShapeError(f"the inputs' batch sizes disagree or are not positive: {sorted(batches)}")
-    rep = batches.pop()
-
-    def at(b: int) -> dict[str, list[int]]:
-        return {n: [b] + [int(d) for d in input_shapes[n][1:]] for n in names}
-
-    a, b = _batching.ANALYSIS_BATCHES
-    try:
-        out_axes = _batching.prove([load(model, input_shapes=at(a)), load(model, input_shapes=at(b))], (a, b))
-    except _batching.NotSeparable as e:
-        raise _batching.NotSeparable(
-            f"compile(..., dynamic=True) cannot prove the model batch-separable: {e}. Without dynamic=True the "
-            "model compiles again for each new shape instead") from None
-    m = _compile_static(model, None, input_shapes=at(rep), **kwargs)
-    if any(others.values()):
-        def again(shapes: dict, arrays: list) -> CompiledModel:
-            return _compile_static(model, None, input_shapes={n: list(shapes[n]) for n in names}, **kwargs)
-
-        m._specializer = _specialize.Specializer(again, symbolic, max_specializations, m)
-        m.stats["specializations"] = []
-    m.stats["dynamic"] = {
-        "batch": "runtime", "representative_batch": rep, "output_batch_axes": out_axes,
-        "proof": f"batch-separable: the batch followed through every operator at batch {a} and {b}",
-        "specialized": sorted({d for n in names for _, d in others[n]}),
-    }
-    m._batcher = _batching.Batcher(rep, out_axes, m.stats["dynamic"])
     return m
 
 

@@ -13,24 +13,26 @@ from typing import Any, Callable, Sequence
 from dnnfusion.errors import ShapeError
 
 
+def _proto(model: Any) -> Any:
+    """The ModelProto of a path, bytes or proto (external data not loaded: only the graph's
+    inputs are read)."""
+    import onnx
+
+    if isinstance(model, (str, os.PathLike)):
+        return onnx.load_model(os.fspath(model), load_external_data=False)
+    if isinstance(model, bytes):
+        return onnx.load_model_from_string(model)
+    return model
+
+
 def onnx_inputs(model: Any) -> tuple[list[str], dict[str, list[tuple[int, str]]]]:
     """An ONNX model's graph inputs (initializers excluded) in order, and those with symbolic
     dimensions: input name -> [(axis, dim name)]; a dimension with neither a value nor a name
     gets a name of its own."""
-    import onnx
-
-    if isinstance(model, (str, os.PathLike)):
-        try:
-            proto = onnx.load_model(os.fspath(model), load_external_data=False)
-        except Exception:  # noqa: BLE001 - load() reports a bad file clearly
-            return [], {}
-    elif isinstance(model, bytes):
-        try:
-            proto = onnx.load_model_from_string(model)
-        except Exception:  # noqa: BLE001
-            return [], {}
-    else:
-        proto = model
+    try:
+        proto = _proto(model)
+    except Exception:  # noqa: BLE001 - load() reports a bad file clearly
+        return [], {}
     inits = {t.name for t in proto.graph.initializer}
     names: list[str] = []
     out: dict[str, list[tuple[int, str]]] = {}
@@ -48,14 +50,7 @@ def onnx_inputs(model: Any) -> tuple[list[str], dict[str, list[tuple[int, str]]]
 
 def static_dims(model: Any) -> dict[str, list[int]]:
     """The graph inputs' dimensions as the file gives them (symbolic ones as 1), by name."""
-    import onnx
-
-    if isinstance(model, (str, os.PathLike)):
-        proto = onnx.load_model(os.fspath(model), load_external_data=False)
-    elif isinstance(model, bytes):
-        proto = onnx.load_model_from_string(model)
-    else:
-        proto = model
+    proto = _proto(model)
     inits = {t.name for t in proto.graph.initializer}
     return {vi.name: [int(d.dim_value) if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim]
             for vi in proto.graph.input if vi.name not in inits}

@@ -533,9 +533,10 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   };
   std::vector<std::string> argv = command_for(pch);
   ProcessResult r = run_process(argv, timeout_s);
-  if (!pch.empty() && r.started && !r.timed_out && r.status != 0) {
-    // A .gch damaged on disk can fail a compile that the header itself would pass: once more
-    // without it, so that a compile error is always the source's own.
+  if (!pch.empty() && r.started && !r.timed_out && r.status != 0 &&
+      (r.output.find("PCH") != std::string::npos || r.output.find(".gch") != std::string::npos)) {
+    // A .gch damaged on disk can fail a compile that the header itself would pass ("cannot read
+    // PCH file"): once more without it, so that a compile error is always the source's own.
     argv = command_for("");
     r = run_process(argv, timeout_s);
   }

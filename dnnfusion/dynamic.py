@@ -1,0 +1,114 @@
+"""``compile(..., dynamic=True)`` (issue 17): compile once for a representative batch, after
+:mod:`dnnfusion.batching` proves the model batch-separable, and run a call of any batch size
+over chunks of that program."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from dnnfusion import specialize
+from dnnfusion.batching import ANALYSIS_BATCHES, NotSeparable, prove
+from dnnfusion.ecg import load
+from dnnfusion.errors import Error, ShapeError
+
+
+class Batcher:
+    """Runs a batch of any size through programs compiled for `batch` samples: chunks of
+    `batch`, the last padded with zeros, outputs joined along `out_axes`."""
+
+    def __init__(self, batch: int, out_axes: list[int], stats: dict):
+        self.batch, self.out_axes = batch, out_axes
+        self.stats = stats  # the compiled model's stats["dynamic"]: calls and chunks_run counted here
+        stats.setdefault("calls", 0)
+        stats.setdefault("chunks_run", 0)
+
+    def run(self, arrays: list[np.ndarray], names: Sequence[str], run_chunk) -> list[np.ndarray]:
+        n = {int(a.shape[0]) if a.ndim else -1 for a in arrays}
+        if len(n) != 1 or -1 in n:
+            raise ShapeError("dynamic=True: every input carries the batch on axis 0 and the inputs must agree; got "
+                             + ", ".join(f"'{nm}' {tuple(a.shape)}" for nm, a in zip(names, arrays)))
+        n = n.pop()
+        if n < 1:
+            raise ShapeError(f"dynamic=True: a batch of {n} samples has nothing to compute")
+        r = self.batch
+        pieces: list[list[np.ndarray]] = []
+        for start in range(0, n, r):
+            stop = min(start + r, n)
+            chunk = [a[start:stop] for a in arrays]
+            if stop - start < r:  # the last chunk, padded; its padding rows are dropped
+                chunk = [np.concatenate([c, np.zeros((r - (stop - start),) + c.shape[1:], c.dtype)]) for c in chunk]
+            outs = run_chunk([np.ascontiguousarray(c) for c in chunk])
+            if stop - start < r:
+                outs = [np.take(o, np.arange(stop - start), axis=ax) for o, ax in zip(outs, self.out_axes)]
+            pieces.append(outs)
+            self.stats["chunks_run"] += 1
+        self.stats["calls"] += 1
+        if len(pieces) == 1:
+            return pieces[0]
+        return [np.concatenate([p[i] for p in pieces], axis=ax) for i, ax in enumerate(self.out_axes)]
+
+
+def compile_dynamic(model: Any, is_onnx: bool, example_inputs: Any, input_shapes: dict | None, names: list[str],
+                    symbolic: dict[str, list[tuple[int, str]]], max_specializations: int,
+                    compile_static: Callable[..., Any], **kwargs: Any) -> Any:
+    """compile(..., dynamic=True): prove the model batch-separable, compile it for the
+    representative batch with `compile_static` (the compiler's static compile) and run any batch
+    through it. `names`, `symbolic`: the ONNX inputs as specialize.onnx_inputs gives them."""
+    how = ("export it with a symbolic batch, e.g. torch.onnx.export(..., dynamic_axes={'x': {0: 'batch'}}) "
+           "for every input")
+    if not is_onnx:
+        raise Error("compile(..., dynamic=True) takes an ONNX model whose inputs share a symbolic batch "
+                    f"dimension; {how}. A PyTorch module called with new shapes compiles again per shape "
+                    "without dynamic=True")
+    batch_names = {dict(symbolic.get(n, [])).get(0) for n in names}
+    if not names or None in batch_names or len(batch_names) != 1:
+        raise ShapeError("compile(..., dynamic=True) needs a symbolic batch dimension on axis 0 of every input, "
+                         "the same name in each; this model's inputs have "
+                         + ", ".join(f"'{n}' {dict(symbolic.get(n, [])) or 'no symbolic axes'}" for n in names)
+                         + f"; {how}")
+    if input_shapes is None and example_inputs is not None:
+        input_shapes = specialize.shapes_of_examples(names, symbolic, example_inputs)
+    others = {n: [(a, d) for a, d in symbolic.get(n, []) if a != 0] for n in names}
+    if input_shapes is None:
+        if any(others.values()):
+            raise ShapeError("compile(..., dynamic=True): the model has symbolic dimensions besides the batch ("
+                             + ", ".join(f"'{n}' axis {a} '{d}'" for n in names for a, d in others[n])
+                             + "); give example_inputs or input_shapes to fix them for the first compile")
+        input_shapes = {n: list(specialize.static_dims(model)[n]) for n in names}
+    missing = [n for n in names if n not in input_shapes]
+    if missing:
+        raise ShapeError(f"input_shapes lacks input(s) {', '.join(missing)}")
+    batches = {int(input_shapes[n][0]) for n in names}
+    if len(batches) != 1 or min(batches) < 1:
+        raise ShapeError(f"the inputs' batch sizes disagree or are not positive: {sorted(batches)}")
+    rep = batches.pop()
+
+    def at(b: int) -> dict[str, list[int]]:
+        return {n: [b] + [int(d) for d in input_shapes[n][1:]] for n in names}
+
+    a, b = ANALYSIS_BATCHES
+    try:
+        out_axes = prove([load(model, input_shapes=at(a)), load(model, input_shapes=at(b))], (a, b))
+    except NotSeparable as e:
+        raise NotSeparable(
+            f"compile(..., dynamic=True) cannot prove the model batch-separable: {e}. Without dynamic=True the "
+            "model compiles again for each new shape instead") from None
+    m = compile_static(model, None, input_shapes=at(rep), **kwargs)
+    if any(others.values()):
+        def again(shapes: dict, arrays: list) -> Any:
+            return compile_static(model, None, input_shapes={n: list(shapes[n]) for n in names}, **kwargs)
+
+        m._specializer = specialize.Specializer(again, symbolic, max_specializations, m)
+        m.stats["specializations"] = []
+    m.stats["dynamic"] = {
+        "batch": "runtime", "representative_batch": rep, "output_batch_axes": out_axes,
+        "proof": f"batch-separable: the batch followed through every operator at batch {a} and {b}",
+        "specialized": sorted({d for n in names for _, d in others[n]}),
+    }
+    m._batcher = Batcher(rep, out_axes, m.stats["dynamic"])
+    return m
+
+
+__all__ = ["Batcher", "compile_dynamic"]
