@@ -5,7 +5,10 @@ items. Each case runs with the tile the device gets, with each size forced
 (DNNF_OPENCL_TILING=128, 64, 32) and untiled
 (DNNF_OPENCL_TILING=0) on the OpenCL device: all match the NumPy reference, and give the same
 bits, since every output accumulates the same fmas in the same order. Sizes are chosen off the
-tile (partial tiles in M, N and K), batched, with prologues and epilogues."""
+tile (partial tiles in M, N and K), batched, with prologues and epilogues. The tile's features
+(vector reads from local memory, the next step prefetched into registers, B loaded along K
+where K is contiguous, convolutions' K tap-major) each keep those properties alone and
+together (DNNF_OPENCL_TILE_FEATURES)."""
 
 from __future__ import annotations
 
@@ -67,7 +70,18 @@ CASES = {
     "conv2d_1x1": lambda: conv(16, 48, (7, 9), (1, 1)),
     "conv1d": lambda: conv(5, 33, (70,), (5,), pads=[2, 2]),
     "conv3d": lambda: conv(3, 32, (4, 6, 5), (3, 3, 3), pads=[1, 1, 1, 1, 1, 1]),
+    # Channels per group a multiple of the tile's K step: K runs tap-major.
+    "conv2d_tap_major": lambda: conv(16, 40, (9, 11), (3, 3), pads=[1, 1, 1, 1]),
+    "conv2d_tap_major_strided_groups": lambda: conv(64, 72, (15, 14), (3, 2), group=2, strides=[2, 1],
+                                                    dilations=[2, 1], pads=[2, 0, 1, 1]),
+    "conv2d_1x1_aligned": lambda: conv(32, 48, (7, 9), (1, 1)),
 }
+FEATURES = ("vec", "prefetch", "kfast_b", "tap_major")
+
+
+def row(side: int) -> int:
+    """The floats of a local tile's row with every feature on: 16-byte aligned for float4 reads."""
+    return side + 4
 
 
 def run(ecg, feeds, tiling: str, monkeypatch):
@@ -76,7 +90,7 @@ def run(ecg, feeds, tiling: str, monkeypatch):
     # Each launch declares the local memory its kernel's __local arrays take (the runtime refuses
     # a module whose kernels need more than its device has).
     src = m.source()
-    want = sum(4 * int(n) for n in re.findall(r"__local float dn_As\[(\d+)\], dn_Bs\[\d+\]", src)) * 2
+    want = sum(4 * int(n) for n in re.findall(r"__local float dn_As\[(\d+)\](?: __attribute__\(\(aligned\(16\)\)\))?, dn_Bs\[\d+\]", src)) * 2
     want += sum(4 * int(n) for n in re.findall(r"__local float dn_red\[(\d+)\]", src))
     assert sum(l["local_bytes"] for l in m.generated.launches) == want
     return m.run(*[feeds[v.name] for v in ecg.inputs]), src
@@ -84,7 +98,7 @@ def run(ecg, feeds, tiling: str, monkeypatch):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tiled_matches_reference_and_untiled_bits(device, case, monkeypatch):
-    fits = {t: device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * (t + 1) * 4
+    fits = {t: device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * row(t) * 4
             for t in (32, 64, 128)}
     ecg, feeds = CASES[case]()
     want = ecg.run_reference(**feeds)
@@ -98,7 +112,7 @@ def test_tiled_matches_reference_and_untiled_bits(device, case, monkeypatch):
             side = int(tiling)
             assert has == fits[side]
         if has and tiling != "1":
-            assert f"dn_As[{16 * (side + 1)}]" in src_tiled  # kTileK rows of side + 1 floats
+            assert f"dn_As[{16 * row(side)}]" in src_tiled  # kTileK rows of side + 4 floats
         split = "_part(" in src_tiled  # K split across groups (a GPU's few-group GEMMs): other sums
         for got, ref, other in zip(tiled, want, plain):
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
@@ -112,7 +126,7 @@ def test_tile_side_follows_the_grid(device, monkeypatch):
     cu = device["compute_units"]
 
     def fits(t):
-        return device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * (t + 1) * 4
+        return device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * row(t) * 4
 
     def expected(m, n):
         groups = {t: math.ceil(m / t) * math.ceil(n / t) for t in (128, 64)}
@@ -128,7 +142,7 @@ def test_tile_side_follows_the_grid(device, monkeypatch):
         ecg, feeds = matmul(m, 24, m)
         out, src = run(ecg, feeds, "1", monkeypatch)
         if want:
-            assert f"dn_As[{16 * (want + 1)}]" in src and src.count("__local float dn_As") == 1, (m, cu, want)
+            assert f"dn_As[{16 * row(want)}]" in src and src.count("__local float dn_As") == 1, (m, cu, want)
         else:
             assert "__local" not in src
         np.testing.assert_allclose(out[0], ecg.run_reference(**feeds)[0], rtol=1e-4, atol=1e-4)
@@ -306,7 +320,7 @@ def test_split_k_sums_partial_tiles_in_order(device, case, monkeypatch):
     m3 = df.compile(ecg, target="opencl")
     if "__local float dn_As" not in src:
         return  # a device without room for tiles has nothing to split
-    steps = re.search(r"for \(long dn_k0 = dn_z \* (\d+)L", src)
+    steps = re.search(r"dn_kbeg = dn_z \* (\d+)L", src)
     if steps is None:  # K under 3 tile steps would leave a split empty: not split
         assert "_part(" not in src and len(m3.generated.launches) == len(m1.generated.launches)
     else:
@@ -317,6 +331,43 @@ def test_split_k_sums_partial_tiles_in_order(device, case, monkeypatch):
     for a, b, r in zip(parts, whole, want):
         np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)  # other sums: not the same bits
+
+
+@pytest.mark.parametrize("features", ["none", *FEATURES])
+@pytest.mark.parametrize("case", ["conv2d_tap_major_strided_groups", "conv2d_partial", "gemm_transb_epilogue",
+                                  "matmul_batched_inputs"])
+def test_each_tile_feature_keeps_reference_and_untiled_bits(device, case, features, monkeypatch):
+    """Each feature of the tile alone (and none: the plain tile of scalar loads from local
+    memory) gives the reference's results and the untiled kernel's bits at every tile side;
+    the source shows the feature: floatV reads, a step fetched ahead under `dn_k0 + 16 <`,
+    B's k from the item's place along K, a convolution's tap found once per step."""
+    monkeypatch.setenv("DNNF_OPENCL_TILE_FEATURES", features)
+    ecg, feeds = (CASES | {"conv2d_partial": lambda: conv(16, 33, (5, 7), (3, 3), pads=[1, 1, 1, 1])})[case]()
+    want = ecg.run_reference(**feeds)
+    plain, _ = run(ecg, feeds, "0", monkeypatch)
+    for tiling in ("64", "32"):
+        tiled, src = run(ecg, feeds, tiling, monkeypatch)
+        side = int(tiling)
+        if "__local float dn_As" not in src:  # only a device without room for the tile
+            assert device["max_work_group"] < 256 or device["local_mem_bytes"] < 2 * 16 * (side + 4) * 4
+            continue
+        assert f"dn_As[{16 * (side + (4 if features == 'vec' else 1))}]" in src
+        assert ("*(__local const float" in src) == (features == "vec")
+        assert ("if (dn_k0 + 16L < dn_kend)" in src) == (features == "prefetch")
+        if case == "gemm_transb_epilogue":  # B = w^T: k contiguous
+            assert ("const long dn_n = dn_n0 + dn_t / 16" in src) == (features == "kfast_b")
+        if case.startswith("conv"):
+            assert ("const int dn_tap = (int)(dn_kb / " in src) == (features == "tap_major")
+        for got, ref, other in zip(tiled, want, plain):
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+            assert "_part(" in src or np.array_equal(got, other), (tiling, features)
+
+
+def test_a_bad_tile_feature_is_a_clear_error(device, monkeypatch):
+    monkeypatch.setenv("DNNF_OPENCL_TILE_FEATURES", "vec,turbo")
+    ecg, _ = CASES["matmul_long_k"]()
+    with pytest.raises(df.CompileError, match="DNNF_OPENCL_TILE_FEATURES names 'turbo'"):
+        df.compile(ecg, target="opencl")
 
 
 @pytest.mark.parametrize("value", ["abc", "-1", "2.5", "1000"])

@@ -66,6 +66,9 @@ struct OpenclCodegenOptions;
 // operator or dtype the OpenCL target cannot run yet.
 OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCodegenOptions& opt);
 
+// The GEMM tile's features (OpenclCodegenOptions::tile_features).
+constexpr unsigned kTileVec = 1, kTilePrefetch = 2, kTileKFastB = 4, kTileTapMajor = 8, kTileAllFeatures = 15;
+
 struct OpenclCodegenOptions {
   int64_t base_align_bytes = 128;   // CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8: arena offsets' alignment
   int64_t max_work_group = 256;     // CL_DEVICE_MAX_WORK_GROUP_SIZE
@@ -87,6 +90,9 @@ struct OpenclCodegenOptions {
   // idle, such as a deep convolution's 512 x 49 output), 1 never, n > 1 forces n splits where K
   // has at least n tile steps (DNNF_OPENCL_SPLIT_K, for comparisons and tests).
   int64_t split_k = 0;
+  // What the GEMM tile does beyond the plain local-memory tile (kTile* bits, see
+  // Renderer::tiled_gemm; DNNF_OPENCL_TILE_FEATURES, for comparisons and tests).
+  unsigned tile_features = kTileAllFeatures;
 };
 
 }  // namespace dnnf

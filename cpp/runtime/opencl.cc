@@ -331,6 +331,28 @@ OpenclCodegenOptions codegen_options(const DeviceInfo& d) {
                          "of splits up to 999");
     o.split_k = std::stoi(v);
   }
+  if (const char* tf = std::getenv("DNNF_OPENCL_TILE_FEATURES"); tf && *tf) {
+    // A comma-separated list of the tile's features to keep ("none": the plain tile).
+    static const std::pair<const char*, unsigned> kNames[] = {
+        {"vec", kTileVec}, {"prefetch", kTilePrefetch}, {"kfast_b", kTileKFastB}, {"tap_major", kTileTapMajor}};
+    const std::string v = tf;
+    o.tile_features = 0;
+    size_t at = 0;
+    while (v != "none" && at <= v.size()) {
+      const size_t comma = std::min(v.find(',', at), v.size());
+      const std::string name = v.substr(at, comma - at);
+      bool known = false;
+      for (const auto& [n, bit] : kNames)
+        if (name == n) {
+          o.tile_features |= bit;
+          known = true;
+        }
+      if (!known)
+        throw CompileError("DNNF_OPENCL_TILE_FEATURES names '" + name + "': give 'none' or a comma-separated list of "
+                           "vec, prefetch, kfast_b and tap_major");
+      at = comma + 1;
+    }
+  }
   return o;
 }
 

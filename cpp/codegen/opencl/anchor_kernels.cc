@@ -50,8 +50,9 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
             k.body.line("v = " + p(c.a) + "[(" + offa + ") + dn_m * " + L(c.rs_a) + " + dn_k * " + L(c.cs_a) + "];");
         },
         [] {},
+        [] {},
         [&] { k.body.line("v = " + p(c.b) + "[(" + offb + ") + dn_k * " + L(c.rs_b) + " + dn_n * " + L(c.cs_b) + "];"); },
-        "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n", global);
+        c.rs_b == 1 && c.cs_b != 1, "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n", global);
     return;
   }
   if (c.rs_b == 1 && c.K >= kRowGroup && row_groups(c.K)) {
@@ -100,6 +101,10 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
   const AnchorArg& wa = a.args.at(2);
   const ValueId W = wa.kind == AnchorArg::Kind::Packed ? mp.packed.at(static_cast<size_t>(wa.i)).value : wa.value;
   const int64_t Mg = M / G, Cg = C / G, Kc = Cg * taps;
+  // Tap-major K (k = tap * Cg + c) where each K step of the tile lies in one tap, so the tile
+  // finds where a tap reads once per step instead of once per element; the untiled kernel sums
+  // in the same order, so both give the same bits.
+  const bool tap_major = (opt.tile_features & kTileTapMajor) && Cg % kTileK == 0;
   if (const int64_t t = tile_for(Mg, pixels, N * G)) {
     // An implicit GEMM per (image, group): A = the group's weights [Mg, Cg * taps] as they
     // lie, B[(c, tap), pixel] = the input under that tap (0 in the padding), never formed. The
@@ -114,9 +119,26 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
     const bool narrow = in_plane < (int64_t{1} << 30) && Kc < (int64_t{1} << 30) && pixels < (int64_t{1} << 30);
     const std::string ix = narrow ? "int" : "long";
     auto I = [&](int64_t v) { return narrow ? std::to_string(v) : L(v); };
+    const std::string X = p(a.args.at(1).value), chan0 = "(b / " + L(G) + ") * " + L(C) + " + (b % " + L(G) + ") * " + L(Cg);
+    // The item's tap of the input: dn_in (inside the image) and dn_off (its offset in the plane)
+    // for tap `tap`, given the pixel's dn_o<d> of setup_b.
+    auto tap_at = [&](const std::string& tap) {
+      k.body.line(ix + " dn_tr = " + tap + ", dn_off = 0; bool dn_in = true;");
+      for (int d = nd; d-- > 0;)
+        k.body.line("{ const " + ix + " kd = dn_tr % " + I(arr(2, d)) + "; dn_tr /= " + I(arr(2, d)) + "; const " + ix +
+                    " id = dn_o" + std::to_string(d) + " + kd * " + I(arr(4, d)) + "; dn_in = dn_in && id >= 0 && id < " +
+                    I(arr(0, d)) + "; dn_off += id * " + I(in_stride[static_cast<size_t>(d)]) + "; }");
+    };
     tiled_gemm(
         k, a, t, Mg, pixels, Kc, N * G,
-        [&] { k.body.line("v = " + p(W) + "[((b % " + L(G) + ") * " + L(Mg) + " + dn_m) * " + L(Kc) + " + dn_k];"); },
+        [&] {
+          if (tap_major) {  // k = tap * Cg + c (the step's tap, step_b's); the weights lie [m, c, tap]
+            k.body.line("v = " + p(W) + "[((b % " + L(G) + ") * " + L(Mg) + " + dn_m) * " + L(Kc) + " + (dn_cb + (dn_k - dn_kb)) * " +
+                        L(taps) + " + dn_tap];");
+          } else {
+            k.body.line("v = " + p(W) + "[((b % " + L(G) + ") * " + L(Mg) + " + dn_m) * " + L(Kc) + " + dn_k];");
+          }
+        },
         [&] {
           k.body.line(ix + " dn_rest = (" + ix + ")dn_nb;");
           for (int d = nd; d-- > 0;)
@@ -124,16 +146,25 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
                         " - " + I(s[20 + d]) + "; dn_rest /= " + I(arr(1, d)) + ";");
         },
         [&] {
-          k.body.line("const " + ix + " dn_ki = (" + ix + ")dn_k, dn_c = dn_ki / " + I(taps) + ";");
-          k.body.line(ix + " dn_tr = dn_ki % " + I(taps) + ", dn_off = 0; bool dn_in = true;");
-          for (int d = nd; d-- > 0;)
-            k.body.line("{ const " + ix + " kd = dn_tr % " + I(arr(2, d)) + "; dn_tr /= " + I(arr(2, d)) + "; const " + ix +
-                        " id = dn_o" + std::to_string(d) + " + kd * " + I(arr(4, d)) + "; dn_in = dn_in && id >= 0 && id < " +
-                        I(arr(0, d)) + "; dn_off += id * " + I(in_stride[static_cast<size_t>(d)]) + "; }");
-          k.body.line("if (dn_in) v = " + p(a.args.at(1).value) + "[((b / " + L(G) + ") * " + L(C) + " + (b % " + L(G) + ") * " +
-                      L(Cg) + " + dn_c) * " + L(in_plane) + " + dn_off];");
+          if (!tap_major) return;
+          // The step's kTileK values of k share one tap (Cg is a multiple of kTileK): the tap,
+          // the step's first channel and where the item's pixel reads under the tap, once per step.
+          k.body.line("const " + ix + " dn_tap = (" + ix + ")(dn_kb / " + L(Cg) + ");");
+          k.body.line("const long dn_cb = dn_kb - (long)dn_tap * " + L(Cg) + ";  // the step's first channel");
+          tap_at("dn_tap");
+          k.body.line("const long dn_xb = (" + chan0 + " + dn_cb) * " + L(in_plane) + " + dn_off;");
         },
-        "((b / " + L(G) + ") * " + L(M) + " + (b % " + L(G) + ") * " + L(Mg) + " + dn_m) * " + L(pixels) + " + dn_n", global);
+        [&] {
+          if (tap_major) {
+            k.body.line("if (dn_in) v = " + X + "[dn_xb + (dn_k - dn_kb) * " + L(in_plane) + "];");
+            return;
+          }
+          k.body.line("const " + ix + " dn_ki = (" + ix + ")dn_k, dn_c = dn_ki / " + I(taps) + ";");
+          tap_at("dn_ki % " + I(taps));
+          k.body.line("if (dn_in) v = " + X + "[(" + chan0 + " + dn_c) * " + L(in_plane) + " + dn_off];");
+        },
+        false, "((b / " + L(G) + ") * " + L(M) + " + (b % " + L(G) + ") * " + L(Mg) + " + dn_m) * " + L(pixels) + " + dn_n",
+        global);
     return;
   }
   global[0] = N * M * pixels;
@@ -146,27 +177,42 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
   for (int d = nd; d-- > 0;)
     k.body.line("const long dn_o" + std::to_string(d) + " = dn_rest % " + L(arr(1, d)) + "; dn_rest /= " + L(arr(1, d)) + ";");
   k.body.line("float acc = 0.0f;");
-  k.body.open("for (long dn_c = 0; dn_c < " + L(C / G) + "; ++dn_c)");
-  k.body.line("__global const float* dn_x = " + p(a.args.at(1).value) + " + (dn_img * " + L(C) + " + dn_g * " +
-              L(C / G) + " + dn_c) * " + L(in_plane) + ";");
-  k.body.line("__global const float* dn_w = " + p(W) + " + (dn_m * " + L(C / G) + " + dn_c) * " + L(taps) + ";");
-  k.body.open("for (long dn_t = 0; dn_t < " + L(taps) + "; ++dn_t)");
-  k.body.line("long dn_tr = dn_t, dn_off = 0; bool dn_in = true;");
   int64_t stride_in = 1;
   std::vector<int64_t> in_stride(static_cast<size_t>(nd));
   for (int d = nd; d-- > 0;) {
     in_stride[static_cast<size_t>(d)] = stride_in;
     stride_in *= arr(0, d);
   }
-  for (int d = nd; d-- > 0;) {
-    const std::string D = std::to_string(d);
-    k.body.line("{ const long kd = dn_tr % " + L(arr(2, d)) + "; dn_tr /= " + L(arr(2, d)) + "; const long id = dn_o" + D +
-                " * " + L(arr(3, d)) + " - " + L(s[20 + d]) + " + kd * " + L(arr(4, d)) + "; dn_in = dn_in && id >= 0 && id < " +
-                L(arr(0, d)) + "; dn_off += id * " + L(in_stride[static_cast<size_t>(d)]) + "; }");
+  auto tap = [&] {  // dn_in and dn_off of tap dn_t
+    k.body.line("long dn_tr = dn_t, dn_off = 0; bool dn_in = true;");
+    for (int d = nd; d-- > 0;) {
+      const std::string D = std::to_string(d);
+      k.body.line("{ const long kd = dn_tr % " + L(arr(2, d)) + "; dn_tr /= " + L(arr(2, d)) + "; const long id = dn_o" + D +
+                  " * " + L(arr(3, d)) + " - " + L(s[20 + d]) + " + kd * " + L(arr(4, d)) + "; dn_in = dn_in && id >= 0 && id < " +
+                  L(arr(0, d)) + "; dn_off += id * " + L(in_stride[static_cast<size_t>(d)]) + "; }");
+    }
+  };
+  const std::string x_c = p(a.args.at(1).value) + " + (dn_img * " + L(C) + " + dn_g * " + L(C / G) + " + dn_c) * " + L(in_plane);
+  const std::string w_c = p(W) + " + (dn_m * " + L(C / G) + " + dn_c) * " + L(taps);
+  if (tap_major) {  // the tile's order (see tap_major above)
+    k.body.open("for (long dn_t = 0; dn_t < " + L(taps) + "; ++dn_t)");
+    tap();
+    k.body.open("if (dn_in)");
+    k.body.open("for (long dn_c = 0; dn_c < " + L(C / G) + "; ++dn_c)");
+    k.body.line("acc = fma((" + x_c + ")[dn_off], (" + w_c + ")[dn_t], acc);");
+    k.body.close();
+    k.body.close();
+    k.body.close();
+  } else {
+    k.body.open("for (long dn_c = 0; dn_c < " + L(C / G) + "; ++dn_c)");
+    k.body.line("__global const float* dn_x = " + x_c + ";");
+    k.body.line("__global const float* dn_w = " + w_c + ";");
+    k.body.open("for (long dn_t = 0; dn_t < " + L(taps) + "; ++dn_t)");
+    tap();
+    k.body.line("if (dn_in) acc = fma(dn_x[dn_off], dn_w[dn_t], acc);");
+    k.body.close();
+    k.body.close();
   }
-  k.body.line("if (dn_in) acc = fma(dn_x[dn_off], dn_w[dn_t], acc);");
-  k.body.close();
-  k.body.close();
   finish_element(k, a, "e");
 }
 

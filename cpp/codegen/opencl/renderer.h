@@ -33,6 +33,8 @@ inline constexpr const char* kNanMin = "isnan(x) ? x : (isnan(y) || y < x) ? y :
 
 // The side of the GEMM tile for C[batch](M x N) on the device `o` describes; 0: not tiled.
 int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch);
+// The floats of one row of a local tile of side t (t plus padding).
+int64_t tile_row(const OpenclCodegenOptions& o, int64_t t);
 // How many work-groups share each tile's K (1: none), for tiles of side t: where the tiles alone
 // give a GPU fewer than two groups per compute unit (a CPU device fewer than one), enough for
 // four (two), each group keeping at least kSplitMinSteps steps of kTileK.
@@ -109,7 +111,8 @@ struct Renderer {
   // GEMM C[b] = A[b] B[b] through local-memory tiles of side `t` (see work_groups.cc).
   void tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int64_t N, int64_t Kd, int64_t batch,
                   const std::function<void()>& load_a, const std::function<void()>& setup_b,
-                  const std::function<void()>& load_b, const std::string& out, int64_t global[3]);
+                  const std::function<void()>& step_b, const std::function<void()>& load_b, bool b_kfast,
+                  const std::string& out, int64_t global[3]);
 
   void conv(K& k, const AnchorStage& a, int64_t global[3]);
 

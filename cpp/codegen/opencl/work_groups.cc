@@ -12,22 +12,38 @@ namespace dnnf::cg::opencl {
 // A GEMM tile through local memory, for GEMMs and convolutions (as implicit GEMMs) big
 // enough to fill it: C[b](M x N) = A[b](M x K) B[b](K x N). A work-group of kTileSide x
 // kTileSide work-items computes a t x t tile of C, each work-item an R x R block of it in
-// registers (R = t / kTileSide; rows ty + kTileSide i, columns tx + kTileSide j); K advances
-// kTileK at a time through two local tiles that the group loads together, each element once
-// (A's prologue, where there is one, is evaluated there, so once per t columns instead of once
-// per column). Each item loads the same column of B's tile and the same k of A's at every step
-// (the group's size is a multiple of both t and kTileK), so `setup_b` runs once before the K
-// loop with dn_nb, the item's column of C, in scope: a convolution decomposes its pixel there.
-// Every output still accumulates fma(A[m, k], B[k, n]) over k in order from 0, as the
-// one-item-per-element kernel does, so both give the same bits. `load_a` spells
-// v = A(b, dn_m, dn_k), `load_b` v = B(b, dn_k, dn_n) (both only called in range; out of range
-// the tile holds 0), `out` the flat output index of (b, dn_m, dn_n).
+// registers (R = t / kTileSide); K advances kTileK at a time through two local tiles that the
+// group loads together, each element once (A's prologue, where there is one, is evaluated
+// there, so once per t columns instead of once per column).
+// The features (OpenclCodegenOptions::tile_features, all on unless DNNF_OPENCL_TILE_FEATURES
+// says otherwise) are what a GPU's SGEMM needs beyond that:
+// - vec: an item's rows and columns are runs of V = min(4, R) adjacent ones (rows
+//   g * 16 V + ty V + v), so each k step reads its A and B values from local memory as
+//   floatV vectors (R / V vector loads each instead of R scalar ones: the inner loop is FMAs);
+//   off, rows ty + 16 i, scalar loads;
+// - prefetch: the next K step's elements are loaded from global memory into registers while
+//   the group computes on the local tiles of this one (their latency hidden behind the FMAs);
+// - kfast_b (the caller's b_kfast): a B whose k is contiguous in memory (a Linear layer's
+//   weights [N, K]) is loaded with k fastest across the items, so a group's loads are
+//   consecutive addresses, as A's always are;
+// - tap_major (conv): see Renderer::conv.
+// `setup_b` runs once before the K loop with dn_nb, the item's column of B, in scope (only
+// when !b_kfast: each item then loads the same column at every step), `step_b` once per K
+// step before the step's elements with dn_kb, the step's first k, in scope. Every output accumulates
+// fma(A[m, k], B[k, n]) over k in order from 0, as the one-item-per-element kernel does, so
+// both give the same bits. `load_a` spells v = A(b, dn_m, dn_k), `load_b` v = B(b, dn_k,
+// dn_n) (both only called in range; out of range the tile holds 0), `out` the flat output
+// index of (b, dn_m, dn_n).
 void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int64_t N, int64_t Kd, int64_t batch,
                           const std::function<void()>& load_a, const std::function<void()>& setup_b,
-                          const std::function<void()>& load_b, const std::string& out, int64_t global[3]) {
-  const int64_t T = t, S = kTileSide, R = t / kTileSide, P = t + 1;  // tile, items per side, per item, padded row
-  const int64_t items = S * S;
-  if (T % S != 0 || items % T != 0 || items % kTileK != 0)
+                          const std::function<void()>& step_b, const std::function<void()>& load_b, bool b_kfast,
+                          const std::string& out, int64_t global[3]) {
+  const bool vec = opt.tile_features & kTileVec, prefetch = opt.tile_features & kTilePrefetch;
+  b_kfast = b_kfast && (opt.tile_features & kTileKFastB);
+  const int64_t T = t, S = kTileSide, R = t / kTileSide, P = tile_row(opt, t);  // tile, items per side, per item, row
+  const int64_t V = vec ? std::min<int64_t>(4, R) : 1, GS = S * V;  // vector width, stride of an item's runs
+  const int64_t items = S * S, E = kTileK * T / items;  // elements of each tile an item loads per step
+  if (T % S != 0 || items % T != 0 || items % kTileK != 0 || R % V != 0)
     throw InternalError("tiled_gemm: tile " + std::to_string(T) + " does not suit work-groups of " + std::to_string(items));
   const std::string Ts = std::to_string(T), Ps = std::to_string(P), KT = std::to_string(kTileK);
   // Split K: group z of `splits` runs K steps [z Kc, (z + 1) Kc) and stores its partial tile to
@@ -46,69 +62,116 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
   global[1] = (M + T - 1) / T * S;
   global[2] = batch * splits;
   shape.local_bytes = 2 * kTileK * P * 4;
-  k.body.line("__local float dn_As[" + std::to_string(kTileK * P) + "], dn_Bs[" + std::to_string(kTileK * P) + "];");
+  const std::string al = vec ? " __attribute__((aligned(16)))" : "";
+  k.body.line("__local float dn_As[" + std::to_string(kTileK * P) + "]" + al + ", dn_Bs[" + std::to_string(kTileK * P) + "]" +
+              al + ";");
   k.body.line("const int dn_tx = (int)get_local_id(0), dn_ty = (int)get_local_id(1), dn_t = dn_ty * " + std::to_string(S) +
               " + dn_tx;");
   k.body.line("const long b = get_global_id(2) / " + L(splits) + ", dn_m0 = (long)get_group_id(1) * " + L(T) +
               ", dn_n0 = (long)get_group_id(0) * " + L(T) + ";");
-  if (splits > 1) k.body.line("const long dn_z = get_global_id(2) % " + L(splits) + ";");
   k.body.line("(void)b;");
+  // Each item's place in the tiles it loads: A with k fastest (dn_ak fixed, rows dn_t / kTileK +
+  // (items / kTileK) l); B with n fastest (dn_bn fixed, k rows dn_t / t + (items / t) l) or,
+  // b_kfast, k fastest like A.
   k.body.line("const int dn_ak = dn_t % " + KT + ", dn_bn = dn_t % " + Ts + ";");
+  k.body.line("(void)dn_bn;");
   k.body.line("const long dn_nb = dn_n0 + dn_bn;");
-  setup_b();
+  if (!b_kfast) setup_b();
+  if (splits > 1) {
+    k.body.line("const long dn_z = get_global_id(2) % " + L(splits) + ";");
+    k.body.line("const long dn_kbeg = dn_z * " + L(Kc) + ", dn_kend = min(dn_kbeg + " + L(Kc) + ", " + L(Kd) + ");");
+  } else {
+    k.body.line("const long dn_kbeg = 0, dn_kend = " + L(Kd) + ";");
+  }
   std::string regs;
   for (int64_t i = 0; i < R * R; ++i) regs += (i ? ", c" : "c") + std::to_string(i) + " = 0.0f";
   k.body.line("float " + regs + ";");
-  if (splits > 1)
-    k.body.open("for (long dn_k0 = dn_z * " + L(Kc) + ", dn_kend = min(dn_k0 + " + L(Kc) + ", " + L(Kd) + "); dn_k0 < dn_kend; dn_k0 += " +
-                L(kTileK) + ")");
-  else
-    k.body.open("for (long dn_k0 = 0; dn_k0 < " + L(Kd) + "; dn_k0 += " + L(kTileK) + ")");
-  k.body.open("for (int dn_l = 0; dn_l < " + std::to_string(kTileK * T / items) + "; ++dn_l)");
-  k.body.line("const int dn_x = dn_t + " + std::to_string(items) + " * dn_l;");
-  // One element of a tile: its slow coordinate `s` (dn_x / fast; the fast one is the item's,
-  // fixed before the loop), the global coordinates `where` gives, the bounds, the load.
-  auto element = [&](const char* tile, const std::string& s, const std::string& fast, const std::string& where,
-                     const std::string& inside, const std::function<void()>& load, const std::string& at) {
+  std::string held;
+  for (int64_t l = 0; l < E; ++l) held += (l ? ", dn_ra" : "dn_ra") + std::to_string(l) + ", dn_rb" + std::to_string(l);
+  k.body.line("float " + held + ";");
+  // One element of a tile into register `reg`: its coordinates (`where`), the bounds, the load.
+  auto element = [&](const std::string& where, const std::string& inside, const std::function<void()>& load,
+                     const std::string& reg) {
     k.body.open("");
-    k.body.line("const int " + s + " = dn_x / " + fast + ";");
     k.body.line(where);
     k.body.line("float v = 0.0f;");
     k.body.open("if (" + inside + ")");
     load();
     k.body.close();
-    k.body.line(std::string(tile) + "[" + at + "] = v;");
+    k.body.line(reg + " = v;");
     k.body.close();
   };
-  element("dn_As", "dn_am", KT, "const long dn_m = dn_m0 + dn_am, dn_k = dn_k0 + dn_ak;",
-          "dn_m < " + L(M) + " && dn_k < " + L(Kd), load_a, "dn_ak * " + Ps + " + dn_am");  // k fastest
-  element("dn_Bs", "dn_bk", Ts, "const long dn_n = dn_nb, dn_k = dn_k0 + dn_bk;",
-          "dn_n < " + L(N) + " && dn_k < " + L(Kd), load_b, "dn_bk * " + Ps + " + dn_bn");  // n fastest
-  k.body.close();
+  // The step at dn_kb (the expression `first`) into the registers.
+  auto fetch = [&](const std::string& first) {
+    k.body.open("");
+    k.body.line("const long dn_kb = " + first + ";");
+    if (!b_kfast) step_b();
+    for (int64_t l = 0; l < E; ++l)
+      element("const long dn_m = dn_m0 + dn_t / " + KT + " + " + L(l * (items / kTileK)) + ", dn_k = dn_kb + dn_ak;",
+              "dn_m < " + L(M) + " && dn_k < dn_kend", load_a, "dn_ra" + std::to_string(l));
+    for (int64_t l = 0; l < E; ++l) {
+      const std::string where =
+          b_kfast ? "const long dn_n = dn_n0 + dn_t / " + KT + " + " + L(l * (items / kTileK)) + ", dn_k = dn_kb + dn_ak;"
+                  : "const long dn_n = dn_nb, dn_k = dn_kb + dn_t / " + Ts + " + " + L(l * (items / T)) + ";";
+      element(where, "dn_n < " + L(N) + " && dn_k < dn_kend", load_b, "dn_rb" + std::to_string(l));
+    }
+    k.body.close();
+  };
+  // The registers into the local tiles: A[k][m] and B[k][n], rows of P floats.
+  auto store = [&] {
+    for (int64_t l = 0; l < E; ++l) {
+      const std::string L_ = std::to_string(l);
+      k.body.line("dn_As[dn_ak * " + Ps + " + dn_t / " + KT + " + " + std::to_string(l * (items / kTileK)) + "] = dn_ra" + L_ + ";");
+      k.body.line(b_kfast ? "dn_Bs[dn_ak * " + Ps + " + dn_t / " + KT + " + " + std::to_string(l * (items / kTileK)) + "] = dn_rb" + L_ + ";"
+                          : "dn_Bs[(dn_t / " + Ts + " + " + std::to_string(l * (items / T)) + ") * " + Ps + " + dn_bn] = dn_rb" + L_ + ";");
+    }
+  };
+  if (prefetch) fetch("dn_kbeg");
+  k.body.open("for (long dn_k0 = dn_kbeg; dn_k0 < dn_kend; dn_k0 += " + L(kTileK) + ")");
+  if (!prefetch) fetch("dn_k0");
+  store();
   k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
+  if (prefetch) {  // the next step's loads in flight during this step's FMAs
+    k.body.open("if (dn_k0 + " + L(kTileK) + " < dn_kend)");
+    fetch("dn_k0 + " + L(kTileK));
+    k.body.close();
+  }
   k.body.open("for (int dn_kk = 0; dn_kk < " + KT + "; ++dn_kk)");
-  k.body.line("__local const float* dn_ar = dn_As + dn_kk * " + Ps + " + dn_ty;");
-  k.body.line("__local const float* dn_br = dn_Bs + dn_kk * " + Ps + " + dn_tx;");
+  // Row i of the item's block is row (i / V) GS + ty V + i % V of the tile (columns alike).
+  const std::string vt = V == 1 ? "float" : "float" + std::to_string(V);
   std::string ld;
-  for (int64_t i = 0; i < R; ++i)
-    ld += (i ? ", a" : "const float a") + std::to_string(i) + " = dn_ar[" + std::to_string(i * S) + "]";
-  for (int64_t j = 0; j < R; ++j) ld += ", b" + std::to_string(j) + " = dn_br[" + std::to_string(j * S) + "]";
-  k.body.line(ld + ";");
+  for (int64_t g = 0; g < R / V; ++g) {
+    const std::string G = std::to_string(g), off = std::to_string(g * GS);
+    if (V == 1) {
+      ld += "const float a" + G + " = dn_As[dn_kk * " + Ps + " + dn_ty + " + off + "], b" + G + " = dn_Bs[dn_kk * " + Ps +
+            " + dn_tx + " + off + "]; ";
+    } else {
+      ld += "const " + vt + " a" + G + " = *(__local const " + vt + "*)(dn_As + dn_kk * " + Ps + " + dn_ty * " +
+            std::to_string(V) + " + " + off + "), b" + G + " = *(__local const " + vt + "*)(dn_Bs + dn_kk * " + Ps +
+            " + dn_tx * " + std::to_string(V) + " + " + off + "); ";
+    }
+  }
+  k.body.line(ld);
+  auto part_of = [&](const char* name, int64_t i) {
+    return std::string(name) + std::to_string(i / V) + (V == 1 ? "" : ".s" + std::to_string(i % V));
+  };
   for (int64_t i = 0; i < R; ++i) {
     std::string f;
     for (int64_t j = 0; j < R; ++j) {
       const std::string c = "c" + std::to_string(i * R + j);
-      f += c + " = fma(a" + std::to_string(i) + ", b" + std::to_string(j) + ", " + c + "); ";
+      f += c + " = fma(" + part_of("a", i) + ", " + part_of("b", j) + ", " + c + "); ";
     }
     k.body.line(f);
   }
   k.body.close();
   k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
   k.body.close();
+  auto local_of = [&](int64_t i) { return L(i / V * GS + i % V); };
   for (int64_t i = 0; i < R; ++i)
     for (int64_t j = 0; j < R; ++j) {
       k.body.open("");
-      k.body.line("const long dn_m = dn_m0 + dn_ty + " + L(i * S) + ", dn_n = dn_n0 + dn_tx + " + L(j * S) + ";");
+      k.body.line("const long dn_m = dn_m0 + dn_ty * " + L(V) + " + " + local_of(i) + ", dn_n = dn_n0 + dn_tx * " + L(V) +
+                  " + " + local_of(j) + ";");
       k.body.open("if (dn_m < " + L(M) + " && dn_n < " + L(N) + ")");
       if (splits > 1) {
         k.body.line(part + "[((dn_z * " + L(batch) + " + b) * " + L(M) + " + dn_m) * " + L(N) + " + dn_n] = c" +
@@ -140,10 +203,16 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
   finish_element(k, a, out);
 }
 
+int64_t tile_row(const OpenclCodegenOptions& o, int64_t t) {
+  // + 1 spreads the transposing stores over the banks; with vector reads, + 4 keeps every row
+  // 16-byte aligned.
+  return t + ((o.tile_features & kTileVec) ? 4 : 1);
+}
+
 int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch) {
   if (!o.tiled_gemm || M < kTileMin || N < kTileMin) return 0;
   auto fits = [&](int64_t t) {
-    return kTileSide * kTileSide <= o.max_work_group && 2 * kTileK * (t + 1) * 4 <= o.local_mem_bytes;
+    return kTileSide * kTileSide <= o.max_work_group && 2 * kTileK * tile_row(o, t) * 4 <= o.local_mem_bytes;
   };
   if (o.tile) return fits(o.tile) ? o.tile : 0;
   auto groups = [&](int64_t t) { return (M + t - 1) / t * ((N + t - 1) / t) * batch; };
