@@ -12,7 +12,7 @@
 # slowest kernels printed, default 3), ALT_ENV, ALT_S and ALT_MODELS (a last pass over ALT_MODELS
 # with the environment assignment ALT_ENV, e.g. DNNF_OPENCL_SPLIT_K=1, skipped unless ALT_S > 0),
 # TILE_BENCH_S (first, benchmarks/opencl_tile_bench.py: the tile's features layer by layer;
-# skipped unless > 0). The runs of 2026-11-25: the first (committed results, before
+# skipped unless > 0; TILE_BENCH_ARGS adds its arguments, e.g. --configs all,t128,t64). The runs of 2026-11-25: the first (committed results, before
 # the tiles) with the defaults; the second, lost when the machine stopped answering, with
 #   REDUCED_MODELS=faster_rcnn,mask_rcnn,s3d,c3d,resnet50 REDUCED_S=70 FULL_S=160 UNTILED_S=110
 set -u
@@ -43,7 +43,7 @@ python3 -m dnnfusion info --devices || exit 1
 export PYTHONUNBUFFERED=1
 if [ "${TILE_BENCH_S:-0}" -gt 0 ]; then
   stamp "GEMM tile features, one layer at a time"
-  timeout $TILE_BENCH_S python3 benchmarks/opencl_tile_bench.py --torch-device cuda --json "$OUT/tile_bench.json"
+  timeout $TILE_BENCH_S python3 benchmarks/opencl_tile_bench.py --torch-device cuda --json "$OUT/tile_bench.json" ${TILE_BENCH_ARGS:-}
 fi
 if [ "${REDUCED_S:-150}" -gt 0 ]; then
 stamp "reduced zoo"

@@ -1,6 +1,7 @@
-"""The OpenCL GEMM tile's features, one layer at a time (issue 15): single Conv and GEMM layers
-at the zoo's sizes (VGG-16, U-Net, ResNet-50, BERT-base) compiled with target="opencl" under
-each DNNF_OPENCL_TILE_FEATURES setting (all on, none, and all but one), timed by OpenCL events
+"""The OpenCL GEMM tile, one layer at a time (issue 15): single Conv, ConvTranspose and GEMM
+layers at the zoo's sizes (VGG-16, U-Net, ResNet-50, BERT-base) compiled with target="opencl"
+under each configuration (by default the DNNF_OPENCL_TILE_FEATURES settings: all on, none, and
+all but one; others force the tile's side, the K split, or no tiles), timed by OpenCL events
 (CompiledModel.profile(), median of --repeat), beside PyTorch's own layer on --torch-device
 (strict fp32 and TF32) where given. Every configuration's output is checked against the first.
 
@@ -23,14 +24,23 @@ import numpy as np
 
 import dnnfusion as df
 
+# name: the environment it compiles under (features, forced tile side, forced K split)
 CONFIGS = {
-    "all": "vec,prefetch,kfast_b,tap_major",
-    "none": "none",
-    "no vec": "prefetch,kfast_b,tap_major",
-    "no prefetch": "vec,kfast_b,tap_major",
-    "no kfast_b": "vec,prefetch,tap_major",
-    "no tap_major": "vec,prefetch,kfast_b",
+    "all": {"DNNF_OPENCL_TILE_FEATURES": "vec,prefetch,kfast_b,tap_major"},
+    "none": {"DNNF_OPENCL_TILE_FEATURES": "none"},
+    "no-vec": {"DNNF_OPENCL_TILE_FEATURES": "prefetch,kfast_b,tap_major"},
+    "no-prefetch": {"DNNF_OPENCL_TILE_FEATURES": "vec,kfast_b,tap_major"},
+    "no-kfast_b": {"DNNF_OPENCL_TILE_FEATURES": "vec,prefetch,tap_major"},
+    "no-tap_major": {"DNNF_OPENCL_TILE_FEATURES": "vec,prefetch,kfast_b"},
+    "t128": {"DNNF_OPENCL_TILING": "128"},
+    "t64": {"DNNF_OPENCL_TILING": "64"},
+    "t32": {"DNNF_OPENCL_TILING": "32"},
+    "t128-k4": {"DNNF_OPENCL_TILING": "128", "DNNF_OPENCL_SPLIT_K": "4"},
+    "t128-k16": {"DNNF_OPENCL_TILING": "128", "DNNF_OPENCL_SPLIT_K": "16"},
+    "t64-k4": {"DNNF_OPENCL_TILING": "64", "DNNF_OPENCL_SPLIT_K": "4"},
+    "untiled": {"DNNF_OPENCL_TILING": "0"},
 }
+FEATURE_CONFIGS = "all,none,no-vec,no-prefetch,no-kfast_b,no-tap_major"
 
 # name: (kind, dims); conv: (C, M, H, W, kernel, stride, pad); gemm: (M, K, N, transB)
 LAYERS = {
@@ -38,6 +48,10 @@ LAYERS = {
     "vgg conv 256->256 3x3 @56": ("conv", (256, 256, 56, 56, 3, 1, 1)),
     "vgg conv 512->512 3x3 @14": ("conv", (512, 512, 14, 14, 3, 1, 1)),
     "unet conv 256->128 3x3 @128": ("conv", (256, 128, 128, 128, 3, 1, 1)),
+    "unet conv 1024->512 3x3 @32": ("conv", (1024, 512, 32, 32, 3, 1, 1)),
+    "unet conv 128->64 3x3 @256": ("conv", (128, 64, 256, 256, 3, 1, 1)),
+    "unet up-conv 1024->512 2x2/2 @16": ("convt", (1024, 512, 16, 16, 2, 2, 0)),
+    "unet up-conv 128->64 2x2/2 @128": ("convt", (128, 64, 128, 128, 2, 2, 0)),
     "resnet conv 256->64 1x1 @56": ("conv", (256, 64, 56, 56, 1, 1, 0)),
     "resnet stem 3->64 7x7/2 @224": ("conv", (3, 64, 224, 224, 7, 2, 3)),
     "bert ffn 128x768 x 768->3072 (W^T)": ("gemm", (128, 768, 3072, True)),
@@ -52,17 +66,25 @@ def layer(kind: str, d: tuple):
     from onnx import TensorProto, helper as h, numpy_helper as nh
 
     rng = np.random.default_rng(0)
-    if kind == "conv":
+    if kind in ("conv", "convt"):
         C, M, H, W, k, s, p = d
         x = rng.standard_normal((1, C, H, W), dtype=np.float32)
-        w = (rng.standard_normal((M, C, k, k), dtype=np.float32) / np.sqrt(C * k * k)).astype(np.float32)
-        node = h.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4)
-        ho, wo = (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1
-        flops = 2 * M * ho * wo * C * k * k
+        shape = (M, C, k, k) if kind == "conv" else (C, M, k, k)
+        w = (rng.standard_normal(shape, dtype=np.float32) / np.sqrt(C * k * k)).astype(np.float32)
+        node = h.make_node("Conv" if kind == "conv" else "ConvTranspose", ["x", "w"], ["y"], kernel_shape=[k, k],
+                           strides=[s, s], pads=[p] * 4)
+        if kind == "conv":
+            ho, wo = (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1
+            flops = 2 * M * ho * wo * C * k * k
+        else:
+            ho, wo = (H - 1) * s - 2 * p + k, (W - 1) * s - 2 * p + k
+            flops = 2 * M * H * W * C * k * k
         out = [1, M, ho, wo]
 
         def torch_fn(t, dev):
             xt, wt = t.from_numpy(x).to(dev), t.from_numpy(w).to(dev)
+            if kind == "convt":
+                return lambda: t.nn.functional.conv_transpose2d(xt, wt, stride=s, padding=p)
             return lambda: t.nn.functional.conv2d(xt, wt, stride=s, padding=p)
     else:
         Mr, K, N, tb = d
@@ -96,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--layers", default="", help="comma-separated substrings of layer names (default: all)")
-    ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names from: " + ", ".join(CONFIGS))
+    ap.add_argument("--configs", default=FEATURE_CONFIGS, help="comma-separated names from: " + ", ".join(CONFIGS))
     ap.add_argument("--torch-device", default="", help="e.g. cuda: PyTorch's layer beside (strict fp32 and TF32)")
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
@@ -119,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         row = {"layer": name, "gflop": flops / 1e9, "ms": {}}
         first = None
         for c in configs:
-            os.environ["DNNF_OPENCL_TILE_FEATURES"] = CONFIGS[c]
+            saved = {k: os.environ.get(k) for k in CONFIGS[c]}
+            os.environ.update(CONFIGS[c])
             try:
                 m = df.compile(model, [x], target="opencl")
                 y = m.run(x)[0]
@@ -134,7 +157,12 @@ def main(argv: list[str] | None = None) -> int:
                 row["ms"][c] = None
                 row.setdefault("errors", {})[c] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
                 print(f"  {c}: {row['errors'][c]}", file=sys.stderr, flush=True)
-        os.environ.pop("DNNF_OPENCL_TILE_FEATURES", None)
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
         if args.torch_device:
             import torch
 

@@ -55,6 +55,12 @@ def conv(c, m, hw, kernel, group=1, **attrs):
                  {"x": f32(2, c, *hw)}, ["y"], [("w", f32(m, c // group, *kernel[:nd])), ("b", f32(m))])
 
 
+def conv_transpose(c, m, hw, kernel, group=1, **attrs):  # + bias, then Relu fused after it
+    return model([h.make_node("ConvTranspose", ["x", "w", "b"], ["c"], group=group, **attrs),
+                  h.make_node("Relu", ["c"], ["y"])],
+                 {"x": f32(2, c, *hw)}, ["y"], [("w", f32(c, m // group, *kernel)), ("b", f32(m))])
+
+
 CASES = {
     "matmul_exact_tile": lambda: matmul(64, 16, 64),
     "matmul_partial_tiles": lambda: matmul(33, 17, 70),
@@ -75,6 +81,10 @@ CASES = {
     "conv2d_tap_major_strided_groups": lambda: conv(64, 72, (15, 14), (3, 2), group=2, strides=[2, 1],
                                                     dilations=[2, 1], pads=[2, 0, 1, 1]),
     "conv2d_1x1_aligned": lambda: conv(32, 48, (7, 9), (1, 1)),
+    # ConvTranspose with stride == kernel (U-Net's up-convolution): a GEMM whose rows are
+    # (output channel, tap), scattered to the output.
+    "conv_transpose_2x2_s2": lambda: conv_transpose(24, 20, (9, 7), (2, 2), strides=[2, 2]),
+    "conv_transpose_groups_3x2": lambda: conv_transpose(12, 32, (6, 11), (3, 2), group=2, strides=[3, 2]),
 }
 FEATURES = ("vec", "prefetch", "kfast_b", "tap_major")
 
@@ -120,23 +130,25 @@ def test_tiled_matches_reference_and_untiled_bits(device, case, monkeypatch):
 
 
 def test_tile_side_follows_the_grid(device, monkeypatch):
-    """The widest tile that gives the device as many work-groups as it has compute units
-    (CL_DEVICE_MAX_COMPUTE_UNITS decides): 128 x 128 on a GPU for GEMMs of 128 rows and
-    columns or more, else 64 x 64, else 32 x 32 (four times as many groups as 64-wide ones)."""
+    """On a CPU device, the widest tile that gives the device as many work-groups as it has
+    compute units (CL_DEVICE_MAX_COMPUTE_UNITS decides): 64 x 64, else 32 x 32 (four times as
+    many groups). On a GPU, the widest the GEMM fills: 64 x 64 for GEMMs of 64 rows and
+    columns or more (128 x 128 is for convolutions), else 32 x 32."""
     cu = device["compute_units"]
+    gpu = device["type"] == "gpu"
 
     def fits(t):
         return device["max_work_group"] >= 256 and device["local_mem_bytes"] >= 2 * 16 * row(t) * 4
 
     def expected(m, n):
-        groups = {t: math.ceil(m / t) * math.ceil(n / t) for t in (128, 64)}
-        if device["type"] == "gpu" and min(m, n) >= 128 and fits(128) and groups[128] >= cu:
-            return 128
-        return 64 if fits(64) and groups[64] >= cu else 32 if fits(32) else 0
+        if gpu:
+            return next((t for t in (64, 32) if t <= (64 if min(m, n) >= 64 else 32) and fits(t)), 0)
+        groups = math.ceil(m / 64) * math.ceil(n / 64)
+        return 64 if fits(64) and groups >= cu else 32 if fits(32) else 0
 
     root = math.ceil(math.sqrt(cu))
     sides = set()
-    for m in (64, root * 64, root * 128):  # too few groups for 64 (cu > 1); enough for 64; for 128
+    for m in (40, 64, root * 64, root * 128):  # (CPU) too few groups for 64 (cu > 1); enough for 64
         want = expected(m, m)
         sides.add(want)
         ecg, feeds = matmul(m, 24, m)
@@ -146,7 +158,7 @@ def test_tile_side_follows_the_grid(device, monkeypatch):
         else:
             assert "__local" not in src
         np.testing.assert_allclose(out[0], ecg.run_reference(**feeds)[0], rtol=1e-4, atol=1e-4)
-    if fits(64) and cu > 1:
+    if fits(64) and (cu > 1 or gpu):
         assert {32, 64} <= sides
 
 
@@ -335,12 +347,13 @@ def test_split_k_sums_partial_tiles_in_order(device, case, monkeypatch):
 
 @pytest.mark.parametrize("features", ["none", *FEATURES])
 @pytest.mark.parametrize("case", ["conv2d_tap_major_strided_groups", "conv2d_partial", "gemm_transb_epilogue",
-                                  "matmul_batched_inputs"])
+                                  "matmul_batched_inputs", "conv_transpose_2x2_s2"])
 def test_each_tile_feature_keeps_reference_and_untiled_bits(device, case, features, monkeypatch):
     """Each feature of the tile alone (and none: the plain tile of scalar loads from local
     memory) gives the reference's results and the untiled kernel's bits at every tile side;
     the source shows the feature: floatV reads, a step fetched ahead under `dn_k0 + 16 <`,
-    B's k from the item's place along K, a convolution's tap found once per step."""
+    B's k (A's m) from the item's place along K (M) where that axis is contiguous, a
+    convolution's tap found once per step."""
     monkeypatch.setenv("DNNF_OPENCL_TILE_FEATURES", features)
     ecg, feeds = (CASES | {"conv2d_partial": lambda: conv(16, 33, (5, 7), (3, 3), pads=[1, 1, 1, 1])})[case]()
     want = ecg.run_reference(**feeds)
@@ -356,7 +369,9 @@ def test_each_tile_feature_keeps_reference_and_untiled_bits(device, case, featur
         assert ("if (dn_k0 + 16L < dn_kend)" in src) == (features == "prefetch")
         if case == "gemm_transb_epilogue":  # B = w^T: k contiguous
             assert ("const long dn_n = dn_n0 + dn_t / 16" in src) == (features == "kfast_b")
-        if case.startswith("conv"):
+        if case.startswith("conv_transpose"):  # A = w [C, M taps]: m contiguous
+            assert ("const long dn_m = dn_m0 + dn_bn" in src) == (features == "kfast_b")
+        if case.startswith("conv2d"):
             assert ("const int dn_tap = (int)(dn_kb / " in src) == (features == "tap_major")
         for got, ref, other in zip(tiled, want, plain):
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
@@ -376,3 +391,36 @@ def test_a_bad_split_k_setting_is_a_clear_error(device, value, monkeypatch):
     ecg, _ = CASES["matmul_long_k"]()
     with pytest.raises(df.CompileError, match="DNNF_OPENCL_SPLIT_K is '"):
         df.compile(ecg, target="opencl")
+
+
+# (M, N, K, conv) of zoo layers -> (tile, K splits) on a GPU of 132 compute units (an H200):
+# the choices that measured fastest there, one configuration at a time (benchmarks/README.md,
+# runs 8 and 9 of benchmarks/opencl_tile_bench.py).
+GPU_CHOICES = {
+    "vgg conv 64->64 @224": ((64, 224 * 224, 64 * 9, True), (64, 1)),  # 64 rows: a 128 tile idles half
+    "vgg conv 256->256 @56": ((256, 56 * 56, 256 * 9, True), (128, 5)),  # 50 tiles: 250 groups fill 2 waves
+    "vgg conv 512->512 @14": ((512, 14 * 14, 512 * 9, True), (128, 15)),
+    "unet conv 256->128 @128": ((128, 128 * 128, 256 * 9, True), (128, 1)),  # 128 groups: one wave
+    "unet conv 1024->512 @32": ((512, 32 * 32, 1024 * 9, True), (128, 4)),  # 5 splits: 160 groups, 2 waves
+    "unet up-conv 1024->512 @16": ((512 * 4, 16 * 16, 1024, False), (64, 4)),
+    "resnet conv 256->64 1x1 @56": ((64, 56 * 56, 256, True), (64, 4)),  # K's 16 steps allow 4 splits
+    "bert ffn": ((128, 3072, 768, False), (64, 5)),
+    "gemm 1024": ((1024, 1024, 1024, False), (64, 2)),
+}
+
+
+@pytest.mark.parametrize("layer", sorted(GPU_CHOICES))
+def test_gpu_tile_and_split_choices(layer):
+    (m, n, k, conv), want = GPU_CHOICES[layer]
+    assert _core.opencl_gemm_tile(m, n, k, 1, conv, compute_units=132, gpu=True) == want
+
+
+def test_cpu_device_tile_and_split_choices():
+    """A CPU device: 64-wide tiles where they give a group per compute unit, else 32-wide, K
+    split below one group per unit, aiming at two; no 128-wide tiles (they would spill)."""
+    t = _core.opencl_gemm_tile
+    assert t(512, 512, 256, 1, True, compute_units=16, gpu=False) == (64, 1)
+    assert t(64, 64, 256, 1, False, compute_units=16, gpu=False) == (32, 4)  # 4 groups; 8 splits capped by 16 K steps / 4
+    assert t(64, 64, 32, 1, False, compute_units=16, gpu=False) == (32, 1)  # K too short to split
+    assert t(16, 512, 64, 1, False, compute_units=16, gpu=False) == (0, 0)  # too few rows to tile
+    assert t(512, 512, 64, 1, False, compute_units=16, gpu=False, local_mem_bytes=4096) == (0, 0)  # no room

@@ -9,6 +9,7 @@
 
 #include "bind/arrays.h"
 #include "bind/plan_of.h"
+#include "codegen/opencl/renderer.h"
 #include "codegen/opencl_module.h"
 #include "runtime/opencl.h"
 
@@ -149,6 +150,20 @@ void bind_opencl(py::module_& m) {
         d["launches"] = g.module.launches.size();
         return d;
       });
+
+  m.def("opencl_gemm_tile", [](int64_t M, int64_t N, int64_t K, int64_t batch, bool conv, int64_t compute_units, bool gpu,
+                               int64_t max_work_group, int64_t local_mem_bytes) {
+    OpenclCodegenOptions o;
+    o.compute_units = compute_units;
+    o.gpu = gpu;
+    o.max_work_group = max_work_group;
+    o.local_mem_bytes = local_mem_bytes;
+    const int64_t t = cg::opencl::gemm_tile_side(o, M, N, batch, conv);
+    return py::make_tuple(t, t ? cg::opencl::gemm_k_splits(o, t, M, N, K, batch) : 0);
+  }, py::arg("M"), py::arg("N"), py::arg("K"), py::arg("batch"), py::arg("conv"), py::arg("compute_units"), py::arg("gpu"),
+     py::arg("max_work_group") = 1024, py::arg("local_mem_bytes") = 49152,
+     "The OpenCL GEMM tile's side and K splits code generation chooses for C[batch](M x N) over K on a device with "
+     "these properties (0, 0: not tiled), without the device: for tests and tuning.");
 
   m.def("generate_opencl", [](const py::object& graph, const py::object& plan, const std::string& device) {
     auto out = std::make_shared<OclGenerated>();

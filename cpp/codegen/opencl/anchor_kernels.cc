@@ -52,7 +52,8 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
         [] {},
         [] {},
         [&] { k.body.line("v = " + p(c.b) + "[(" + offb + ") + dn_k * " + L(c.rs_b) + " + dn_n * " + L(c.cs_b) + "];"); },
-        c.rs_b == 1 && c.cs_b != 1, "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n", global);
+        c.rs_b == 1 && c.cs_b != 1, !c.a_computed && c.rs_a == 1 && c.cs_a != 1,
+        "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n", global);
     return;
   }
   if (c.rs_b == 1 && c.K >= kRowGroup && row_groups(c.K)) {
@@ -105,7 +106,7 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
   // finds where a tap reads once per step instead of once per element; the untiled kernel sums
   // in the same order, so both give the same bits.
   const bool tap_major = (opt.tile_features & kTileTapMajor) && Cg % kTileK == 0;
-  if (const int64_t t = tile_for(Mg, pixels, N * G)) {
+  if (const int64_t t = tile_for(Mg, pixels, N * G, true)) {
     // An implicit GEMM per (image, group): A = the group's weights [Mg, Cg * taps] as they
     // lie, B[(c, tap), pixel] = the input under that tap (0 in the padding), never formed. The
     // item's pixel is decomposed once (setup_b); (c, tap) per element, in 32-bit arithmetic
@@ -163,7 +164,7 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
           tap_at("dn_ki % " + I(taps));
           k.body.line("if (dn_in) v = " + X + "[(" + chan0 + " + dn_c) * " + L(in_plane) + " + dn_off];");
         },
-        false, "((b / " + L(G) + ") * " + L(M) + " + (b % " + L(G) + ") * " + L(Mg) + " + dn_m) * " + L(pixels) + " + dn_n",
+        false, false, "((b / " + L(G) + ") * " + L(M) + " + (b % " + L(G) + ") * " + L(Mg) + " + dn_m) * " + L(pixels) + " + dn_n",
         global);
     return;
   }
@@ -397,6 +398,39 @@ void Renderer::conv_transpose(K& k, const AnchorStage& a, int64_t global[3]) {
     pixels *= arr(1, d);
     in_plane *= arr(0, d);
     taps *= arr(2, d);
+  }
+  const int64_t Mg = M / G, Cg = C / G;
+  bool blocks = true;  // stride == kernel, no dilation, padding or output padding: taps tile the output
+  for (int d = 0; d < nd; ++d)
+    blocks = blocks && arr(2, d) == arr(3, d) && arr(4, d) == 1 && arr(5, d) == 0 && arr(1, d) == arr(0, d) * arr(3, d);
+  if (const int64_t t = blocks ? tile_for(Mg * taps, in_plane, N * G) : 0) {
+    // Each input pixel's taps write their own output pixels: a GEMM per (image, group) of the
+    // weights as they lie, A[(m, tap), c] = w[c, m, tap] (rows contiguous), by the input,
+    // B[c, i] = x[c, i], scattered to output pixel i * stride + tap. Each output sums its one
+    // tap's channels in order, as the kernel below does: the same bits.
+    std::string o = "((b / " + L(G) + ") * " + L(M) + " + (b % " + L(G) + ") * " + L(Mg) + " + dn_m / " + L(taps) + ") * " +
+                    L(pixels);
+    int64_t ist = 1, kst = 1, ost = 1;
+    for (int d = nd; d-- > 0;) {
+      o += " + ((dn_n / " + L(ist) + ") % " + L(arr(0, d)) + " * " + L(arr(3, d)) + " + (dn_m % " + L(taps) + " / " + L(kst) +
+           ") % " + L(arr(2, d)) + ") * " + L(ost);
+      ist *= arr(0, d);
+      kst *= arr(2, d);
+      ost *= arr(1, d);
+    }
+    tiled_gemm(
+        k, a, t, Mg * taps, in_plane, Cg, N * G,
+        [&] {
+          k.body.line("v = " + p(a.args.at(2).value) + "[((b % " + L(G) + ") * " + L(Cg) + " + dn_k) * " + L(Mg * taps) +
+                      " + dn_m];");
+        },
+        [] {}, [] {},
+        [&] {
+          k.body.line("v = " + p(a.args.at(1).value) + "[((b / " + L(G) + ") * " + L(C) + " + (b % " + L(G) + ") * " + L(Cg) +
+                      " + dn_k) * " + L(in_plane) + " + dn_n];");
+        },
+        false, true, o, global);
+    return;
   }
   global[0] = N * M * pixels;
   elementwise_head(k, global[0]);

@@ -17,12 +17,13 @@ namespace dnnf::cg::opencl {
 
 constexpr int64_t kGroup = 64;  // work-items per group of 1-D launches (rounded-up global size)
 // The local-memory GEMM tile (tiled_gemm): T x T outputs per work-group of kTileSide x
-// kTileSide work-items, each (T / kTileSide)^2 of them, K in steps of kTileK. T is the largest
-// of kTileHuge (GPUs only, and only for GEMMs of at least that many rows and columns: each
-// item then holds 64 accumulators, which a CPU device's vectorised work-groups would spill),
-// kTileBig and kTileSmall that still gives the device as many work-groups as compute units
-// (a transformer's GEMMs at a short sequence get small tiles); GEMMs and convolutions with
-// fewer than kTileMin rows or columns keep one work-item per output element.
+// kTileSide work-items, each (T / kTileSide)^2 of them, K in steps of kTileK. On a GPU, T is
+// kTileHuge for convolutions of at least that many rows and columns, else kTileBig where both
+// are at least that, else kTileSmall (K split where the tiles leave compute units idle). On a
+// CPU device (kTileHuge's 64 accumulators per item would spill from its vectorised
+// work-groups) the larger of kTileBig and kTileSmall that still gives the device as many
+// work-groups as compute units. GEMMs and convolutions with fewer than kTileMin rows or
+// columns keep one work-item per output element.
 constexpr int64_t kTileHuge = 128, kTileBig = 64, kTileSmall = 32, kTileSide = 16, kTileK = 16, kTileMin = 32;
 // Row kernels (Softmax, LayerNorm) with rows of kRowGroupMin elements or more run a
 // work-group of kRowGroup items per row (group_reduce).
@@ -31,13 +32,16 @@ constexpr int64_t kRowGroup = 128, kRowGroupMin = 64;
 inline constexpr const char* kNanMax = "isnan(x) ? x : (isnan(y) || y > x) ? y : x";
 inline constexpr const char* kNanMin = "isnan(x) ? x : (isnan(y) || y < x) ? y : x";
 
-// The side of the GEMM tile for C[batch](M x N) on the device `o` describes; 0: not tiled.
-int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch);
+// The side of the GEMM tile for C[batch](M x N) on the device `o` describes (`conv`: an
+// implicit-GEMM convolution); 0: not tiled.
+int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch, bool conv = false);
 // The floats of one row of a local tile of side t (t plus padding).
 int64_t tile_row(const OpenclCodegenOptions& o, int64_t t);
-// How many work-groups share each tile's K (1: none), for tiles of side t: where the tiles alone
-// give a GPU fewer than two groups per compute unit (a CPU device fewer than one), enough for
-// four (two), each group keeping at least kSplitMinSteps steps of kTileK.
+// How many work-groups share each tile's K (1: none), for tiles of side t, each group keeping at
+// least kSplitMinSteps steps of kTileK: on a CPU device, where the tiles give fewer groups than
+// compute units, enough for two per unit; on a GPU, 64- and 32-wide tiles until three groups
+// per unit, 128-wide ones (one group per unit) the fewest splits whose waves over the compute
+// units are 85% full.
 int64_t gemm_k_splits(const OpenclCodegenOptions& o, int64_t t, int64_t M, int64_t N, int64_t K, int64_t batch);
 constexpr int64_t kSplitMinSteps = 4;
 
@@ -106,13 +110,15 @@ struct Renderer {
 
   void gemm(K& k, const AnchorStage& a, int64_t global[3]);
 
-  int64_t tile_for(int64_t M, int64_t N, int64_t batch) const { return gemm_tile_side(opt, M, N, batch); }
+  int64_t tile_for(int64_t M, int64_t N, int64_t batch, bool conv = false) const {
+    return gemm_tile_side(opt, M, N, batch, conv);
+  }
 
   // GEMM C[b] = A[b] B[b] through local-memory tiles of side `t` (see work_groups.cc).
   void tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int64_t N, int64_t Kd, int64_t batch,
                   const std::function<void()>& load_a, const std::function<void()>& setup_b,
                   const std::function<void()>& step_b, const std::function<void()>& load_b, bool b_kfast,
-                  const std::string& out, int64_t global[3]);
+                  bool a_mfast, const std::string& out, int64_t global[3]);
 
   void conv(K& k, const AnchorStage& a, int64_t global[3]);
 

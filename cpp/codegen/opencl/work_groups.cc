@@ -23,9 +23,10 @@ namespace dnnf::cg::opencl {
 //   off, rows ty + 16 i, scalar loads;
 // - prefetch: the next K step's elements are loaded from global memory into registers while
 //   the group computes on the local tiles of this one (their latency hidden behind the FMAs);
-// - kfast_b (the caller's b_kfast): a B whose k is contiguous in memory (a Linear layer's
-//   weights [N, K]) is loaded with k fastest across the items, so a group's loads are
-//   consecutive addresses, as A's always are;
+// - kfast_b (the caller's b_kfast and a_mfast): a B whose k is contiguous in memory (a Linear
+//   layer's weights [N, K]) is loaded with k fastest across the items, an A whose m is (a
+//   ConvTranspose's weights [C, M taps]) with m fastest, so that a group's loads are
+//   consecutive addresses;
 // - tap_major (conv): see Renderer::conv.
 // `setup_b` runs once before the K loop with dn_nb, the item's column of B, in scope (only
 // when !b_kfast: each item then loads the same column at every step), `step_b` once per K
@@ -37,9 +38,10 @@ namespace dnnf::cg::opencl {
 void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int64_t N, int64_t Kd, int64_t batch,
                           const std::function<void()>& load_a, const std::function<void()>& setup_b,
                           const std::function<void()>& step_b, const std::function<void()>& load_b, bool b_kfast,
-                          const std::string& out, int64_t global[3]) {
+                          bool a_mfast, const std::string& out, int64_t global[3]) {
   const bool vec = opt.tile_features & kTileVec, prefetch = opt.tile_features & kTilePrefetch;
   b_kfast = b_kfast && (opt.tile_features & kTileKFastB);
+  a_mfast = a_mfast && (opt.tile_features & kTileKFastB);
   const int64_t T = t, S = kTileSide, R = t / kTileSide, P = tile_row(opt, t);  // tile, items per side, per item, row
   const int64_t V = vec ? std::min<int64_t>(4, R) : 1, GS = S * V;  // vector width, stride of an item's runs
   const int64_t items = S * S, E = kTileK * T / items;  // elements of each tile an item loads per step
@@ -75,6 +77,11 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
   // b_kfast, k fastest like A.
   k.body.line("const int dn_ak = dn_t % " + KT + ", dn_bn = dn_t % " + Ts + ";");
   k.body.line("(void)dn_bn;");
+  // A's place when a_mfast: row dn_bn of the tile, k rows dn_t / t + (items / t) l (as B's).
+  const auto a_at = [&](int64_t l) -> std::pair<std::string, std::string> {
+    if (a_mfast) return {"dn_m0 + dn_bn", "dn_kb + dn_t / " + Ts + " + " + L(l * (items / T))};
+    return {"dn_m0 + dn_t / " + KT + " + " + L(l * (items / kTileK)), "dn_kb + dn_ak"};
+  };
   k.body.line("const long dn_nb = dn_n0 + dn_bn;");
   if (!b_kfast) setup_b();
   if (splits > 1) {
@@ -107,7 +114,7 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
     k.body.line("const long dn_kb = " + first + ";");
     if (!b_kfast) step_b();
     for (int64_t l = 0; l < E; ++l)
-      element("const long dn_m = dn_m0 + dn_t / " + KT + " + " + L(l * (items / kTileK)) + ", dn_k = dn_kb + dn_ak;",
+      element("const long dn_m = " + a_at(l).first + ", dn_k = " + a_at(l).second + ";",
               "dn_m < " + L(M) + " && dn_k < dn_kend", load_a, "dn_ra" + std::to_string(l));
     for (int64_t l = 0; l < E; ++l) {
       const std::string where =
@@ -121,7 +128,8 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
   auto store = [&] {
     for (int64_t l = 0; l < E; ++l) {
       const std::string L_ = std::to_string(l);
-      k.body.line("dn_As[dn_ak * " + Ps + " + dn_t / " + KT + " + " + std::to_string(l * (items / kTileK)) + "] = dn_ra" + L_ + ";");
+      k.body.line(a_mfast ? "dn_As[(dn_t / " + Ts + " + " + std::to_string(l * (items / T)) + ") * " + Ps + " + dn_bn] = dn_ra" + L_ + ";"
+                          : "dn_As[dn_ak * " + Ps + " + dn_t / " + KT + " + " + std::to_string(l * (items / kTileK)) + "] = dn_ra" + L_ + ";");
       k.body.line(b_kfast ? "dn_Bs[dn_ak * " + Ps + " + dn_t / " + KT + " + " + std::to_string(l * (items / kTileK)) + "] = dn_rb" + L_ + ";"
                           : "dn_Bs[(dn_t / " + Ts + " + " + std::to_string(l * (items / T)) + ") * " + Ps + " + dn_bn] = dn_rb" + L_ + ";");
     }
@@ -209,15 +217,25 @@ int64_t tile_row(const OpenclCodegenOptions& o, int64_t t) {
   return t + ((o.tile_features & kTileVec) ? 4 : 1);
 }
 
-int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch) {
+int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch, bool conv) {
   if (!o.tiled_gemm || M < kTileMin || N < kTileMin) return 0;
   auto fits = [&](int64_t t) {
     return kTileSide * kTileSide <= o.max_work_group && 2 * kTileK * tile_row(o, t) * 4 <= o.local_mem_bytes;
   };
   if (o.tile) return fits(o.tile) ? o.tile : 0;
+  if (o.gpu) {
+    // The widest tile the GEMM fills, K split where that leaves compute units idle (measured on
+    // an H200, runs 8 and 9 of benchmarks/README.md: 128-wide tiles win for convolutions, split
+    // to fill the compute units, 64-wide ones for GEMMs and ConvTransposes, whose K steps cost
+    // less to load).
+    const int64_t want = conv && M >= kTileHuge && N >= kTileHuge ? kTileHuge
+                         : M >= kTileBig && N >= kTileBig       ? kTileBig
+                                                                : kTileSmall;
+    for (int64_t t : {kTileHuge, kTileBig, kTileSmall})
+      if (t <= want && fits(t)) return t;
+    return 0;
+  }
   auto groups = [&](int64_t t) { return (M + t - 1) / t * ((N + t - 1) / t) * batch; };
-  if (o.gpu && M >= kTileHuge && N >= kTileHuge && fits(kTileHuge) && groups(kTileHuge) >= o.compute_units)
-    return kTileHuge;
   if (fits(kTileBig) && groups(kTileBig) >= o.compute_units) return kTileBig;
   return fits(kTileSmall) ? kTileSmall : 0;
 }
@@ -225,12 +243,34 @@ int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int6
 int64_t gemm_k_splits(const OpenclCodegenOptions& o, int64_t t, int64_t M, int64_t N, int64_t K, int64_t batch) {
   const int64_t steps = (K + kTileK - 1) / kTileK;
   if (o.split_k) return std::max<int64_t>(1, std::min(o.split_k, steps));
-  // A GPU hides memory latency with several resident groups per compute unit: it splits below
-  // two groups per unit, aiming at four; a CPU device splits below one, aiming at two.
-  const int64_t groups = (M + t - 1) / t * ((N + t - 1) / t) * batch;
-  const int64_t aim = o.compute_units * (o.gpu ? 4 : 2);
-  if (2 * groups >= aim) return 1;
-  return std::max<int64_t>(1, std::min((aim + groups - 1) / groups, steps / kSplitMinSteps));
+  const int64_t groups = (M + t - 1) / t * ((N + t - 1) / t) * batch, cu = std::max<int64_t>(1, o.compute_units);
+  const int64_t most = std::max<int64_t>(1, steps / kSplitMinSteps);  // each split keeps kSplitMinSteps steps
+  if (!o.gpu) {  // a CPU device splits below one group per compute unit, aiming at two
+    if (groups >= cu) return 1;
+    return std::min((2 * cu + groups - 1) / groups, most);
+  }
+  if (t < kTileHuge) {
+    // Smaller tiles: several resident groups per compute unit hide each other's loads; split
+    // until there are three per unit (H200, run 8: BERT's FFN 13.7 -> 18.7 TFLOP/s at four).
+    if (groups >= 3 * cu) return 1;
+    return std::min((3 * cu + groups - 1) / groups, most);
+  }
+  // 128-wide tiles hold 64 accumulators per item: one group per compute unit, so the groups
+  // run in waves of `cu` and a last, partial wave idles the rest (run 9: 50 groups on 132
+  // units ran at 50/132 of 128 groups' speed, 160 groups at 0.6). The fewest splits whose
+  // waves are 85% full, else the fullest.
+  int64_t best = 1;
+  double best_fill = 0;
+  for (int64_t s = 1; s <= most; ++s) {
+    const int64_t g = groups * s;
+    const double fill = static_cast<double>(g) / static_cast<double>((g + cu - 1) / cu * cu);
+    if (fill >= 0.85) return s;
+    if (fill > best_fill + 1e-9) {
+      best = s;
+      best_fill = fill;
+    }
+  }
+  return best;
 }
 
 // A work-group per row (row kernels whose rows are long enough): the group's items each take
