@@ -382,8 +382,9 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     whether it was measured now, cached, read from a database or estimated, and
     ``stats["profile"]`` counts them (:mod:`dnnfusion.profiling`).
 
-    ``dynamic=True`` (an ONNX model whose inputs share a symbolic batch dimension on axis 0):
-    one compile serves every batch size. The model must be proven batch-separable (each
+    ``dynamic=True`` (an ONNX model whose inputs share a symbolic batch dimension on axis 0, or
+    a ``torch.nn.Module`` with ``example_inputs``, exported to ONNX with axis 0 of every input
+    and output symbolic): one compile serves every batch size. The model must be proven batch-separable (each
     sample's outputs depend only on that sample, :mod:`dnnfusion.batching`; a model that mixes
     samples is refused with the operator that does); it is compiled for a representative batch,
     the batch of ``example_inputs`` or ``input_shapes`` (default 1), and a call with ``n``

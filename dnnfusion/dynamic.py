@@ -14,6 +14,39 @@ from dnnfusion.ecg import load
 from dnnfusion.errors import Error, ShapeError
 
 
+def _count(example_inputs: Any) -> int:
+    return 1 if not isinstance(example_inputs, (tuple, list)) else len(example_inputs)
+
+
+def export_with_batch(module: Any, example_inputs: Any) -> tuple[bytes, list[np.ndarray]]:
+    """A PyTorch module as ONNX with axis 0 of every input and output a symbolic "batch"
+    (TorchScript exporter, as the zoo's dynamic exports), and its examples as arrays."""
+    import io
+    import warnings
+
+    import torch
+
+    xs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    if any(x.dim() == 0 for x in xs):
+        raise ShapeError("compile(..., dynamic=True): every input carries the batch on axis 0; "
+                         f"an example is a scalar ({[tuple(x.shape) for x in xs]})")
+    with torch.no_grad():
+        outs = module(*xs)
+    outs = [outs] if isinstance(outs, torch.Tensor) else list(outs) if isinstance(outs, (tuple, list)) else None
+    if outs is None or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise Error("compile(..., dynamic=True): the module must return a tensor or a tuple or list of tensors")
+    ins = [f"input_{i}" for i in range(len(xs))]
+    outn = [f"output_{i}" for i in range(len(outs))]
+    axes = {n: {0: "batch"} for n in ins}
+    axes.update({n: {0: "batch"} for n, o in zip(outn, outs) if o.dim() > 0})
+    buf = io.BytesIO()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+        torch.onnx.export(module, xs, buf, dynamo=False, opset_version=17, input_names=ins, output_names=outn,
+                          dynamic_axes=axes, do_constant_folding=True)
+    return buf.getvalue(), [x.detach().cpu().numpy() for x in xs]
+
+
 class Batcher:
     """Runs a batch of any size through programs compiled for `batch` samples: chunks of
     `batch`, the last padded with zeros, outputs joined along `out_axes`."""
@@ -59,9 +92,11 @@ def compile_dynamic(model: Any, is_onnx: bool, example_inputs: Any, input_shapes
     how = ("export it with a symbolic batch, e.g. torch.onnx.export(..., dynamic_axes={'x': {0: 'batch'}}) "
            "for every input")
     if not is_onnx:
-        raise Error("compile(..., dynamic=True) takes an ONNX model whose inputs share a symbolic batch "
-                    f"dimension; {how}. A PyTorch module called with new shapes compiles again per shape "
-                    "without dynamic=True")
+        if not specialize.reexportable(model, example_inputs, _count(example_inputs)):
+            raise Error("compile(..., dynamic=True) takes an ONNX model whose inputs share a symbolic batch "
+                        f"dimension ({how}), or a torch.nn.Module with example_inputs, a tensor per input")
+        model, example_inputs = export_with_batch(model, example_inputs)
+        names, symbolic = specialize.onnx_inputs(model)
     batch_names = {dict(symbolic.get(n, [])).get(0) for n in names}
     if not names or None in batch_names or len(batch_names) != 1:
         raise ShapeError("compile(..., dynamic=True) needs a symbolic batch dimension on axis 0 of every input, "

@@ -143,12 +143,32 @@ def test_inputs_without_a_shared_symbolic_batch_are_a_clear_error(tmp_path):
                       output_names=["y"], dynamo=False)
     with pytest.raises(df.ShapeError, match="symbolic batch dimension on axis 0 of every input"):
         df.compile(str(static), dynamic=True)
-    with pytest.raises(df.Error, match="takes an ONNX model"):
-        df.compile(ConvLinear().eval(), [torch.randn(1, 3, 6, 6)], dynamic=True)
+    with pytest.raises(df.Error, match="or a torch.nn.Module with example_inputs"):
+        df.compile(ConvLinear().eval(), dynamic=True)  # a module needs its examples
     path = _export(ConvLinear(), torch.randn(1, 3, 6, 6), tmp_path / "m.onnx")
     m = df.compile(path, dynamic=True)
     with pytest.raises(df.ShapeError, match="every input carries the batch on axis 0"):
         m(np.zeros((), np.float32))
+
+
+def test_a_pytorch_module_with_a_runtime_batch():
+    """A torch.nn.Module with dynamic=True is exported with a symbolic batch on axis 0 of every
+    input and output, proven separable and compiled once for its examples' batch; every batch
+    size runs through that program and matches the module. One that mixes samples is refused
+    with the operator that does."""
+    torch.manual_seed(3)
+    module = ConvLinear().eval()
+    m = df.compile(module, [torch.randn(2, 3, 6, 6)], dynamic=True)
+    assert m.stats["dynamic"]["representative_batch"] == 2
+    for n in (1, 3, 7):
+        x = torch.randn(n, 3, 6, 6)
+        got = m(x)
+        assert torch.is_tensor(got) and tuple(got.shape) == (n, 5)
+        with torch.no_grad():
+            torch.testing.assert_close(got, module(x), rtol=1e-4, atol=1e-5)
+    assert m.stats["dynamic"]["calls"] == 3 and m.stats["dynamic"]["chunks_run"] == 1 + 2 + 4
+    with pytest.raises(batching.NotSeparable, match=r"Softmax\) normalises along it: the batch axis"):
+        df.compile(_SoftmaxOverBatch(), [torch.randn(2, 4)], dynamic=True)
 
 
 @pytest.mark.parametrize("name", ["mobilenetv2", "distilbert", "vit_b16"])
