@@ -395,7 +395,7 @@ def test_a_bad_split_k_setting_is_a_clear_error(device, value, monkeypatch):
 
 # (M, N, K, conv) of zoo layers -> (tile, K splits) on a GPU of 132 compute units (an H200):
 # the choices that measured fastest there, one configuration at a time (benchmarks/README.md,
-# runs 8 and 9 of benchmarks/opencl_tile_bench.py).
+# runs 7 to 9 of benchmarks/opencl_tile_bench.py).
 GPU_CHOICES = {
     "vgg conv 64->64 @224": ((64, 224 * 224, 64 * 9, True), (64, 1)),  # 64 rows: a 128 tile idles half
     "vgg conv 256->256 @56": ((256, 56 * 56, 256 * 9, True), (128, 5)),  # 50 tiles: 250 groups fill 2 waves
@@ -403,9 +403,13 @@ GPU_CHOICES = {
     "unet conv 256->128 @128": ((128, 128 * 128, 256 * 9, True), (128, 1)),  # 128 groups: one wave
     "unet conv 1024->512 @32": ((512, 32 * 32, 1024 * 9, True), (128, 4)),  # 5 splits: 160 groups, 2 waves
     "unet up-conv 1024->512 @16": ((512 * 4, 16 * 16, 1024, False), (64, 4)),
-    "resnet conv 256->64 1x1 @56": ((64, 56 * 56, 256, True), (64, 4)),  # K's 16 steps allow 4 splits
-    "bert ffn": ((128, 3072, 768, False), (64, 5)),
+    "bert ffn": ((128, 3072, 768, False), (64, 5)),  # split until 3 groups per unit, 8 K steps or more each
     "gemm 1024": ((1024, 1024, 1024, False), (64, 2)),
+    # ResNet-50's convolutions: no split of 128-wide tiles into pieces of 12 K steps or more fills
+    # the waves, so they keep run 7's tiles (32 wide, split below two groups per unit).
+    "resnet conv 128->128 @28": ((128, 28 * 28, 128 * 9, True), (32, 6)),
+    "resnet conv 256->256 @14": ((256, 14 * 14, 256 * 9, True), (32, 10)),
+    "resnet conv 256->64 1x1 @56": ((64, 56 * 56, 256, True), (32, 3)),
 }
 
 

@@ -158,8 +158,8 @@ void bind_opencl(py::module_& m) {
     o.gpu = gpu;
     o.max_work_group = max_work_group;
     o.local_mem_bytes = local_mem_bytes;
-    const int64_t t = cg::opencl::gemm_tile_side(o, M, N, batch, conv);
-    return py::make_tuple(t, t ? cg::opencl::gemm_k_splits(o, t, M, N, K, batch) : 0);
+    const cg::opencl::TileChoice t = cg::opencl::choose_tile(o, M, N, K, batch, conv);
+    return py::make_tuple(t.side, t.splits);
   }, py::arg("M"), py::arg("N"), py::arg("K"), py::arg("batch"), py::arg("conv"), py::arg("compute_units"), py::arg("gpu"),
      py::arg("max_work_group") = 1024, py::arg("local_mem_bytes") = 49152,
      "The OpenCL GEMM tile's side and K splits code generation chooses for C[batch](M x N) over K on a device with "

@@ -40,7 +40,7 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
     }
   };
   const std::string b_column = "__global const float* dn_b = " + p(c.b) + " + (" + offb + ") + dn_n * " + L(c.cs_b) + ";";
-  if (const int64_t t = tile_for(c.M, c.N, a.batch)) {
+  if (const TileChoice t = tile_for(c.M, c.N, c.K, a.batch); t.side) {
     tiled_gemm(
         k, a, t, c.M, c.N, c.K, a.batch,
         [&] {
@@ -106,7 +106,7 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
   // finds where a tap reads once per step instead of once per element; the untiled kernel sums
   // in the same order, so both give the same bits.
   const bool tap_major = (opt.tile_features & kTileTapMajor) && Cg % kTileK == 0;
-  if (const int64_t t = tile_for(Mg, pixels, N * G, true)) {
+  if (const TileChoice t = tile_for(Mg, pixels, Kc, N * G, true); t.side) {
     // An implicit GEMM per (image, group): A = the group's weights [Mg, Cg * taps] as they
     // lie, B[(c, tap), pixel] = the input under that tap (0 in the padding), never formed. The
     // item's pixel is decomposed once (setup_b); (c, tap) per element, in 32-bit arithmetic
@@ -403,7 +403,7 @@ void Renderer::conv_transpose(K& k, const AnchorStage& a, int64_t global[3]) {
   bool blocks = true;  // stride == kernel, no dilation, padding or output padding: taps tile the output
   for (int d = 0; d < nd; ++d)
     blocks = blocks && arr(2, d) == arr(3, d) && arr(4, d) == 1 && arr(5, d) == 0 && arr(1, d) == arr(0, d) * arr(3, d);
-  if (const int64_t t = blocks ? tile_for(Mg * taps, in_plane, N * G) : 0) {
+  if (const TileChoice t = blocks ? tile_for(Mg * taps, in_plane, Cg, N * G) : TileChoice{}; t.side) {
     // Each input pixel's taps write their own output pixels: a GEMM per (image, group) of the
     // weights as they lie, A[(m, tap), c] = w[c, m, tap] (rows contiguous), by the input,
     // B[c, i] = x[c, i], scattered to output pixel i * stride + tap. Each output sums its one

@@ -17,14 +17,12 @@ namespace dnnf::cg::opencl {
 
 constexpr int64_t kGroup = 64;  // work-items per group of 1-D launches (rounded-up global size)
 // The local-memory GEMM tile (tiled_gemm): T x T outputs per work-group of kTileSide x
-// kTileSide work-items, each (T / kTileSide)^2 of them, K in steps of kTileK. On a GPU, T is
-// kTileHuge for convolutions of at least that many rows and columns, else kTileBig where both
-// are at least that, else kTileSmall (K split where the tiles leave compute units idle). On a
-// CPU device (kTileHuge's 64 accumulators per item would spill from its vectorised
-// work-groups) the larger of kTileBig and kTileSmall that still gives the device as many
-// work-groups as compute units. GEMMs and convolutions with fewer than kTileMin rows or
-// columns keep one work-item per output element.
+// kTileSide work-items, each (T / kTileSide)^2 of them, K in steps of kTileK, of side kTileHuge,
+// kTileBig or kTileSmall as choose_tile decides. GEMMs and convolutions with fewer than
+// kTileMin rows or columns keep one work-item per output element.
 constexpr int64_t kTileHuge = 128, kTileBig = 64, kTileSmall = 32, kTileSide = 16, kTileK = 16, kTileMin = 32;
+// The fewest K steps a split of K keeps: 128-wide tiles, GEMMs' smaller tiles, the rest.
+constexpr int64_t kHugeSplitSteps = 12, kGemmSplitSteps = 8, kSplitMinSteps = 4;
 // Row kernels (Softmax, LayerNorm) with rows of kRowGroupMin elements or more run a
 // work-group of kRowGroup items per row (group_reduce).
 constexpr int64_t kRowGroup = 128, kRowGroupMin = 64;
@@ -32,18 +30,23 @@ constexpr int64_t kRowGroup = 128, kRowGroupMin = 64;
 inline constexpr const char* kNanMax = "isnan(x) ? x : (isnan(y) || y > x) ? y : x";
 inline constexpr const char* kNanMin = "isnan(x) ? x : (isnan(y) || y < x) ? y : x";
 
-// The side of the GEMM tile for C[batch](M x N) on the device `o` describes (`conv`: an
-// implicit-GEMM convolution); 0: not tiled.
-int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch, bool conv = false);
+// The GEMM tile for C[batch](M x N) over K on the device `o` describes (`conv`: an implicit-GEMM
+// convolution): its side (0: not tiled) and how many work-groups share each tile's K (1: none;
+// their partial tiles are summed by a second kernel). On a CPU device (a 128-wide tile's 64
+// accumulators per item would spill from its vectorised work-groups), 64 where that gives a
+// group per compute unit, else 32, K split below one group per unit, aiming at two. On a GPU
+// (measured on an H200, runs 7 to 9 of benchmarks/README.md): 128 for convolutions whose tiles,
+// split, fill the compute units' waves; 64 for GEMMs of at least 64 rows and columns, split
+// until three groups per unit; other convolutions as on a CPU device, split below two groups
+// per unit, aiming at four. DNNF_OPENCL_TILING and DNNF_OPENCL_SPLIT_K force either.
+struct TileChoice {
+  int64_t side = 0, splits = 0;
+};
+TileChoice choose_tile(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t K, int64_t batch, bool conv);
+// The side choose_tile gives a GEMM (what a prologue's evaluation count depends on).
+int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch);
 // The floats of one row of a local tile of side t (t plus padding).
 int64_t tile_row(const OpenclCodegenOptions& o, int64_t t);
-// How many work-groups share each tile's K (1: none), for tiles of side t, each group keeping at
-// least kSplitMinSteps steps of kTileK: on a CPU device, where the tiles give fewer groups than
-// compute units, enough for two per unit; on a GPU, 64- and 32-wide tiles until three groups
-// per unit, 128-wide ones (one group per unit) the fewest splits whose waves over the compute
-// units are 85% full.
-int64_t gemm_k_splits(const OpenclCodegenOptions& o, int64_t t, int64_t M, int64_t N, int64_t K, int64_t batch);
-constexpr int64_t kSplitMinSteps = 4;
 
 struct Renderer {
   const Graph& g;
@@ -110,12 +113,12 @@ struct Renderer {
 
   void gemm(K& k, const AnchorStage& a, int64_t global[3]);
 
-  int64_t tile_for(int64_t M, int64_t N, int64_t batch, bool conv = false) const {
-    return gemm_tile_side(opt, M, N, batch, conv);
+  TileChoice tile_for(int64_t M, int64_t N, int64_t K, int64_t batch, bool conv = false) const {
+    return choose_tile(opt, M, N, K, batch, conv);
   }
 
   // GEMM C[b] = A[b] B[b] through local-memory tiles of side `t` (see work_groups.cc).
-  void tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int64_t N, int64_t Kd, int64_t batch,
+  void tiled_gemm(K& k, const AnchorStage& a, TileChoice t, int64_t M, int64_t N, int64_t Kd, int64_t batch,
                   const std::function<void()>& load_a, const std::function<void()>& setup_b,
                   const std::function<void()>& step_b, const std::function<void()>& load_b, bool b_kfast,
                   bool a_mfast, const std::string& out, int64_t global[3]);

@@ -35,14 +35,14 @@ namespace dnnf::cg::opencl {
 // both give the same bits. `load_a` spells v = A(b, dn_m, dn_k), `load_b` v = B(b, dn_k,
 // dn_n) (both only called in range; out of range the tile holds 0), `out` the flat output
 // index of (b, dn_m, dn_n).
-void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int64_t N, int64_t Kd, int64_t batch,
+void Renderer::tiled_gemm(K& k, const AnchorStage& a, TileChoice choice, int64_t M, int64_t N, int64_t Kd, int64_t batch,
                           const std::function<void()>& load_a, const std::function<void()>& setup_b,
                           const std::function<void()>& step_b, const std::function<void()>& load_b, bool b_kfast,
                           bool a_mfast, const std::string& out, int64_t global[3]) {
   const bool vec = opt.tile_features & kTileVec, prefetch = opt.tile_features & kTilePrefetch;
   b_kfast = b_kfast && (opt.tile_features & kTileKFastB);
   a_mfast = a_mfast && (opt.tile_features & kTileKFastB);
-  const int64_t T = t, S = kTileSide, R = t / kTileSide, P = tile_row(opt, t);  // tile, items per side, per item, row
+  const int64_t t = choice.side, T = t, S = kTileSide, R = t / kTileSide, P = tile_row(opt, t);  // tile, items per side, per item, row
   const int64_t V = vec ? std::min<int64_t>(4, R) : 1, GS = S * V;  // vector width, stride of an item's runs
   const int64_t items = S * S, E = kTileK * T / items;  // elements of each tile an item loads per step
   if (T % S != 0 || items % T != 0 || items % kTileK != 0 || R % V != 0)
@@ -50,7 +50,7 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, int64_t t, int64_t M, int6
   const std::string Ts = std::to_string(T), Ps = std::to_string(P), KT = std::to_string(kTileK);
   // Split K: group z of `splits` runs K steps [z Kc, (z + 1) Kc) and stores its partial tile to
   // scratch after the block's own; a second kernel sums the partials in z order and finishes.
-  int64_t splits = gemm_k_splits(opt, T, M, N, Kd, batch);
+  int64_t splits = choice.splits;
   const int64_t Kc = ((Kd + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
   splits = (Kd + Kc - 1) / Kc;
   const K base = k;  // the declarations, for the summing kernel
@@ -217,60 +217,61 @@ int64_t tile_row(const OpenclCodegenOptions& o, int64_t t) {
   return t + ((o.tile_features & kTileVec) ? 4 : 1);
 }
 
-int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch, bool conv) {
-  if (!o.tiled_gemm || M < kTileMin || N < kTileMin) return 0;
+TileChoice choose_tile(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t K, int64_t batch, bool conv) {
+  if (!o.tiled_gemm || M < kTileMin || N < kTileMin) return {};
   auto fits = [&](int64_t t) {
     return kTileSide * kTileSide <= o.max_work_group && 2 * kTileK * tile_row(o, t) * 4 <= o.local_mem_bytes;
   };
-  if (o.tile) return fits(o.tile) ? o.tile : 0;
-  if (o.gpu) {
-    // The widest tile the GEMM fills, K split where that leaves compute units idle (measured on
-    // an H200, runs 8 and 9 of benchmarks/README.md: 128-wide tiles win for convolutions, split
-    // to fill the compute units, 64-wide ones for GEMMs and ConvTransposes, whose K steps cost
-    // less to load).
-    const int64_t want = conv && M >= kTileHuge && N >= kTileHuge ? kTileHuge
-                         : M >= kTileBig && N >= kTileBig       ? kTileBig
-                                                                : kTileSmall;
-    for (int64_t t : {kTileHuge, kTileBig, kTileSmall})
-      if (t <= want && fits(t)) return t;
-    return 0;
-  }
+  const int64_t steps = (K + kTileK - 1) / kTileK, cu = std::max<int64_t>(1, o.compute_units);
   auto groups = [&](int64_t t) { return (M + t - 1) / t * ((N + t - 1) / t) * batch; };
-  if (fits(kTileBig) && groups(kTileBig) >= o.compute_units) return kTileBig;
-  return fits(kTileSmall) ? kTileSmall : 0;
+  // Splits of K that bring the groups up to `aim`, each split keeping `min_steps` steps.
+  auto split_to = [&](int64_t t, int64_t aim, int64_t min_steps) {
+    const int64_t g = groups(t);
+    return g >= aim ? 1 : std::max<int64_t>(1, std::min((aim + g - 1) / g, steps / min_steps));
+  };
+  // A 128-wide tile's group holds 64 accumulators per item: one group per compute unit, so the
+  // groups run in waves of `cu` and a last, partial wave idles the rest (H200, run 9: 50 groups
+  // on 132 units ran at 50/132 of the speed of 128 groups). The fewest splits whose waves are
+  // 85% full, each split keeping kHugeSplitSteps steps (run 9: ResNet-50's 128-channel layers
+  // split into 4-step pieces ran slower than 32-wide tiles); 0 where none is.
+  auto wave_splits = [&](bool any) -> int64_t {
+    int64_t best = 1;
+    double best_fill = 0;
+    for (int64_t s = 1; s <= std::max<int64_t>(1, steps / kHugeSplitSteps); ++s) {
+      const int64_t g = groups(kTileHuge) * s;
+      const double fill = static_cast<double>(g) / static_cast<double>((g + cu - 1) / cu * cu);
+      if (fill >= 0.85) return s;
+      if (fill > best_fill + 1e-9) best = s, best_fill = fill;
+    }
+    return any ? best : 0;
+  };
+  auto splits = [&](int64_t t) -> int64_t {
+    if (o.split_k) return std::max<int64_t>(1, std::min(o.split_k, steps));
+    if (!o.gpu) return groups(t) >= cu ? 1 : split_to(t, 2 * cu, kSplitMinSteps);  // below one per unit, aiming at two
+    if (t == kTileHuge) return wave_splits(true);
+    // Smaller tiles: several resident groups per unit hide each other's loads. GEMMs split
+    // until three per unit in pieces of kGemmSplitSteps (run 8: BERT's FFN 13.7 -> 18.7
+    // TFLOP/s at four, 12 steps each), convolutions as before run 8 (below two per unit,
+    // aiming at four), under which ResNet-50 ran fastest (run 7).
+    return conv ? (2 * groups(t) >= 4 * cu ? 1 : split_to(t, 4 * cu, kSplitMinSteps)) : split_to(t, 3 * cu, kGemmSplitSteps);
+  };
+  int64_t t = 0;
+  if (o.tile) {
+    t = fits(o.tile) ? o.tile : 0;
+  } else if (!o.gpu) {  // a CPU device: 64 where that gives a group per compute unit, else 32
+    t = fits(kTileBig) && groups(kTileBig) >= cu ? kTileBig : fits(kTileSmall) ? kTileSmall : 0;
+  } else if (conv && M >= kTileHuge && N >= kTileHuge && fits(kTileHuge) && wave_splits(false)) {
+    t = kTileHuge;  // a convolution whose 128-wide tiles (split) fill the compute units' waves
+  } else if (conv) {  // as before run 8: 64 where that gives a group per compute unit, else 32
+    t = fits(kTileBig) && groups(kTileBig) >= cu ? kTileBig : fits(kTileSmall) ? kTileSmall : 0;
+  } else {  // GEMMs: the widest tile they fill, up to 64 (run 8: 128 lost on every GEMM)
+    t = M >= kTileBig && N >= kTileBig && fits(kTileBig) ? kTileBig : fits(kTileSmall) ? kTileSmall : 0;
+  }
+  return t ? TileChoice{t, splits(t)} : TileChoice{};
 }
 
-int64_t gemm_k_splits(const OpenclCodegenOptions& o, int64_t t, int64_t M, int64_t N, int64_t K, int64_t batch) {
-  const int64_t steps = (K + kTileK - 1) / kTileK;
-  if (o.split_k) return std::max<int64_t>(1, std::min(o.split_k, steps));
-  const int64_t groups = (M + t - 1) / t * ((N + t - 1) / t) * batch, cu = std::max<int64_t>(1, o.compute_units);
-  const int64_t most = std::max<int64_t>(1, steps / kSplitMinSteps);  // each split keeps kSplitMinSteps steps
-  if (!o.gpu) {  // a CPU device splits below one group per compute unit, aiming at two
-    if (groups >= cu) return 1;
-    return std::min((2 * cu + groups - 1) / groups, most);
-  }
-  if (t < kTileHuge) {
-    // Smaller tiles: several resident groups per compute unit hide each other's loads; split
-    // until there are three per unit (H200, run 8: BERT's FFN 13.7 -> 18.7 TFLOP/s at four).
-    if (groups >= 3 * cu) return 1;
-    return std::min((3 * cu + groups - 1) / groups, most);
-  }
-  // 128-wide tiles hold 64 accumulators per item: one group per compute unit, so the groups
-  // run in waves of `cu` and a last, partial wave idles the rest (run 9: 50 groups on 132
-  // units ran at 50/132 of 128 groups' speed, 160 groups at 0.6). The fewest splits whose
-  // waves are 85% full, else the fullest.
-  int64_t best = 1;
-  double best_fill = 0;
-  for (int64_t s = 1; s <= most; ++s) {
-    const int64_t g = groups * s;
-    const double fill = static_cast<double>(g) / static_cast<double>((g + cu - 1) / cu * cu);
-    if (fill >= 0.85) return s;
-    if (fill > best_fill + 1e-9) {
-      best = s;
-      best_fill = fill;
-    }
-  }
-  return best;
+int64_t gemm_tile_side(const OpenclCodegenOptions& o, int64_t M, int64_t N, int64_t batch) {
+  return choose_tile(o, M, N, kTileK, batch, false).side;
 }
 
 // A work-group per row (row kernels whose rows are long enough): the group's items each take
