@@ -1,5 +1,5 @@
-// Compile-and-cache of generated kernels (see compiler.h): compiler discovery, a child
-// process runner without a shell, the per-user object cache, dlopen, and CPU detection.
+// Compile-and-cache of generated kernels (see compiler.h): compiler discovery, the per-user
+// object cache, dlopen, and CPU detection (child processes: process.h; SHA-256: sha256.cc).
 #include "runtime/compiler.h"
 
 #include <dlfcn.h>
@@ -33,8 +33,7 @@
 #endif
 
 #include "ir/errors.h"
-
-extern char** environ;
+#include "runtime/process.h"
 
 namespace dnnf {
 
@@ -43,37 +42,6 @@ namespace {
 // Bump when the layout of cached objects or the meaning of a key changes.
 constexpr const char* kCacheFormat = "dnnf-kernel-cache-1";
 constexpr size_t kMaxDiagnostics = 4000;  // characters of compiler output in an error
-
-// ---- SHA-256 (FIPS 180-4) --------------------------------------------------------------
-constexpr uint32_t kRound[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-void sha256_block(uint32_t h[8], const unsigned char* p) {
-  uint32_t w[64];
-  for (int i = 0; i < 16; ++i)
-    w[i] = uint32_t(p[4 * i]) << 24 | uint32_t(p[4 * i + 1]) << 16 | uint32_t(p[4 * i + 2]) << 8 | p[4 * i + 3];
-  for (int i = 16; i < 64; ++i) {
-    uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
-  for (int i = 0; i < 64; ++i) {
-    uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
-    uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    k = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
-  }
-  h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
-}
 
 // ---- Small helpers ----------------------------------------------------------------------
 std::string env(const char* name) {
@@ -92,104 +60,6 @@ std::string joined(const std::vector<std::string>& argv) {
   std::string s;
   for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
   return s;
-}
-
-// An executable's absolute path: a name with a slash as given (made absolute), else the
-// first match on PATH. Empty if there is none.
-std::string which(const std::string& name) {
-  auto executable = [](const std::string& p) {
-    struct stat st;
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-  };
-  if (name.find('/') != std::string::npos) {
-    if (!executable(name)) return "";
-    if (name[0] == '/') return name;
-    char cwd[4096];
-    return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + name : name;
-  }
-  std::string path = env("PATH");
-  if (path.empty()) path = "/usr/local/bin:/usr/bin:/bin";
-  std::istringstream in(path);
-  for (std::string dir; std::getline(in, dir, ':');)
-    if (!dir.empty() && dir[0] == '/' && executable(dir + "/" + name)) return dir + "/" + name;
-  return "";
-}
-
-struct ProcessResult {
-  bool started = false;
-  bool timed_out = false;
-  int status = -1;     // exit status; 128 + signal if killed by one
-  std::string output;  // stdout and stderr together
-  std::string error;   // why it did not start
-};
-
-// Runs argv[0] (an absolute path) with argv, no shell, stdin from /dev/null, stdout and
-// stderr captured. The child leads its own process group, so a timeout kills the compiler
-// driver and the cc1plus/as/ld it started, and nothing else.
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s) {
-  ProcessResult r;
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) { r.error = std::strerror(errno); return r; }
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGPIPE);  // Python ignores SIGPIPE; the compiler should not inherit that
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  ::close(fds[1]);
-  if (rc != 0) { ::close(fds[0]); r.error = std::strerror(rc); return r; }
-  r.started = true;
-
-  using Clock = std::chrono::steady_clock;
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
-  auto ms_left = [&] {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    return left > 0 ? int(std::min<long long>(left, 1 << 30)) : 0;
-  };
-  char buf[8192];
-  bool eof = false;
-  while (!eof) {
-    pollfd p{fds[0], POLLIN, 0};
-    int n = ::poll(&p, 1, ms_left());
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) { r.timed_out = true; break; }
-    ssize_t got = ::read(fds[0], buf, sizeof buf);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) { eof = true; break; }
-    if (r.output.size() < (1u << 20)) r.output.append(buf, size_t(got));  // drain, keep 1 MB
-  }
-  ::close(fds[0]);
-  int ws = 0;
-  bool reaped = false;
-  while (!r.timed_out) {  // output closed: the child is exiting (or a grandchild holds the pipe)
-    pid_t w = ::waitpid(pid, &ws, WNOHANG);
-    if (w == pid) { reaped = true; break; }
-    if (w < 0 && errno != EINTR) break;  // reaped elsewhere: the status is unknown
-    if (ms_left() == 0) r.timed_out = true;
-    else std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  if (r.timed_out) {
-    ::kill(-pid, SIGKILL);
-    while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
-  }
-  if (reaped) r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : -1;
-  return r;
 }
 
 std::string truncated(const std::string& s) {
@@ -290,25 +160,6 @@ std::shared_ptr<void> handle_of(void* h) {
 }
 
 }  // namespace
-
-std::string sha256_hex(const std::string& data) {
-  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const auto* p = reinterpret_cast<const unsigned char*>(data.data());
-  size_t n = data.size(), full = n / 64 * 64;
-  for (size_t i = 0; i < full; i += 64) sha256_block(h, p + i);
-  // Padding: 0x80, zeros, then the bit length as a big-endian 64-bit number.
-  unsigned char tail[128] = {0};
-  size_t rest = n - full;
-  std::memcpy(tail, p + full, rest);
-  tail[rest] = 0x80;
-  size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-  uint64_t bits = uint64_t(n) * 8;
-  for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
-  for (size_t i = 0; i < tail_len; i += 64) sha256_block(h, tail + i);
-  char hex[65];
-  for (int i = 0; i < 8; ++i) std::snprintf(hex + 8 * i, 9, "%08x", h[i]);
-  return std::string(hex, 64);
-}
 
 Compiler find_compiler() {
   static std::mutex mu;
