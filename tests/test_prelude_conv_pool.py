@@ -299,6 +299,21 @@ def cases_x86() -> list[Case]:
              threads=2, ep="bias_relu"),
         Case("conv_packed", (1, 64, 10, 9), k=(3, 3), M=1024, pads=(2, 2, 2, 2), dil=(2, 2),
              strides=(2, 1), ep="stores"),
+        # planes of at most 64 output pixels: im2col from each (pixel, tap)'s offset
+        # (small_plane_col), batched, grouped, dilated, 1-D and 3-D
+        Case("conv", (2, 6, 5, 7), k=(3, 3), M=10, pads=(1, 2, 1, 0), dil=(1, 2), ep="bias_relu"),
+        Case("conv", (1, 8, 6, 6), k=(3, 3), M=12, group=2, pads=(1, 1, 1, 1), strides=(2, 1), threads=2),
+        Case("conv", (1, 4, 9), k=(3,), M=5, pads=(1, 1), ep="stores"),
+        Case("conv", (1, 3, 3, 4, 4), k=(2, 3, 3), M=4, pads=(0, 1, 1, 1, 1, 1)),
+        # pre-packed, tiny output planes (under a GEMM tile's width): pixel-major, im2col^T
+        # built per pixel from each tap's offset (small_plane_colT); a width stride keeps the
+        # phase-split rows
+        Case("conv_packed", (1, 64, 2, 2), k=(3, 3), M=64, pads=(1, 1, 1, 1), ep="bias_relu"),
+        Case("conv_packed", (2, 48, 5, 4), k=(3, 3), M=40, pads=(2, 1, 2, 1), dil=(2, 1), strides=(2, 1),
+             threads=2, ep="stores"),
+        Case("conv_packed", (1, 32, 2, 2, 2), k=(3, 3, 3), M=32, pads=(1,) * 6, ep="bias_relu"),
+        Case("conv_packed", (1, 64, 3, 3), k=(3, 3), M=64, group=2, pads=(1, 1, 1, 1), threads=2),
+        Case("conv_packed", (1, 32, 6, 6), k=(3, 3), M=32, pads=(1, 1, 1, 1), strides=(2, 2), ep="stores"),
         # channels last: the direct kernel (tiles wrapping rows and images, padding rows,
         # stride, dilation, merged kx runs, a stem on 3 channels, chunked input channels,
         # M past NR, groups, 1-D and 3-D), the pointwise GEMM and depthwise

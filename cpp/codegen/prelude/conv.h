@@ -176,8 +176,10 @@ inline bool pixel_major(const ConvShape& s) {
   if (is_depthwise(s)) return false;
   const window::Geom g = geom(s);
   const long OHW = g.out_plane(), Mg = s.M / s.group, K = s.C / s.group * g.taps();
+  const double pm = tile_fill(OHW, Mg, gemm::kMR, gemm::kNR), cm = tile_fill(Mg, OHW, gemm::kMR, gemm::kNR);
+  if (OHW < gemm::kNR && Mg >= gemm::kNR && pm > 1.2 * cm) return true;  // TINYPLANE
   if (Mg < 1024 || K < 512 || OHW > 64) return false;
-  return tile_fill(OHW, Mg, gemm::kMR, gemm::kNR) > 1.10 * tile_fill(Mg, OHW, gemm::kMR, gemm::kNR);
+  return pm > 1.10 * cm;
 }
 
 // Per-thread buffers of the pixel-major path that only grow (0: im2col^T, 1: Y^T).
@@ -209,6 +211,67 @@ void transpose_rows(int K, long OHW, const RowOf& row_of, float* colT, bool para
     parallel_for(chunks, chunk);
   } else {
     for (int c = 0; c < chunks; ++c) chunk(c);
+  }
+}
+
+// Small output planes (x not phase-split): each (pixel, tap)'s input offset, -1 in the padding,
+// computed once, so that im2col is one load per element. The generic Im2col rows cost more
+// than the GEMM itself on planes of 2x2 to 8x8 (a few elements per row).
+inline const int* small_plane_offsets(const window::Geom& g) {
+  const int taps = g.taps();
+  thread_local std::vector<int> offsets;
+  offsets.resize(static_cast<size_t>(g.out_plane()) * taps);
+  int* off = offsets.data();
+  for (int o0 = 0, i = 0; o0 < g.out[0]; ++o0)
+    for (int o1 = 0; o1 < g.out[1]; ++o1)
+      for (int o2 = 0; o2 < g.out[2]; ++o2, ++i)
+        for (int k0 = 0, t = 0; k0 < g.k[0]; ++k0)
+          for (int k1 = 0; k1 < g.k[1]; ++k1)
+            for (int k2 = 0; k2 < g.k[2]; ++k2, ++t) {
+              const int a = o0 * g.stride[0] - g.pad[0] + k0 * g.dil[0];
+              const int b = o1 * g.stride[1] - g.pad[1] + k1 * g.dil[1];
+              const int c = o2 * g.stride[2] - g.pad[2] + k2 * g.dil[2];
+              const bool in = a >= 0 && a < g.in[0] && b >= 0 && b < g.in[1] && c >= 0 && c < g.in[2];
+              off[i * taps + t] = in ? (a * g.in[1] + b) * g.in[2] + c : -1;
+            }
+  return off;
+}
+constexpr long kSmallPlane = 64;  // output pixels up to which im2col goes through the offsets
+
+// im2col^T [OHW, K] (the pixel-major GEMM's A), a row per pixel.
+inline void small_plane_colT(const window::Geom& g, int Cg, const float* xg, float* colT, bool parallel) {
+  const int taps = g.taps(), K = Cg * taps;
+  const long OHW = g.out_plane(), plane = g.in_plane();
+  const int* off = small_plane_offsets(g);
+  auto pixel = [&](int i) {
+    float* d = colT + static_cast<long>(i) * K;
+    const int* oi = off + static_cast<long>(i) * taps;
+    for (int c = 0; c < Cg; ++c, d += taps) {
+      const float* xc = xg + c * plane;
+      for (int t = 0; t < taps; ++t) d[t] = oi[t] >= 0 ? xc[oi[t]] : 0.0f;
+    }
+  };
+  if (parallel && OHW > 1 && OHW * K > 32768) {
+    parallel_for(static_cast<int>(OHW), pixel);
+  } else {
+    for (int i = 0; i < OHW; ++i) pixel(i);
+  }
+}
+
+// im2col [K, OHW] (the channel-major GEMM's B), a row per (channel, tap).
+inline void small_plane_col(const window::Geom& g, int Cg, const float* xg, float* col) {
+  const int taps = g.taps();
+  const long OHW = g.out_plane(), plane = g.in_plane();
+  const int* off = small_plane_offsets(g);
+  for (int c = 0; c < Cg; ++c) {
+    const float* xc = xg + c * plane;
+    for (int t = 0; t < taps; ++t) {
+      float* d = col + (static_cast<long>(c) * taps + t) * OHW;
+      for (long i = 0; i < OHW; ++i) {
+        const int o = off[i * taps + t];
+        d[i] = o >= 0 ? xc[o] : 0.0f;
+      }
+    }
   }
 }
 
@@ -254,6 +317,8 @@ void conv_pixel_major(const window::Geom& g, int Cg, int Mg, const float* xg,
     transpose_rows(K, OHW, [&](int k, long i0, int n, float* d) {
       std::memcpy(d, xg + k * OHW + i0, sizeof(float) * n);
     }, colT, !single);
+  } else if (g.stride[2] == 1 && OHW <= kSmallPlane) {
+    small_plane_colT(g, Cg, xg, colT, !single);
   } else {
     const Im2col im{xg, g};
     transpose_rows(K, OHW, [&](int k, long i0, int n, float* d) {
@@ -298,6 +363,10 @@ void conv_gemm(const ConvShape& s, const float* x, const AOf& a_of, const WTOf& 
         conv_pixel_major(g, Cg, Mg, xg, *wT, yg, e, outer);
       } else if (pointwise) {
         gemm::gemm_f32_src(Mg, OHW, K, a_of(gi), gemm::BView{xg, OHW, 1}, yg, OHW, e, opt);
+      } else if (g.stride[2] == 1 && OHW <= kSmallPlane) {
+        float* col = pm_scratch(0, static_cast<size_t>(K) * OHW);
+        small_plane_col(g, Cg, xg, col);
+        gemm::gemm_f32_src(Mg, OHW, K, a_of(gi), gemm::BView{col, OHW, 1}, yg, OHW, e, opt);
       } else {
         if (g.stride[2] > 1) {
           const long rows = static_cast<long>(Cg) * g.in[0] * g.in[1];
