@@ -91,7 +91,8 @@ struct OpenclCodegenOptions {
   // has at least n tile steps (DNNF_OPENCL_SPLIT_K, for comparisons and tests).
   int64_t split_k = 0;
   // What the GEMM tile does beyond the plain local-memory tile (kTile* bits, see
-  // Renderer::tiled_gemm; DNNF_OPENCL_TILE_FEATURES, for comparisons and tests).
+  // Renderer::tiled_gemm): all on a GPU, all but the prefetch on other devices;
+  // DNNF_OPENCL_TILE_FEATURES, for comparisons and tests, sets them.
   unsigned tile_features = kTileAllFeatures;
 };
 

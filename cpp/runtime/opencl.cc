@@ -331,6 +331,9 @@ OpenclCodegenOptions codegen_options(const DeviceInfo& d) {
                          "of splits up to 999");
     o.split_k = std::stoi(v);
   }
+  // The prefetch hides a GPU's memory latency; a CPU device runs a work-group as loops, where it
+  // only keeps values alive across barriers (PoCL's builds of such tiles took 2-4x longer).
+  if (!o.gpu) o.tile_features &= ~kTilePrefetch;
   if (const char* tf = std::getenv("DNNF_OPENCL_TILE_FEATURES"); tf && *tf) {
     // A comma-separated list of the tile's features to keep ("none": the plain tile).
     static const std::pair<const char*, unsigned> kNames[] = {

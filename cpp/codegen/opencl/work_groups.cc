@@ -51,8 +51,8 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, TileChoice choice, int64_t
   // Split K: group z of `splits` runs K steps [z Kc, (z + 1) Kc) and stores its partial tile to
   // scratch after the block's own; a second kernel sums the partials in z order and finishes.
   int64_t splits = choice.splits;
-  const int64_t Kc = ((Kd + splits - 1) / splits + kTileK - 1) / kTileK * kTileK;
-  splits = (Kd + Kc - 1) / Kc;
+  const int64_t Kc = std::max(kTileK, ((Kd + splits - 1) / splits + kTileK - 1) / kTileK * kTileK);
+  splits = std::max<int64_t>(1, (Kd + Kc - 1) / Kc);  // K = 0 (an empty inner axis): one group, zeros
   const K base = k;  // the declarations, for the summing kernel
   const int64_t part_at = (cur_scratch + 255) / 256 * 256, total = batch * M * N;
   const std::string part = "((__global float*)(dnnf_scratch + " + std::to_string(part_at) + "))";
@@ -134,15 +134,26 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, TileChoice choice, int64_t
                           : "dn_Bs[(dn_t / " + Ts + " + " + std::to_string(l * (items / T)) + ") * " + Ps + " + dn_bn] = dn_rb" + L_ + ";");
     }
   };
-  if (prefetch) fetch("dn_kbeg");
-  k.body.open("for (long dn_k0 = dn_kbeg; dn_k0 < dn_kend; dn_k0 += " + L(kTileK) + ")");
-  if (!prefetch) fetch("dn_k0");
-  store();
-  k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
-  if (prefetch) {  // the next step's loads in flight during this step's FMAs
-    k.body.open("if (dn_k0 + " + L(kTileK) + " < dn_kend)");
+  if (prefetch) {
+    // One step ahead: the loop starts a step early, when it only fetches (one copy of the
+    // fetch in the source: compiling it twice made PoCL's builds of 128-wide tiles slow). The
+    // step's branches are the same for every item of the group, so the barriers in them are
+    // met by all.
+    k.body.open("for (long dn_k0 = dn_kbeg - " + L(kTileK) + "; dn_k0 < dn_kend; dn_k0 += " + L(kTileK) + ")");
+    k.body.line("const bool dn_now = dn_k0 >= dn_kbeg;  // a step to compute (else only the first fetch)");
+    k.body.open("if (dn_now)");
+    store();
+    k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
+    k.body.close();
+    k.body.open("if (dn_k0 + " + L(kTileK) + " < dn_kend)");  // the next step's loads in flight during this one's FMAs
     fetch("dn_k0 + " + L(kTileK));
     k.body.close();
+    k.body.open("if (dn_now)");
+  } else {
+    k.body.open("for (long dn_k0 = dn_kbeg; dn_k0 < dn_kend; dn_k0 += " + L(kTileK) + ")");
+    fetch("dn_k0");
+    store();
+    k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
   }
   k.body.open("for (int dn_kk = 0; dn_kk < " + KT + "; ++dn_kk)");
   // Row i of the item's block is row (i / V) GS + ty V + i % V of the tile (columns alike).
@@ -173,6 +184,7 @@ void Renderer::tiled_gemm(K& k, const AnchorStage& a, TileChoice choice, int64_t
   }
   k.body.close();
   k.body.line("barrier(CLK_LOCAL_MEM_FENCE);");
+  if (prefetch) k.body.close();  // if (dn_now)
   k.body.close();
   auto local_of = [&](int64_t i) { return L(i / V * GS + i % V); };
   for (int64_t i = 0; i < R; ++i)
