@@ -15,8 +15,9 @@ namespace dnnf::cg::opencl {
 // registers (R = t / kTileSide); K advances kTileK at a time through two local tiles that the
 // group loads together, each element once (A's prologue, where there is one, is evaluated
 // there, so once per t columns instead of once per column).
-// The features (OpenclCodegenOptions::tile_features, all on unless DNNF_OPENCL_TILE_FEATURES
-// says otherwise) are what a GPU's SGEMM needs beyond that:
+// The features (OpenclCodegenOptions::tile_features: all on a GPU, all but the prefetch on
+// other devices, unless DNNF_OPENCL_TILE_FEATURES says otherwise) are what a GPU's SGEMM needs
+// beyond that:
 // - vec: an item's rows and columns are runs of V = min(4, R) adjacent ones (rows
 //   g * 16 V + ty V + v), so each k step reads its A and B values from local memory as
 //   floatV vectors (R / V vector loads each instead of R scalar ones: the inner loop is FMAs);
