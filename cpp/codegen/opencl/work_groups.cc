@@ -237,10 +237,11 @@ TileChoice choose_tile(const OpenclCodegenOptions& o, int64_t M, int64_t N, int6
   };
   const int64_t steps = (K + kTileK - 1) / kTileK, cu = std::max<int64_t>(1, o.compute_units);
   auto groups = [&](int64_t t) { return (M + t - 1) / t * ((N + t - 1) / t) * batch; };
-  // Splits of K that bring the groups up to `aim`, each split keeping `min_steps` steps.
-  auto split_to = [&](int64_t t, int64_t aim, int64_t min_steps) {
+  // Splits of K that bring the groups up to `aim` where they are fewer than `below`, each split
+  // keeping `min_steps` steps.
+  auto split_to = [&](int64_t t, int64_t aim, int64_t below, int64_t min_steps) {
     const int64_t g = groups(t);
-    return g >= aim ? 1 : std::max<int64_t>(1, std::min((aim + g - 1) / g, steps / min_steps));
+    return g >= below ? 1 : std::max<int64_t>(1, std::min((aim + g - 1) / g, steps / min_steps));
   };
   // A 128-wide tile's group holds 64 accumulators per item: one group per compute unit, so the
   // groups run in waves of `cu` and a last, partial wave idles the rest (H200, run 9: 50 groups
@@ -260,22 +261,21 @@ TileChoice choose_tile(const OpenclCodegenOptions& o, int64_t M, int64_t N, int6
   };
   auto splits = [&](int64_t t) -> int64_t {
     if (o.split_k) return std::max<int64_t>(1, std::min(o.split_k, steps));
-    if (!o.gpu) return groups(t) >= cu ? 1 : split_to(t, 2 * cu, kSplitMinSteps);  // below one per unit, aiming at two
+    if (!o.gpu) return split_to(t, 2 * cu, cu, kSplitMinSteps);  // below one per unit, aiming at two
     if (t == kTileHuge) return wave_splits(true);
     // Smaller tiles: several resident groups per unit hide each other's loads. GEMMs split
     // until three per unit in pieces of kGemmSplitSteps (run 8: BERT's FFN 13.7 -> 18.7
     // TFLOP/s at four, 12 steps each), convolutions as before run 8 (below two per unit,
     // aiming at four), under which ResNet-50 ran fastest (run 7).
-    return conv ? (2 * groups(t) >= 4 * cu ? 1 : split_to(t, 4 * cu, kSplitMinSteps)) : split_to(t, 3 * cu, kGemmSplitSteps);
+    return conv ? split_to(t, 4 * cu, 2 * cu, kSplitMinSteps) : split_to(t, 3 * cu, 3 * cu, kGemmSplitSteps);
   };
   int64_t t = 0;
   if (o.tile) {
     t = fits(o.tile) ? o.tile : 0;
-  } else if (!o.gpu) {  // a CPU device: 64 where that gives a group per compute unit, else 32
-    t = fits(kTileBig) && groups(kTileBig) >= cu ? kTileBig : fits(kTileSmall) ? kTileSmall : 0;
-  } else if (conv && M >= kTileHuge && N >= kTileHuge && fits(kTileHuge) && wave_splits(false)) {
+  } else if (o.gpu && conv && M >= kTileHuge && N >= kTileHuge && fits(kTileHuge) && wave_splits(false)) {
     t = kTileHuge;  // a convolution whose 128-wide tiles (split) fill the compute units' waves
-  } else if (conv) {  // as before run 8: 64 where that gives a group per compute unit, else 32
+  } else if (!o.gpu || conv) {  // a CPU device, and other convolutions as before run 8: 64
+    // where that gives a group per compute unit, else 32
     t = fits(kTileBig) && groups(kTileBig) >= cu ? kTileBig : fits(kTileSmall) ? kTileSmall : 0;
   } else {  // GEMMs: the widest tile they fill, up to 64 (run 8: 128 lost on every GEMM)
     t = M >= kTileBig && N >= kTileBig && fits(kTileBig) ? kTileBig : fits(kTileSmall) ? kTileSmall : 0;
