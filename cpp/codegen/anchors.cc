@@ -82,8 +82,6 @@ std::string epilogue_label(const BlockLowerer& bl, const Node& n, bool count) {
 
 namespace {
 
-int64_t numel(const std::vector<int64_t>& d) { return prod(d, 0, d.size()); }
-
 std::string prologue_label(const GemmCall& gc) {
   return gc.a_computed ? " +prologue(" + std::to_string(gc.a_fused_ops) + " ops)" : "";
 }

@@ -11,8 +11,6 @@ namespace dnnf::cg {
 
 namespace {
 
-int64_t numel(const std::vector<int64_t>& d) { return prod(d, 0, d.size()); }
-
 int64_t axis_attr(const InferCtx& c, int64_t dflt, int64_t r) {
   int64_t a = c.attr_int("axis", dflt);
   return a < 0 ? a + r : a;

@@ -25,12 +25,6 @@ int ModuleState::pack(PackedConstant p) {
 
 namespace {
 
-int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
 bool same(const std::vector<IExpr>& a, const std::vector<IExpr>& b, const VarTable& vt) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)

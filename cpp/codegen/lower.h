@@ -20,6 +20,13 @@
 
 namespace dnnf::cg {
 
+// The element count of a static shape (1 for a scalar).
+inline int64_t numel(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
 // What the whole module shares while its blocks are lowered: the constants in the order the
 // runtime hands them over, and the weights packed once.
 struct ModuleState {

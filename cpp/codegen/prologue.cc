@@ -9,13 +9,6 @@
 
 namespace dnnf::cg {
 
-namespace {
-int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-}  // namespace
 
 // A of GEMM anchor n at vars (b, row, j) of a program (j along K): MatMul's batch var b
 // broadcast over A's batch dims, Gemm's transA. Returns the index; *inner is j.

@@ -22,6 +22,12 @@ enum class OpKind : uint16_t {
 #undef DNNF_OP
 };
 
+// Ops whose output keeps the input's linear element order (Reshape, Flatten, Squeeze,
+// Unsqueeze): their index map is the identity on memory, so composing it costs nothing.
+inline bool is_reshape_view(OpKind k) {
+  return k == OpKind::Reshape || k == OpKind::Flatten || k == OpKind::Squeeze || k == OpKind::Unsqueeze;
+}
+
 struct OpInfo {
   OpKind kind;
   const char* name;       // ECG name (equal to the ONNX name for every ONNX op)

@@ -51,10 +51,6 @@ constexpr double kLaunch = 5e-6;
 constexpr double kBytesPerSecond = 40e9;
 constexpr double kFlopsPerSecond = 485e9;
 
-bool is_view(OpKind k) {
-  return k == OpKind::Reshape || k == OpKind::Flatten || k == OpKind::Squeeze || k == OpKind::Unsqueeze;
-}
-
 std::string us(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f us", seconds * 1e6);
@@ -287,7 +283,7 @@ class DpPlanner {
     }
     for (NodeId e : {y.p, y.c}) {
       MappingType t = ix_.type[e];
-      if ((t == MappingType::Reorganize || t == MappingType::Shuffle) && !is_view(node(e).op))
+      if ((t == MappingType::Reorganize || t == MappingType::Shuffle) && !is_reshape_view(node(e).op))
         pc.index_ops += 2 * static_cast<int64_t>(ix_.g.value(node(e).outputs[0]).type.shape.size());
     }
     pc.producer_flops = flops_[y.p];

@@ -41,13 +41,6 @@ int64_t numel_of(const Graph& g, ValueId v) {
   return t.is_static() ? t.numel() : -1;
 }
 
-// Ops whose output keeps the input's linear element order: their index map is the
-// identity on memory, so composing it costs nothing.
-bool is_view(OpKind k) {
-  return k == OpKind::Reshape || k == OpKind::Flatten || k == OpKind::Squeeze ||
-         k == OpKind::Unsqueeze;
-}
-
 class Planner {
  public:
   Planner(const Graph& g, const PlanOptions& opt)
@@ -406,7 +399,7 @@ class Planner {
     for (ValueId v : x.removed) ends.insert(g_.value(v).producer);
     for (NodeId n : ends) {
       MappingType t = type_[n];
-      if ((t == MappingType::Reorganize || t == MappingType::Shuffle) && !is_view(node(n).op))
+      if ((t == MappingType::Reorganize || t == MappingType::Shuffle) && !is_reshape_view(node(n).op))
         pc.index_ops += 2 * static_cast<int64_t>(g_.value(node(n).outputs[0]).type.shape.size());
     }
     for (NodeId n : prods) pc.producer_flops += node_flops(g_, node(n));

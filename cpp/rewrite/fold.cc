@@ -13,8 +13,6 @@ namespace dnnf {
 
 namespace {
 
-constexpr size_t kFoldSlackBytes = 64 * 1024;  // see fold_constants in passes.h
-
 TensorPtr i64_tensor(const Shape& shape, const std::vector<int64_t>& xs) {
   return TensorData::copy_of(TensorType{DType::I64, shape}, xs.data());
 }

@@ -54,6 +54,7 @@ Graph apply_algebraic_rules(const Graph& g, std::vector<std::string>& fired);
 // tensor) is kept: materializing it would bloat the model and the fused kernel reads it
 // just as well from its small inputs.
 Graph fold_constants(const Graph& g, const Evaluator& eval);
+inline constexpr size_t kFoldSlackBytes = 64 * 1024;  // the 64 KiB above
 // Folds inference BatchNormalization, and Mul/Add/Sub/Div by per-output-channel constants,
 // into the weights and bias of the Conv (any dims, groups, with or without bias) or Gemm
 // (transB 0/1) that produces their input, when that Conv/Gemm has no other consumer.

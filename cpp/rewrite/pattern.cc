@@ -12,6 +12,7 @@
 
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
+#include "rewrite/passes.h"
 #include "rewrite/cost.h"
 
 namespace dnnf {
@@ -106,7 +107,6 @@ TensorPtr tensor_of_doubles(const TensorType& type, const std::vector<double>& x
 namespace {
 
 constexpr int64_t kMaxInspected = 1 << 16;  // larger constants are never read element-wise
-constexpr size_t kFoldSlackBytes = 64 * 1024;
 
 bool readable(const TensorPtr& t) {
   return t && t->type.dtype != DType::F16 && t->type.numel() <= kMaxInspected;
