@@ -232,6 +232,24 @@ def test_compile_auto_skips_a_measurement_that_would_pass_the_budget(monkeypatch
     assert not profiling.machine_db("scalar").exists()
 
 
+def test_a_built_candidate_is_measured_past_the_budget_when_that_is_cheap(monkeypatch, tmp_path):
+    """The first candidate is built whatever the budget (no build time to go by yet). Its build
+    in a fresh cache (the precompiled header included) takes seconds; measuring it takes a
+    fraction of that, so it is measured although the 10 ms budget has passed, and cached: a
+    compile used to spend the build and then estimate anyway. Nothing else is built."""
+    m = _auto(monkeypatch, tmp_path, profile_seconds=0.01)
+    p = m.stats["profile"]
+    assert p["measured"] == 1 and p["estimated"] >= 1 and p["failed"] == [], p
+    assert len(df.plan.read_profile_db(profiling.machine_db("scalar"))) == 1
+    assert "measured while compiling" in m.explain() and "budget of 0.01 s was spent" in m.explain()
+
+
+@pytest.mark.parametrize("runs_s,build_s,pays", [(0.0, 0.2, False), (0.0, 1.0, True), (0.5, 1.0, False),
+                                                 (0.5, 2.0, True)])
+def test_late_measure_pays_only_against_a_long_build(runs_s, build_s, pays):
+    assert profiling.late_measure_pays(runs_s, build_s, min_seconds=0.2) is pays
+
+
 def test_compile_auto_skips_a_build_that_would_pass_the_budget(monkeypatch, tmp_path):
     """A candidate is built only when the last candidate's build time says the build ends
     within the budget (a batch-8 candidate took 11 s to build, unbounded before): here every
