@@ -37,6 +37,11 @@ inline constexpr int kGeneratedAbiVersion = 2;
 
 // The prelude header a generated CPU module includes first, which the runtime precompiles.
 inline constexpr const char* kModuleCommonHeader = "module_common.h";
+// The line (second in the source) naming the prelude units a CPU module links, e.g.
+// "// dnnf-prelude-units: gemm.1 reduce.0" (prelude/prelude_units.h); compile_shared builds
+// and links them, and the header that defines them is the module's first include.
+inline constexpr const char* kPreludeUnitsLine = "// dnnf-prelude-units:";
+inline constexpr const char* kPreludeUnitSources = "prelude_unit_sources.h";
 
 struct CodegenOptions {
   // The dialect: "avx512" | "avx2" | "neon" | "scalar". The emitted text is the same for the

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -32,6 +34,7 @@
 #include <sys/auxv.h>
 #endif
 
+#include "codegen/codegen.h"
 #include "ir/errors.h"
 #include "runtime/process.h"
 
@@ -309,6 +312,125 @@ std::string precompiled_header(const Compiler& cc, const std::vector<std::string
   if (::rename(tmp.c_str(), pdir.c_str()) != 0) remove_flat_dir(tmp, name);  // another process was first
   return ::lstat((pdir + "/" + name).c_str(), &st) == 0 ? pdir : "";
 }
+
+// ---- Prelude units (codegen/prelude/prelude_units.h) ----------------------------------------
+// The units a module source names on its second line ("gemm.1 reduce.0"); none where the line
+// is absent or malformed (then the module compiles whole, as any other source).
+std::vector<std::string> units_named(const std::string& source) {
+  const size_t first = source.find('\n');
+  if (first == std::string::npos) return {};
+  const size_t end = source.find('\n', first + 1);
+  const std::string line = source.substr(first + 1, end == std::string::npos ? std::string::npos : end - first - 1);
+  const std::string tag = kPreludeUnitsLine;
+  if (line.compare(0, tag.size(), tag) != 0) return {};
+  std::vector<std::string> units = split_words(line.substr(tag.size()));
+  for (const std::string& u : units) {  // group.epilogue: [a-z]+ '.' [0-2], nothing else
+    const size_t dot = u.find('.');
+    bool ok = dot != std::string::npos && dot > 0 && dot + 2 == u.size() && u[dot + 1] >= '0' && u[dot + 1] <= '2';
+    for (size_t i = 0; ok && i < dot; ++i) ok = u[i] >= 'a' && u[i] <= 'z';
+    if (!ok) return {};
+  }
+  return units;
+}
+
+// The object files of `units` for this compiler and these flags, each built on first use
+// (several at once, up to the CPUs this process may use) into units-<key>/ in the cache and
+// rename()d into place; empty when any cannot be built (remembered for the process), and then
+// the module compiles whole. Only for flags that carry the prelude's content hash, which the
+// key then covers, and a module that includes `header` first. Unit sources are three lines
+// written here from names units_named() checked.
+std::vector<std::string> unit_objects(const Compiler& cc, const std::vector<std::string>& flags,
+                                      const std::vector<std::string>& units, const std::string& header,
+                                      const std::string& pch_dir, const std::string& dir, double timeout_s) {
+  if (units.empty() || header.empty() || env("DNNF_PRELUDE_UNITS") == "0") return {};
+  bool hashed = false;
+  for (const auto& f : flags) hashed = hashed || f.rfind("-DDNNF_PRELUDE_HASH=", 0) == 0;
+  if (!hashed) return {};
+  std::vector<std::string> compile_flags;  // what a compile without linking takes
+  for (const auto& f : flags)
+    if (f.rfind("-l", 0) != 0 && f.rfind("-L", 0) != 0 && f.rfind("-Wl,", 0) != 0) compile_flags.push_back(f);
+  std::string framed;
+  auto field = [&](const std::string& s) { framed += std::to_string(s.size()) + ':' + s; };
+  field("dnnf-units-1");
+  field(header);
+  for (const auto& a : cc.argv) field(a);
+  field(cc.version);
+  for (const auto& f : compile_flags) field(f);
+  const std::string key = sha256_hex(framed).substr(0, 32);
+  const std::string udir = dir + "/units-" + key;
+  static std::mutex mu;
+  static std::set<std::string> failed;
+  std::vector<std::string> objects, missing;
+  struct stat st;
+  for (const std::string& u : units) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failed.count(key + "/" + u)) return {};
+    }
+    objects.push_back(udir + "/" + u + ".o");
+    if (!(::lstat(objects.back().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+          st.st_size > 0))
+      missing.push_back(u);
+  }
+  if (missing.empty()) return objects;
+  if (::mkdir(udir.c_str(), 0700) != 0 && errno != EEXIST) return {};
+  if (::lstat(udir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return {};
+  const std::string include = header.substr(header.rfind('/') + 1);
+  std::vector<char> ok(missing.size(), 0);
+  std::mutex next_mu;
+  size_t next = 0;
+  auto worker = [&] {
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> lock(next_mu);
+        if (next >= missing.size()) return;
+        i = next++;
+      }
+      const std::string& u = missing[i];
+      const size_t dot = u.find('.');
+      const std::string tmp = dir + "/tmp.unit." + key.substr(0, 16) + "." + u + "." + std::to_string(::getpid()) +
+                              "." + random_tag();
+      const std::string text = "#include \"" + include + "\"\n#include \"" + kPreludeUnitSources +
+                               "\"\nDNNF_UNIT_DEFINE(" + u.substr(0, dot) + ", " + u.substr(dot + 1) + ")\n";
+      int fd = ::open((tmp + ".cc").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0) continue;
+      const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+      ::close(fd);
+      std::vector<std::string> argv = cc.argv;
+      for (const char* a : {"-c", "-fPIC", "-o"}) argv.push_back(a);
+      argv.push_back(tmp + ".o");
+      argv.push_back(tmp + ".cc");
+      if (!pch_dir.empty()) argv.push_back("-I" + pch_dir);
+      argv.insert(argv.end(), compile_flags.begin(), compile_flags.end());
+      ProcessResult r;
+      if (written) r = run_process(argv, timeout_s);
+      ::unlink((tmp + ".cc").c_str());
+      if (written && r.started && !r.timed_out && r.status == 0 &&
+          ::rename((tmp + ".o").c_str(), (udir + "/" + u + ".o").c_str()) == 0) {
+        ok[i] = 1;
+      } else {
+        ::unlink((tmp + ".o").c_str());
+      }
+    }
+  };
+  unsigned cpus = std::thread::hardware_concurrency();
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) cpus = static_cast<unsigned>(CPU_COUNT(&set));
+  const size_t n = std::max<size_t>(1, std::min<size_t>(missing.size(), cpus));
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < n; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  bool all = true;
+  for (size_t i = 0; i < missing.size(); ++i)
+    if (!ok[i]) {
+      all = false;
+      std::lock_guard<std::mutex> lock(mu);
+      failed.insert(key + "/" + missing[i]);
+    }
+  return all ? objects : std::vector<std::string>{};
+}
 }  // namespace
 
 CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
@@ -371,24 +493,44 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   }
   ::close(fd);
 
-  // The precompiled header is not part of the key: with or without it the object is the same.
+  // Neither the precompiled header nor the prelude units are part of the key: with or without
+  // them the object runs the same code.
   const std::string pch = precompiled_header(cc, all_flags, pch_header, dir, timeout_s);
-  auto command_for = [&](const std::string& pch_dir) {
+  const std::vector<std::string> units =
+      unit_objects(cc, all_flags, units_named(source), pch_header, pch, dir, timeout_s);
+  auto command_for = [&](const std::string& pch_dir, bool link_units) {
     std::vector<std::string> argv = cc.argv;
     for (const char* a : {"-shared", "-fPIC", "-o"}) argv.push_back(a);
     argv.push_back(tmp_so);
     argv.push_back(tmp_src);
+    if (link_units) argv.insert(argv.end(), units.begin(), units.end());
     if (!pch_dir.empty()) argv.push_back("-I" + pch_dir);  // before the prelude's -I
+    if (link_units) argv.push_back("-DDNNF_LINK_UNITS");
     argv.insert(argv.end(), all_flags.begin(), all_flags.end());  // after the source, so -l flags link
     return argv;
   };
-  std::vector<std::string> argv = command_for(pch);
+  bool link_units = !units.empty();
+  std::vector<std::string> argv = command_for(pch, link_units);
   ProcessResult r = run_process(argv, timeout_s);
-  if (!pch.empty() && r.started && !r.timed_out && r.status != 0 &&
-      (r.output.find("PCH") != std::string::npos || r.output.find(".gch") != std::string::npos)) {
+  auto failed_with = [&](std::initializer_list<const char*> words) {
+    if (!r.started || r.timed_out || r.status == 0) return false;
+    for (const char* w : words)
+      if (r.output.find(w) != std::string::npos) return true;
+    return false;
+  };
+  if (link_units && r.started && !r.timed_out && r.status != 0) {
+    // Once more whole, so that an error is always the source's own. If that passes, a unit
+    // object did not link (damaged on disk, say): remove them, to be built again next time.
+    link_units = false;
+    argv = command_for(pch, false);
+    r = run_process(argv, timeout_s);
+    if (r.started && !r.timed_out && r.status == 0)
+      for (const std::string& o : units) ::unlink(o.c_str());
+  }
+  if (!pch.empty() && failed_with({"PCH", ".gch"})) {
     // A .gch damaged on disk can fail a compile that the header itself would pass ("cannot read
     // PCH file"): once more without it, so that a compile error is always the source's own.
-    argv = command_for("");
+    argv = command_for("", link_units);
     r = run_process(argv, timeout_s);
   }
   // Keep the source under its key, for the error message and for debugging generated code.

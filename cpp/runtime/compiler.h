@@ -58,6 +58,13 @@ class CompiledLibrary {
 // `pch_header` (a path; GCC only, off with DNNF_PCH=0): a header the source includes first,
 // precompiled once per compiler and flags into the cache (pch-<key>/) and found there before
 // the header itself; generated modules' common headers take a second of each compile to parse.
+// Prelude units (codegen/prelude/prelude_units.h; DNNF_PRELUDE_UNITS=0 turns them off): a
+// source whose second line is "// dnnf-prelude-units: <group>.<0-2> ..." and that includes
+// `pch_header` first, with flags carrying -DDNNF_PRELUDE_HASH, gets each named unit compiled
+// once per compiler and flags into units-<key>/ in the cache (missing ones several at once)
+// and linked into it, and is compiled with -DDNNF_LINK_UNITS, under which it declares the
+// units' instances extern; a unit that does not build, or a link that fails, compiles the
+// source whole instead (a failed link also removes the unit objects, to be built again).
 CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
                                double timeout_s = 0, bool load_it = true, const std::string& pch_header = "");
 

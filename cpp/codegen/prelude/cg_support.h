@@ -178,21 +178,11 @@ void ep_tile(const void* fp, const float* tile, int nvk, float* c, long ldc, int
     float* cr = c + i * ldc;
     for (int j = 0; j < nvk && j * W < n; ++j) {
       const int nn = std::min(n - j * W, W);
-      vf v = simd::v_load(tile + (i * nvk + j) * W);
+      vf v = gemm::load_lanes(tile + (i * nvk + j) * W, nn);  // any alignment (apply_run's rows)
       if (load_c) v = simd::v_add(v, gemm::load_lanes(cr + j * W, nn));
       f(v, row0 + i, col0 + static_cast<long>(j) * W, nn);
       if constexpr (!S) gemm::store_lanes(cr + j * W, v, nn);
     }
-  }
-}
-template <bool S, class F>
-void ep_run(const void* fp, const float* src, float* dst, int n, long row, long col0) {
-  const F& f = *static_cast<const F*>(fp);
-  for (int j = 0; j < n; j += W) {
-    const int nn = std::min(n - j, W);
-    vf v = gemm::load_lanes(src + j, nn);
-    f(v, row, col0 + j, nn);
-    if constexpr (!S) gemm::store_lanes(dst + j, v, nn);
   }
 }
 // A fused GEMM prologue: the generated lambda f(v, row, k, n) sets v to A[row, k .. k + n)
@@ -229,7 +219,7 @@ inline gemm::ARows make_pro_scalar(const F& f) {
 }
 template <bool S, class F>
 inline gemm::EpDyn<S> make_ep(const F& f, long r0 = 0) {
-  return {&detail::ep_vec<F>, &detail::ep_tile<S, F>, &detail::ep_run<S, F>, &f, r0};
+  return {&detail::ep_vec<F>, &detail::ep_tile<S, F>, &f, r0};
 }
 
 // The same for an epilogue the generator recognised as v = act(v + bias[col] + res[row *

@@ -98,14 +98,10 @@ template <bool S>
 struct EpDyn {
   static constexpr bool kStores = S;
   void (*vec)(const void* f, vf& v, long row, long col, int n);
-  // Rows [0, m) x columns [0, n) of a tile held in `tile` (nvk vectors per row, aligned):
+  // Rows [0, m) x columns [0, n) of a tile held in `tile` (nvk vectors per row):
   // adds C when load_c, applies the epilogue, stores into c (ldc) unless S.
   void (*tile)(const void* f, const float* tile, int nvk, float* c, long ldc, int m, int n,
                bool load_c, long row0, long col0);
-  // One row segment: the values src[0, n) (any alignment) are y[row, col0 .. col0 + n);
-  // applies the epilogue and stores them to dst unless S. Row kernels (the window engine)
-  // make one call per output row instead of one per vector.
-  void (*run)(const void* f, const float* src, float* dst, int n, long row, long col0);
   const void* f;
   long r0;
   // The common epilogue recognised by the code generator (cg::make_ep_affine), for kernels
@@ -119,8 +115,12 @@ struct EpDyn {
   int act = -1;
   float lo = 0.0f, hi = 0.0f;
   void apply(vf& v, long row, long col, int n) const { vec(f, v, row + r0, col, n); }
+  // One row segment: the values src[0, n) (any alignment) are y[row, col0 .. col0 + n);
+  // applies the epilogue and stores them to dst unless S. Row kernels (the window engine)
+  // make one call per output row instead of one per vector: a one-row tile, so that each
+  // generated epilogue is compiled into two functions, not three.
   void apply_run(const float* src, float* dst, int n, long row, long col0) const {
-    run(f, src, dst, n, row + r0, col0);
+    tile(f, src, (n + kVecWidth - 1) / kVecWidth, dst, 0, 1, n, false, row + r0, col0);
   }
   EpDyn shifted(long rows) const {
     EpDyn e = *this;

@@ -14,3 +14,4 @@
 #include "pool.h"
 #include "rowops.h"
 #include "reduce.h"
+#include "prelude_units.h"

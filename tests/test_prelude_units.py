@@ -1,0 +1,204 @@
+"""Prelude units (cpp/codegen/prelude/prelude_units.h; compile_shared in
+cpp/runtime/compiler.cc): the anchor kernels' template instances a module calls are compiled
+once per compiler and flags into the kernel cache and linked into every module that names
+them on its second line, which then declares them extern and compiles only its own kernels.
+Checked here: a module links exactly the units it names and computes bit for bit what the
+same module compiled whole computes; every unit's declarations match the prelude's templates
+in every x86 dialect; a damaged unit object or a malformed units line costs time, never a
+failure; DNNF_PRELUDE_UNITS=0 turns the units off."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import dnnfusion as df
+from dnnfusion import _core
+from dnnfusion._paths import prelude_dir
+from dnnfusion.builtin import tiny_convnet
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+
+UNITS = {  # group -> what it holds (prelude_units.h)
+    "gemm": "MatMul/Gemm", "conv": "NCHW Conv", "nhwc": "NHWC Conv", "pool": "NCHW pools",
+    "poolnhwc": "NHWC pools", "rows": "Softmax/LayerNorm/...", "reduce": "float reductions",
+    "resize": "Resize", "roi": "RoiAlign",
+}
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """Kernel caches the tests of this file share (each cold cache builds its own units)."""
+    return tmp_path_factory.mktemp("units")
+
+
+@pytest.fixture
+def cache(shared, monkeypatch):
+    """The shared kernel cache, units on."""
+    monkeypatch.setenv("DNNF_CACHE_DIR", str(shared / "cache"))
+    monkeypatch.delenv("DNNF_PRELUDE_UNITS", raising=False)
+    return shared / "cache" / "kernels"
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """A kernel cache of this test's own, units on."""
+    monkeypatch.setenv("DNNF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DNNF_PRELUDE_UNITS", raising=False)
+    return tmp_path / "cache" / "kernels"
+
+
+def units_of(source: str) -> list[str]:
+    line = source.splitlines()[1]
+    assert line.startswith("// dnnf-prelude-units:"), line
+    return line.split(":", 1)[1].split()
+
+
+def outputs(result) -> list[np.ndarray]:
+    return [np.asarray(r) for r in (result if isinstance(result, (list, tuple)) else [result])]
+
+
+def linked_units(path: str) -> set[str]:
+    """The units a compiled module links, from the symbols each unit object exports."""
+    lib = ctypes.CDLL(path)
+    return {f"{g}.{e}" for g in UNITS for e in "012" if hasattr(lib, f"dnnf_unit_{g}_{e}")}
+
+
+def transformer_block() -> str:
+    """MatMul + bias -> Softmax, LayerNormalization, ReduceMean: the gemm, rows and reduce units."""
+    rng = np.random.default_rng(0)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [32, 32], rng.standard_normal((32, 32)).astype(np.float32).ravel())
+    b = helper.make_tensor("b", TensorProto.FLOAT, [32], rng.standard_normal(32).astype(np.float32))
+    scale = helper.make_tensor("scale", TensorProto.FLOAT, [32], np.ones(32, np.float32))
+    bias = helper.make_tensor("bias", TensorProto.FLOAT, [32], np.zeros(32, np.float32))
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["mm"]),
+        helper.make_node("Add", ["mm", "b"], ["h"]),
+        helper.make_node("Softmax", ["h"], ["sm"], axis=-1),
+        helper.make_node("LayerNormalization", ["h", "scale", "bias"], ["ln"], axis=-1),
+        helper.make_node("Add", ["sm", "ln"], ["y"]),
+        helper.make_node("ReduceMean", ["y"], ["m"], axes=[-1], keepdims=1),
+    ]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 32]),
+                               helper.make_tensor_value_info("m", TensorProto.FLOAT, [1, 16, 1])],
+                              initializer=[w, b, scale, bias])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model.SerializeToString()
+
+
+MODELS = {
+    "tiny_convnet": (lambda path: tiny_convnet(), [(1, 3, 32, 32)], {"gemm", "pool"}),
+    "transformer_block": (lambda path: _write(path, transformer_block()), [(1, 16, 32)], {"gemm", "rows", "reduce"}),
+}
+
+
+def _write(path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_module_links_its_units_and_computes_what_it_computes_whole(name, cache, shared, tmp_path, monkeypatch):
+    make, shapes, groups = MODELS[name]
+    model = make(tmp_path / f"{name}.onnx")
+    xs = [np.random.default_rng(1).standard_normal(s).astype(np.float32) for s in shapes]
+    linked = df.compile(model, profile="off")
+    units = units_of(linked.source())
+    assert groups <= {u.split(".")[0] for u in units}, units
+    assert linked_units(linked.library_path) == set(units)
+    assert {p.stem for p in cache.glob("units-*/*.o")} >= set(units)
+
+    monkeypatch.setenv("DNNF_PRELUDE_UNITS", "0")
+    monkeypatch.setenv("DNNF_CACHE_DIR", str(shared / "whole"))
+    whole = df.compile(model, profile="off")
+    assert whole.source() == linked.source()
+    assert linked_units(whole.library_path) == set()
+    assert not list((shared / "whole").glob("kernels/units-*"))
+    got, want = outputs(linked(*xs)), outputs(whole(*xs))
+    assert len(got) == len(want) == (2 if name == "transformer_block" else 1)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_second_module_reuses_the_unit_objects(cache):
+    first = df.compile(tiny_convnet(), profile="off")
+    stamps = {p: p.stat().st_mtime_ns for p in cache.glob("units-*/*.o")}
+    second = df.compile(tiny_convnet(), profile="off", planner="tvm")
+    assert second.source() != first.source()
+    shared = set(units_of(first.source())) & set(units_of(second.source()))
+    assert shared
+    for p, stamp in stamps.items():  # none rebuilt
+        assert p.stat().st_mtime_ns == stamp
+    assert linked_units(second.library_path) == set(units_of(second.source()))
+
+
+def test_a_damaged_unit_object_is_rebuilt_and_the_module_still_compiles(own_cache):
+    cache = own_cache
+    df.compile(tiny_convnet(), profile="off")
+    damaged = list(cache.glob("units-*/*.o"))
+    for p in damaged:
+        p.write_bytes(b"not an object file")
+    x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    again = df.compile(tiny_convnet(), profile="off", planner="tvm")  # a module not compiled yet
+    assert set(units_of(again.source())) & {p.stem for p in damaged}
+    assert linked_units(again.library_path) == set()  # compiled whole
+    assert not any(p.exists() for p in damaged)  # and the damaged objects are gone
+    third = df.compile(tiny_convnet(), profile="off", planner="patterns")  # built again, linked
+    assert linked_units(third.library_path) == set(units_of(third.source()))
+    want = tiny_convnet().run_reference(x)
+    for got in (outputs(again(x)), outputs(third(x))):
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+KERNEL = """{line}
+#include "module_common.h"
+extern "C" void square_plus_one(const float* x, float* y, int64_t n) {{
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i] + 1.0f;
+}}
+"""
+
+
+def test_a_malformed_units_line_compiles_whole(own_cache):
+    flags = ["-std=c++17", "-O1", f"-I{prelude_dir()}", f"-DDNNF_PRELUDE_HASH={_core.prelude_hash(prelude_dir())}"]
+    for line in ["// dnnf-prelude-units: gemm.7", "// dnnf-prelude-units: ../x.1",
+                 "// dnnf-prelude-units: $(reboot).0", "// dnnf-prelude-units: gemm.1x", "// another comment"]:
+        lib = _core.compile_shared(f"// header\n{KERNEL.format(line=line)}", flags,
+                                   pch_header=os.path.join(prelude_dir(), "module_common.h"))
+        x = np.linspace(-2, 2, 9, dtype=np.float32)
+        y = np.zeros_like(x)
+        lib.call_f32_unary("square_plus_one", x, y)
+        np.testing.assert_allclose(y, x * x + 1, rtol=2e-7)
+        assert not list(own_cache.glob("units-*")), line
+    # The same kernel with a well-formed line links the unit it names.
+    lib = _core.compile_shared(f"// header\n{KERNEL.format(line='// dnnf-prelude-units: roi.0')}", flags,
+                               pch_header=os.path.join(prelude_dir(), "module_common.h"))
+    assert linked_units(lib.path) == {"roi.0"}
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 dialects")
+def test_every_unit_matches_the_prelude_in_every_x86_dialect(tmp_path):
+    """Each unit's explicit instantiations name templates and signatures the prelude has: a
+    unit that stopped matching would fail to build, and every module naming it would compile
+    whole (slowly) without a word. Syntax only: the dialects need not run here."""
+    src = tmp_path / "all_units.cc"
+    src.write_text('#include "prelude_unit_sources.h"\n' +
+                   "".join(f"DNNF_UNIT_DEFINE({g}, {e})\n" for g in UNITS for e in "012"))
+    header = open(os.path.join(prelude_dir(), "prelude_units.h")).read()
+    assert set(re.findall(r"#define DNNF_UNIT_([a-z]+)\(EP, D\)", header)) == set(UNITS)
+    cxx = _core.find_compiler()["argv"]
+    for isa in _core.isas():
+        if isa["arch"] not in ("x86_64", "any"):
+            continue
+        r = subprocess.run(cxx + ["-fsyntax-only", "-std=c++17", f"-I{prelude_dir()}", str(src)] + isa["flags"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, f"{isa['name']}: {r.stderr[-3000:]}"
