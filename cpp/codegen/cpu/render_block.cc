@@ -1,10 +1,11 @@
 // The CPU renderer of one block's kernel plan (paper §4.4): a C++ function over the prelude.
 // Pointwise stages become cg::par_rows loops over the SIMD vocabulary; anchors become calls
-// of the prelude's kernels with the epilogue as a lambda the kernel applies to each output
-// vector (cg::make_ep).
+// of the prelude's kernels with the epilogue as a functor the kernel applies to each output
+// vector (cg::make_ep), one type per distinct epilogue in the module (EpilogueTypes).
 #include "codegen/cpu/render.h"
 
 #include <algorithm>
+#include <regex>
 
 #include "ir/errors.h"
 
@@ -170,7 +171,7 @@ namespace {
 
 class BlockRenderer {
  public:
-  explicit BlockRenderer(const BlockPlan& b) : b_(b) {}
+  BlockRenderer(const BlockPlan& b, EpilogueTypes& types) : b_(b), types_(types) {}
 
   std::string render(const std::string& name) {
     std::string fn = "// block " + std::to_string(b_.block) + ": " + std::to_string(b_.operators) +
@@ -237,10 +238,7 @@ class BlockRenderer {
     body.indent = 2;
     render_program(a.ep.prog, body);
     const std::string f = "f" + std::to_string(lambdas_++);
-    code_.open("const auto " + f + " = [&](V::vf& v, long row, long j, int n)");
-    code_.text += body.text;
-    code_.line("(void)row; (void)j; (void)n;");
-    code_.close("};");
+    code_.line(shared_epilogue(body.text, f));
     const std::string fast = a.ep.stores ? "" : affine_epilogue(a.ep.prog);
     if (!fast.empty()) return "cg::make_ep_affine(" + f + ", " + row_offset + ", " + fast + ")";
     return "cg::make_ep<" + std::string(a.ep.stores ? "true" : "false") + ">(" + f + ", " + row_offset + ")";
@@ -437,13 +435,52 @@ class BlockRenderer {
     code_.close();
   }
 
+  // The shared functor type of an epilogue body (EpilogueTypes): the block's buffer pointers
+  // it names (p<value>) become the members c0, c1, ... in the order they first appear; returns
+  // the declaration of this block's instance `f` of it.
+  std::string shared_epilogue(const std::string& body, const std::string& f) {
+    static const std::regex pointer(R"(\bp([0-9]+)\b)");
+    std::map<std::string, std::string> member;  // p<value> -> c<k>
+    std::vector<std::string> order;
+    std::string renamed;
+    auto last = body.cbegin();
+    for (std::sregex_iterator it(body.begin(), body.end(), pointer), end; it != end; ++it) {
+      const std::string name = it->str();
+      if (!member.count(name)) {
+        member[name] = "c" + std::to_string(order.size());
+        order.push_back(name);
+      }
+      renamed.append(last, body.cbegin() + it->position());
+      renamed += member[name];
+      last = body.cbegin() + it->position() + it->length();
+    }
+    renamed.append(last, body.cend());
+    std::string members, args;
+    for (const std::string& name : order) {
+      const Buffer* buf = nullptr;
+      for (const Buffer& b : b_.buffers)
+        if (ptr(b.value) == name) buf = &b;
+      if (!buf) throw InternalError("codegen: an epilogue names a pointer its block does not declare");
+      members += std::string("  ") + (buf->written ? "" : "const ") + ctype(buf->dtype) + "* " + member[name] + ";\n";
+      args += (args.empty() ? "" : ", ") + name;
+    }
+    const std::string def = members + "  void operator()(V::vf& v, long row, long j, int n) const {\n" + renamed +
+                            "    (void)row; (void)j; (void)n;\n  }\n";
+    auto [it, fresh] = types_.names.emplace(def, "Ep" + std::to_string(types_.names.size()));
+    if (fresh) types_.text += "struct " + it->second + " {\n" + def + "};\n\n";
+    return "const " + it->second + " " + f + "{" + args + "};";
+  }
+
   const BlockPlan& b_;
+  EpilogueTypes& types_;
   Code code_;
   int lambdas_ = 0;
 };
 
 }  // namespace
 
-std::string render_block(const BlockPlan& b, const std::string& name) { return BlockRenderer(b).render(name); }
+std::string render_block(const BlockPlan& b, const std::string& name, EpilogueTypes& types) {
+  return BlockRenderer(b, types).render(name);
+}
 
 }  // namespace dnnf::cg::cpu

@@ -124,6 +124,7 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
   gm.intermediate_bytes_written = counts.intermediate_bytes_written;
   gm.output_bytes_written = counts.output_bytes_written;
   std::string kernels;
+  EpilogueTypes epilogue_types;
   for (const BlockPlan& b : mp.blocks) {
     KernelInfo info;
     info.block = b.block;
@@ -133,7 +134,7 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
     const Counts bc = count_block(g, b);
     info.passes = bc.passes;
     info.intermediate_bytes_written = bc.intermediate_bytes_written;
-    kernels += render_block(b, info.function) + "\n";
+    kernels += render_block(b, info.function, epilogue_types) + "\n";
     gm.kernels.push_back(std::move(info));
   }
   std::string copies;
@@ -175,6 +176,7 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
   s += members;
   s += "};\n\n";
   s += "struct Ctx {\n  const void* const* in;\n  void* const* out;\n  char* arena;\n  char* scratch;\n  State* st;\n};\n\n";
+  s += epilogue_types.text;
   s += kernels;
   s += "}  // namespace\n\n";
   s += "extern \"C\" DNNF_EXPORT int dnnf_abi_version(void) { return " + std::to_string(kGeneratedAbiVersion) + "; }\n\n";
