@@ -13,6 +13,7 @@ Then the latency of one plan (profile="off") built each way (median of --runs ca
 round, interleaved rounds, median of the rounds), to show that linking the units costs no speed.
 
     python benchmarks/compile_bench.py --models mobilenetv2,resnet50,bert_base --profile auto
+    python benchmarks/compile_bench.py --models yolov4 --ab --rounds 8 --runs 8
 """
 
 from __future__ import annotations
@@ -57,6 +58,39 @@ print("RESULT " + json.dumps(out))
 """
 
 
+AB = r"""
+import os, sys, tempfile, time
+import numpy as np
+import dnnfusion as df
+from dnnfusion import zoo
+name, rounds, runs, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+zm = zoo.get(name)
+path = zoo.export_onnx(name)
+xs = [x.numpy() for x in zm.example_inputs]
+os.environ.pop("DNNF_PRELUDE_UNITS", None)
+os.environ["DNNF_CACHE_DIR"] = tempfile.mkdtemp()
+units = df.compile(str(path), example_inputs=xs, profile="off", threads=threads)
+os.environ["DNNF_PRELUDE_UNITS"] = "0"
+os.environ["DNNF_CACHE_DIR"] = tempfile.mkdtemp()
+whole = df.compile(str(path), example_inputs=xs, profile="off", threads=threads)
+assert units.source() == whole.source()
+res = {"units": [], "whole": []}
+for r in range(rounds):
+    order = [("units", units), ("whole", whole)]
+    for tag, m in order if r % 2 == 0 else order[::-1]:
+        for _ in range(2):
+            m(*xs)
+        ts = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            m(*xs)
+            ts.append(time.perf_counter() - t)
+        res[tag].append(1e3 * float(np.median(ts)))
+for tag, v in res.items():
+    print(f"{name}: {tag} {float(np.median(v)):.2f} ms (rounds {' '.join(f'{x:.1f}' for x in v)})")
+"""
+
+
 def child(model: str, mode: str, cache: str, profile: str, runs: int, threads: int) -> dict:
     env = dict(os.environ, DNNF_CACHE_DIR=cache)
     env.pop("DNNF_OPT_LEVEL", None)  # the shipped -O3
@@ -86,7 +120,16 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=30, help="latency runs per round (0: no latency)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ab", action="store_true",
+                    help="only the latency A/B, in one process: one plan built with units and whole, "
+                         "--rounds alternating rounds of --runs calls each")
     args = ap.parse_args()
+    if args.ab:
+        env = {k: v for k, v in os.environ.items() if k != "DNNF_OPT_LEVEL"}  # the shipped -O3
+        for model in args.models.split(","):
+            subprocess.run([sys.executable, "-c", AB, model, str(args.rounds), str(args.runs), str(args.threads)],
+                           env=env, check=True)
+        return
     root = tempfile.mkdtemp(prefix="dnnf_compile_bench_")
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"DNNF_ISA={os.environ.get('DNNF_ISA', '(best)')}, profile={args.profile}, threads={args.threads}")
