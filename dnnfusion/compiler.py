@@ -335,6 +335,9 @@ def opencl_devices() -> list[dict]:
     return list(_core.opencl_devices())
 
 
+_UNITS_LINE = "// dnnf-prelude-units:"  # a CPU module's second line (cpp/codegen/codegen.h)
+
+
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str = "cpu",  # noqa: A001
             planner: str = "dnnfusion", threads: int | None = None,
             input_shapes: dict[str, Sequence[int]] | None = None, optimize: bool = True,
@@ -489,9 +492,18 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     fusion = _plan.plan(ecg, profile_db=dbs, **plan_args)
     profiled = None
     if auto and planner == "dnnfusion":
-        profiled, fusion = _profiling.auto_profile(
-            ecg, fusion, lambda d: _plan.plan(ecg, profile_db=d, **plan_args), dbs=dbs,
-            isa=isa, threads=threads, seconds=profile_seconds)
+        # The prelude units this plan's module names (most survive profiling): the first
+        # candidate that builds units builds these beside them, on the idle CPUs, instead of
+        # this compile building them after profiling.
+        first_line = _core.generate_cpu(ecg.graph, fusion, isa).source.split("\n", 2)[1]
+        if first_line.startswith(_UNITS_LINE):
+            _core.hint_prelude_units(first_line[len(_UNITS_LINE):].split())
+        try:
+            profiled, fusion = _profiling.auto_profile(
+                ecg, fusion, lambda d: _plan.plan(ecg, profile_db=d, **plan_args), dbs=dbs,
+                isa=isa, threads=threads, seconds=profile_seconds)
+        finally:
+            _core.hint_prelude_units([])
     elif auto:
         profiled = _profiling.AutoProfile(db=str(_profiling.machine_db(isa)))
     yellow = _profiling.annotate(fusion, profiled, profile_seconds)

@@ -202,3 +202,20 @@ def test_every_unit_matches_the_prelude_in_every_x86_dialect(tmp_path):
         r = subprocess.run(cxx + ["-fsyntax-only", "-std=c++17", f"-I{prelude_dir()}", str(src)] + isa["flags"],
                            capture_output=True, text=True)
         assert r.returncode == 0, f"{isa['name']}: {r.stderr[-3000:]}"
+
+
+def test_hinted_units_are_built_beside_the_missing_ones(own_cache):
+    """compile() hints its first plan's units while profiling compiles candidates: a compile
+    that builds a unit it lacks builds the hinted ones in the same batch (invalid names are
+    ignored), and a compile that lacks none builds nothing."""
+    flags = ["-std=c++17", "-O1", f"-I{prelude_dir()}", f"-DDNNF_PRELUDE_HASH={_core.prelude_hash(prelude_dir())}"]
+    header = os.path.join(prelude_dir(), "module_common.h")
+    try:
+        _core.hint_prelude_units(["resize.0", "../x.1", "roi.0"])
+        _core.compile_shared(f"// a\n{KERNEL.format(line='// dnnf-prelude-units: roi.0')}", flags, pch_header=header)
+        assert sorted(p.name for p in own_cache.glob("units-*/*.o")) == ["resize.0.o", "roi.0.o"]
+        _core.hint_prelude_units(["pool.0"])
+        _core.compile_shared(f"// b\n{KERNEL.format(line='// dnnf-prelude-units: roi.0')}", flags, pch_header=header)
+        assert sorted(p.name for p in own_cache.glob("units-*/*.o")) == ["resize.0.o", "roi.0.o"]
+    finally:
+        _core.hint_prelude_units([])

@@ -68,6 +68,12 @@ class CompiledLibrary {
 CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
                                double timeout_s = 0, bool load_it = true, const std::string& pch_header = "");
 
+// Prelude units a later compile in this process will likely name (a model's first plan,
+// while profiling compiles its candidates, which name fewer): a compile that builds units it
+// lacks builds these too, in the same batch on the CPUs it leaves idle, so that the model's
+// own compile finds them. Names as on the units line (others are ignored); {} clears them.
+void hint_prelude_units(const std::vector<std::string>& units);
+
 // $DNNF_CACHE_DIR/kernels, else $XDG_CACHE_HOME/dnnfusion/kernels, else
 // ~/.cache/dnnfusion/kernels; created mode 0700. CompileError if the directory is not the
 // user's own: owned by someone else, writable by group or others, a symlink, or inside a
