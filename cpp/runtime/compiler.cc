@@ -34,8 +34,8 @@
 #include <sys/auxv.h>
 #endif
 
-#include "codegen/codegen.h"
 #include "ir/errors.h"
+#include "runtime/prelude_units.h"
 #include "runtime/process.h"
 
 namespace dnnf {
@@ -95,6 +95,8 @@ bool try_compiler(std::vector<std::string> argv, Compiler* out, std::string* why
   return true;
 }
 
+}  // namespace
+
 std::string random_tag() {
   static std::mutex mu;
   static std::mt19937_64 rng{std::random_device{}() ^ (uint64_t(::getpid()) << 32)};
@@ -103,6 +105,8 @@ std::string random_tag() {
   std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(rng()));
   return s;
 }
+
+namespace {
 
 void make_dirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i) {
@@ -313,154 +317,7 @@ std::string precompiled_header(const Compiler& cc, const std::vector<std::string
   return ::lstat((pdir + "/" + name).c_str(), &st) == 0 ? pdir : "";
 }
 
-// ---- Prelude units (codegen/prelude/prelude_units.h) ----------------------------------------
-// group.epilogue: [a-z]+ '.' [0-2], nothing else (names reach file names and a source).
-bool valid_unit(const std::string& u) {
-  const size_t dot = u.find('.');
-  bool ok = dot != std::string::npos && dot > 0 && dot + 2 == u.size() && u[dot + 1] >= '0' && u[dot + 1] <= '2';
-  for (size_t i = 0; ok && i < dot; ++i) ok = u[i] >= 'a' && u[i] <= 'z';
-  return ok;
-}
-
-std::mutex g_hint_mu;
-std::vector<std::string> g_hints;  // hint_prelude_units
-
-// The units a module source names on its second line ("gemm.1 reduce.0"); none where the line
-// is absent or malformed (then the module compiles whole, as any other source).
-std::vector<std::string> units_named(const std::string& source) {
-  const size_t first = source.find('\n');
-  if (first == std::string::npos) return {};
-  const size_t end = source.find('\n', first + 1);
-  const std::string line = source.substr(first + 1, end == std::string::npos ? std::string::npos : end - first - 1);
-  const std::string tag = kPreludeUnitsLine;
-  if (line.compare(0, tag.size(), tag) != 0) return {};
-  std::vector<std::string> units = split_words(line.substr(tag.size()));
-  for (const std::string& u : units)
-    if (!valid_unit(u)) return {};
-  return units;
-}
-
-// The object files of `units` for this compiler and these flags, each built on first use
-// (several at once, up to the CPUs this process may use) into units-<key>/ in the cache and
-// rename()d into place; empty when any cannot be built (remembered for the process), and then
-// the module compiles whole. Only for flags that carry the prelude's content hash, which the
-// key then covers, and a module that includes `header` first. Unit sources are three lines
-// written here from names units_named() checked.
-std::vector<std::string> unit_objects(const Compiler& cc, const std::vector<std::string>& flags,
-                                      const std::vector<std::string>& units, const std::string& header,
-                                      const std::string& pch_dir, const std::string& dir, double timeout_s) {
-  if (units.empty() || header.empty() || env("DNNF_PRELUDE_UNITS") == "0") return {};
-  bool hashed = false;
-  for (const auto& f : flags) hashed = hashed || f.rfind("-DDNNF_PRELUDE_HASH=", 0) == 0;
-  if (!hashed) return {};
-  std::vector<std::string> compile_flags;  // what a compile without linking takes
-  for (const auto& f : flags)
-    if (f.rfind("-l", 0) != 0 && f.rfind("-L", 0) != 0 && f.rfind("-Wl,", 0) != 0) compile_flags.push_back(f);
-  std::string framed;
-  auto field = [&](const std::string& s) { framed += std::to_string(s.size()) + ':' + s; };
-  field("dnnf-units-1");
-  field(header);
-  for (const auto& a : cc.argv) field(a);
-  field(cc.version);
-  for (const auto& f : compile_flags) field(f);
-  const std::string key = sha256_hex(framed).substr(0, 32);
-  const std::string udir = dir + "/units-" + key;
-  static std::mutex mu;
-  static std::set<std::string> failed;
-  std::vector<std::string> objects, missing;
-  struct stat st;
-  for (const std::string& u : units) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (failed.count(key + "/" + u)) return {};
-    }
-    objects.push_back(udir + "/" + u + ".o");
-    if (!(::lstat(objects.back().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
-          st.st_size > 0))
-      missing.push_back(u);
-  }
-  if (missing.empty()) return objects;
-  // Hinted units (hint_prelude_units) this cache lacks are built in the same batch, after the
-  // missing ones, on CPUs the batch leaves idle; only the missing ones decide the result.
-  const size_t needed = missing.size();
-  {
-    std::lock_guard<std::mutex> hint_lock(g_hint_mu);
-    std::lock_guard<std::mutex> lock(mu);
-    for (const std::string& h : g_hints) {
-      const std::string o = udir + "/" + h + ".o";
-      if (std::find(units.begin(), units.end(), h) != units.end() || failed.count(key + "/" + h) ||
-          std::find(missing.begin(), missing.end(), h) != missing.end() || ::lstat(o.c_str(), &st) == 0)
-        continue;
-      missing.push_back(h);
-    }
-  }
-  if (::mkdir(udir.c_str(), 0700) != 0 && errno != EEXIST) return {};
-  if (::lstat(udir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return {};
-  const std::string include = header.substr(header.rfind('/') + 1);
-  std::vector<char> ok(missing.size(), 0);
-  std::mutex next_mu;
-  size_t next = 0;
-  auto worker = [&] {
-    for (;;) {
-      size_t i;
-      {
-        std::lock_guard<std::mutex> lock(next_mu);
-        if (next >= missing.size()) return;
-        i = next++;
-      }
-      const std::string& u = missing[i];
-      const size_t dot = u.find('.');
-      const std::string tmp = dir + "/tmp.unit." + key.substr(0, 16) + "." + u + "." + std::to_string(::getpid()) +
-                              "." + random_tag();
-      const std::string text = "#include \"" + include + "\"\n#include \"" + kPreludeUnitSources +
-                               "\"\nDNNF_UNIT_DEFINE(" + u.substr(0, dot) + ", " + u.substr(dot + 1) + ")\n";
-      int fd = ::open((tmp + ".cc").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-      if (fd < 0) continue;
-      const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-      ::close(fd);
-      std::vector<std::string> argv = cc.argv;
-      for (const char* a : {"-c", "-fPIC", "-o"}) argv.push_back(a);
-      argv.push_back(tmp + ".o");
-      argv.push_back(tmp + ".cc");
-      if (!pch_dir.empty()) argv.push_back("-I" + pch_dir);
-      argv.insert(argv.end(), compile_flags.begin(), compile_flags.end());
-      ProcessResult r;
-      if (written) r = run_process(argv, timeout_s);
-      ::unlink((tmp + ".cc").c_str());
-      if (written && r.started && !r.timed_out && r.status == 0 &&
-          ::rename((tmp + ".o").c_str(), (udir + "/" + u + ".o").c_str()) == 0) {
-        ok[i] = 1;
-      } else {
-        ::unlink((tmp + ".o").c_str());
-      }
-    }
-  };
-  unsigned cpus = std::thread::hardware_concurrency();
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) cpus = static_cast<unsigned>(CPU_COUNT(&set));
-  const size_t n = std::max<size_t>(1, std::min<size_t>(missing.size(), cpus));
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < n; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
-  bool all = true;
-  for (size_t i = 0; i < missing.size(); ++i)
-    if (!ok[i]) {
-      if (i < needed) all = false;
-      std::lock_guard<std::mutex> lock(mu);
-      failed.insert(key + "/" + missing[i]);
-    }
-  return all ? objects : std::vector<std::string>{};
-}
-
 }  // namespace
-
-void hint_prelude_units(const std::vector<std::string>& units) {
-  std::lock_guard<std::mutex> lock(g_hint_mu);
-  g_hints.clear();
-  for (const std::string& u : units)
-    if (valid_unit(u)) g_hints.push_back(u);
-}
 
 CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
                                double timeout_s, bool load_it, const std::string& pch_header) {
@@ -526,7 +383,7 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   // them the object runs the same code.
   const std::string pch = precompiled_header(cc, all_flags, pch_header, dir, timeout_s);
   const std::vector<std::string> units =
-      unit_objects(cc, all_flags, units_named(source), pch_header, pch, dir, timeout_s);
+      prelude_unit_objects(cc, all_flags, prelude_units_named(source), pch_header, pch, dir, timeout_s);
   auto command_for = [&](const std::string& pch_dir, bool link_units) {
     std::vector<std::string> argv = cc.argv;
     for (const char* a : {"-shared", "-fPIC", "-o"}) argv.push_back(a);

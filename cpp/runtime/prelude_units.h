@@ -1,0 +1,25 @@
+// Prelude units inside the runtime (compile_shared, runtime/compiler.h; the units themselves:
+// codegen/prelude/prelude_units.h).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/compiler.h"
+
+namespace dnnf {
+
+// The units a module source names on its second line ("gemm.1 reduce.0"); none where the
+// line is absent or malformed (then the module compiles whole, as any other source).
+std::vector<std::string> prelude_units_named(const std::string& source);
+
+// The object files of `units` for this compiler and these flags, built where missing into
+// units-<key>/ in the cache `dir` (with the hinted ones, hint_prelude_units); empty when any
+// cannot be built or units do not apply, and then the module compiles whole.
+std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vector<std::string>& flags,
+                                              const std::vector<std::string>& units, const std::string& header,
+                                              const std::string& pch_dir, const std::string& dir, double timeout_s);
+
+// A random 16-hex-digit tag for temporary file names in the cache (compiler.cc).
+std::string random_tag();
+
+}  // namespace dnnf
