@@ -326,6 +326,45 @@ def test_few_rows_with_b_along_k_reduce_in_work_groups(device, case, monkeypatch
         np.testing.assert_allclose(out[0], want[0], rtol=1e-4, atol=1e-4)
 
 
+FEW_OUTPUTS = {  # (builder, outputs): too few rows or columns to tile, K of 128 or more
+    "conv2d_2x2_pixels": (lambda: conv(64, 16, (2, 2), (3, 3), pads=[1, 1, 1, 1]), 2 * 16 * 4),
+    "conv2d_groups_strided": (lambda: conv(64, 8, (5, 4), (3, 3), group=2, strides=[2, 2], pads=[1, 1, 1, 1]),
+                              2 * 8 * 3 * 2),
+    "conv1d_1_pixel": (lambda: conv(40, 24, (4,), (4,)), 2 * 24),
+    "matmul_b_along_n": (lambda: matmul(8, 300, 16), 8 * 16),  # B [K, N]: not a Linear's [N, K]
+}
+
+
+@pytest.mark.parametrize("case", sorted(FEW_OUTPUTS))
+def test_few_outputs_with_long_k_reduce_in_work_groups(device, case, monkeypatch):
+    """A GEMM or convolution too small to tile whose outputs are too few to keep the device busy
+    one work-item each (fewer than 256 per compute unit, DNNF_OPENCL_BUSY_ITEMS: a small image's
+    last stages), with a K of 128 or more, runs a work-group per output element, its items
+    splitting K; with as many outputs per unit as that or more (the setting at or below the
+    case's outputs per unit, or 0), or untiled (DNNF_OPENCL_TILING=0), one work-item per element.
+    All match the reference."""
+    build, outputs = FEW_OUTPUTS[case]
+    ecg, feeds = build()
+    want = ecg.run_reference(**feeds)
+    room = device["max_work_group"] >= 128 and device["local_mem_bytes"] >= 512
+    for tiling, busy in (("1", None), ("0", None), ("1", "0"), ("1", str(outputs // device["compute_units"]))):
+        if busy is not None:
+            monkeypatch.setenv("DNNF_OPENCL_BUSY_ITEMS", busy)
+        out, src = run(ecg, feeds, tiling, monkeypatch)
+        assert "__local float dn_As" not in src  # never tiled
+        uses = "__local float dn_red[128]" in src and "dn_k += 128L" in src
+        busy_items = 256 if busy is None else int(busy)
+        assert uses == (room and tiling == "1" and outputs < busy_items * device["compute_units"]), (case, tiling, busy)
+        np.testing.assert_allclose(out[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_bad_busy_items_setting_is_a_clear_error(device, monkeypatch):
+    monkeypatch.setenv("DNNF_OPENCL_BUSY_ITEMS", "-5")
+    ecg, _ = CASES["matmul_long_k"]()
+    with pytest.raises(df.CompileError, match="DNNF_OPENCL_BUSY_ITEMS is '-5'"):
+        df.compile(ecg, target="opencl")
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_split_k_sums_partial_tiles_in_order(device, case, monkeypatch):
     """K split across work-groups (DNNF_OPENCL_SPLIT_K=3 forces what a GPU chooses for GEMMs

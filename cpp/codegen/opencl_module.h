@@ -94,6 +94,13 @@ struct OpenclCodegenOptions {
   // Renderer::tiled_gemm): all on a GPU, all but the prefetch on other devices;
   // DNNF_OPENCL_TILE_FEATURES, for comparisons and tests, sets them.
   unsigned tile_features = kTileAllFeatures;
+  // Work-items per compute unit below which one item per output element leaves the device idle:
+  // untiled GEMMs and convolutions with fewer outputs than compute_units times this, and a K of
+  // 128 or more, take a work-group per output element, its items splitting K. A GPU's unit holds
+  // 1-2K items; 256 is an eighth of that (H200, runs 10 and 11 of benchmarks/README.md: ResNet-50
+  // at 64 x 64, whose last stages have 4 and 16 pixels, 3.0 -> 1.15 ms). DNNF_OPENCL_BUSY_ITEMS
+  // sets it (0: never), for comparisons and tests.
+  int64_t busy_items = 256;
 };
 
 }  // namespace dnnf

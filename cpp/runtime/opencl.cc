@@ -331,6 +331,13 @@ OpenclCodegenOptions codegen_options(const DeviceInfo& d) {
                          "of splits up to 999");
     o.split_k = std::stoi(v);
   }
+  if (const char* bi = std::getenv("DNNF_OPENCL_BUSY_ITEMS"); bi && *bi) {
+    const std::string v = bi;
+    if (v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos)
+      throw CompileError("DNNF_OPENCL_BUSY_ITEMS is '" + v + "': give the work-items per compute unit below which "
+                         "untiled GEMMs and convolutions take a work-group per output (0: never), up to 999999");
+    o.busy_items = std::stoll(v);
+  }
   // The prefetch hides a GPU's memory latency; a CPU device runs a work-group as loops, where it
   // only keeps values alive across barriers (PoCL's builds of such tiles took 2-4x longer).
   if (!o.gpu) o.tile_features &= ~kTilePrefetch;

@@ -56,11 +56,12 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
         "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n", global);
     return;
   }
-  if (c.rs_b == 1 && c.K >= kRowGroup && row_groups(c.K)) {
-    // Too few rows to tile, and B's columns lie along K (a Linear layer's weights [N, K]): a
-    // work-group per output element, its items taking every kRowGroup-th k, so that a group's
-    // loads of B's column (and A's row) are consecutive and the device has M * N groups of
-    // work instead of M * N items each walking K alone (a classifier's 1 x 4096 x 25088 GEMV).
+  if ((c.rs_b == 1 || few_outputs(a.batch * c.M * c.N)) && c.K >= kRowGroup && row_groups(c.K)) {
+    // Too few rows or columns to tile, and B's columns lie along K (a Linear layer's weights
+    // [N, K]) or too few outputs to keep the device busy: a work-group per output element, its
+    // items taking every kRowGroup-th k, so that a group's loads of B's column (and A's row) are
+    // consecutive and the device has M * N groups of work instead of M * N items each walking
+    // K alone (a classifier's 1 x 4096 x 25088 GEMV).
     group_head(k, a.batch * c.M * c.N, global);
     k.body.line("const long dn_n = dn_r % " + L(c.N) + ", dn_m = dn_r / " + L(c.N) + " % " + L(c.M) + ", b = dn_r / " +
                 L(c.M * c.N) + ";");
@@ -168,8 +169,18 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
         global);
     return;
   }
-  global[0] = N * M * pixels;
-  elementwise_head(k, global[0]);
+  // Too few outputs to keep the device busy with one item each, and a long K (a small image's
+  // last stages: 512 channels of 2 x 2 pixels): a work-group per output element, its items
+  // taking every kRowGroup-th k = c * taps + tap (the weights' own order, so a group's weight
+  // loads are consecutive).
+  const bool grouped = few_outputs(N * M * pixels) && Kc >= kRowGroup && row_groups(Kc);
+  if (grouped) {
+    group_head(k, N * M * pixels, global);
+    k.body.line("const long e = dn_r;");
+  } else {
+    global[0] = N * M * pixels;
+    elementwise_head(k, global[0]);
+  }
   k.body.line("const long dn_pix = e % " + L(pixels) + ", dn_m = (e / " + L(pixels) + ") % " + L(M) +
               ", dn_img = e / " + L(pixels * M) + ";");
   k.body.line("const long dn_g = dn_m / " + L(M / G) + ";");
@@ -195,6 +206,19 @@ void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
   };
   const std::string x_c = p(a.args.at(1).value) + " + (dn_img * " + L(C) + " + dn_g * " + L(C / G) + " + dn_c) * " + L(in_plane);
   const std::string w_c = p(W) + " + (dn_m * " + L(C / G) + " + dn_c) * " + L(taps);
+  if (grouped) {
+    k.body.open("for (long dn_k = dn_lid; dn_k < " + L(Kc) + "; dn_k += " + L(kRowGroup) + ")");
+    k.body.line("const long dn_c = dn_k / " + L(taps) + ", dn_t = dn_k % " + L(taps) + ";");
+    tap();
+    k.body.line("if (dn_in) acc = fma((" + x_c + ")[dn_off], " + p(W) + "[dn_m * " + L(Kc) + " + dn_k], acc);");
+    k.body.close();
+    group_reduce(k, "acc", "dn_all", "x + y");
+    k.body.open("if (dn_lid == 0)");
+    k.body.line("const float acc = dn_all;");
+    finish_element(k, a, "e");
+    k.body.close();
+    return;
+  }
   if (tap_major) {  // the tile's order (see tap_major above)
     k.body.open("for (long dn_t = 0; dn_t < " + L(taps) + "; ++dn_t)");
     tap();

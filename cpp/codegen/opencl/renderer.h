@@ -1,6 +1,7 @@
 // The OpenCL renderer's state and kernels (see render.cc for what it does): one kernel
 // per stage; the stage kernels are in render.cc, the anchors' in anchor_kernels.cc.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -132,6 +133,10 @@ struct Renderer {
   // A work-group per row: whether rows of `len` get one, the kernel's head (dn_r: the row,
   // dn_lid: the item), and a reduction of each item's `part` over the group into `name`.
   bool row_groups(int64_t len) const;
+  // Whether `outputs` items, one per output element, are too few to keep the device busy
+  // (OpenclCodegenOptions::busy_items): untiled GEMMs and convolutions with a K of kRowGroup or
+  // more then take a work-group per output element.
+  bool few_outputs(int64_t outputs) const { return outputs < std::max<int64_t>(1, opt.compute_units) * opt.busy_items; }
   void group_head(K& k, int64_t rows, int64_t global[3]);
   void group_reduce(K& k, const std::string& part, const std::string& name, const std::string& op);
 
