@@ -10,7 +10,8 @@
 # FULL_S, UNTILED_S (0: skip the pass with DNNF_OPENCL_TILING=0), TILE64_S (0: skip the pass
 # with 64-wide tiles forced, DNNF_OPENCL_TILING=64, over TILE64_MODELS), TOP (each full model's
 # slowest kernels printed, default 3), ALT_ENV, ALT_S and ALT_MODELS (a last pass over ALT_MODELS
-# with the environment assignment ALT_ENV, e.g. DNNF_OPENCL_SPLIT_K=1, skipped unless ALT_S > 0),
+# with the environment assignment ALT_ENV, e.g. DNNF_OPENCL_SPLIT_K=1, skipped unless ALT_S > 0;
+# ALT_REDUCED=1: over the reduced models),
 # TILE_BENCH_S (first, benchmarks/opencl_tile_bench.py: the tile's features layer by layer;
 # skipped unless > 0; TILE_BENCH_ARGS adds its arguments, e.g. --configs all,t128,t64). The runs of 2026-11-25: the first (committed results, before
 # the tiles) with the defaults; the second, lost when the machine stopped answering, with
@@ -66,8 +67,9 @@ if [ "${TILE64_S:-0}" -gt 0 ]; then
       --models "${TILE64_MODELS:-$FULL}" --json "$OUT/full_tile64.json"
 fi
 if [ "${ALT_S:-0}" -gt 0 ]; then
-  stamp "full models with ${ALT_ENV}"
-  env ${ALT_ENV} timeout $ALT_S python3 benchmarks/opencl_table.py --full --no-cpu --repeat 10 \
-      --models "${ALT_MODELS:-$FULL}" --json "$OUT/full_alt.json"
+  alt_size=full; [ "${ALT_REDUCED:-0}" = 1 ] && alt_size=reduced
+  stamp "$alt_size models with ${ALT_ENV}"
+  env ${ALT_ENV} timeout $ALT_S python3 benchmarks/opencl_table.py $([ $alt_size = full ] && echo --full) --no-cpu --repeat 10 \
+      --models "${ALT_MODELS:-$FULL}" --json "$OUT/${alt_size}_alt.json"
 fi
 stamp "done"

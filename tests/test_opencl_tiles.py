@@ -110,8 +110,9 @@ def run_model(ecg, feeds, tiling: str, monkeypatch):
     # Each launch declares the local memory its kernel's __local arrays take (the runtime refuses
     # a module whose kernels need more than its device has).
     src = m.source()
-    want = sum(4 * int(n) for n in re.findall(r"__local float dn_As\[(\d+)\](?: __attribute__\(\(aligned\(16\)\)\))?, dn_Bs\[\d+\]", src)) * 2
-    want += sum(4 * int(n) for n in re.findall(r"__local float dn_red\[(\d+)\]", src))
+    # (every __local array holds 4-byte floats or uints)
+    want = sum(4 * int(n) for line in re.findall(r"^\s*__local (?:float|uint) (.*);$", src, re.M)
+               for n in re.findall(r"\w+\[(\d+)\]", line))
     assert sum(l["local_bytes"] for l in m.generated.launches) == want
     return m, m.run(*[feeds[v.name] for v in ecg.inputs]), src
 
@@ -276,6 +277,31 @@ def test_topk_long_rows_with_ties_and_nan(device, monkeypatch):
     np.testing.assert_array_equal(i, ri)
     np.testing.assert_array_equal(v, rv)
     assert np.isnan(v[0, 0]) and i[0, 0] == 17
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("shape,axis,k", [((3, 4000), -1, 37), ((2, 1500, 3), 1, 1500), ((1, 2048), -1, 1)])
+def test_topk_long_rows_select_a_threshold_first(device, largest, shape, axis, k, monkeypatch):
+    """TopK over float rows of 1024 elements or more finds each row's k-th best key by radix
+    selection in a work-group, gathers the elements at or above it and ranks only those: three
+    kernels (one with a 256-bin local histogram), the CPU kernel's values and indices exactly,
+    with ties at the threshold (rounded values), NaN (first when largest, last when smallest),
+    -0 beside +0 (equal: the lower index first), a middle axis and k = the whole row."""
+    x = np.round(f32(*shape) * 3).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[::97] = np.nan
+    flat[5::89] = -0.0
+    flat[7::89] = 0.0
+    ecg, feeds = model([h.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)], {"x": x},
+                       ["v", "i"], [("k", np.array([k], np.int64))])
+    m, (v, i), src = run_model(ecg, feeds, "1", monkeypatch)
+    rv, ri = ecg.run_reference(**feeds)
+    np.testing.assert_array_equal(i, ri)
+    np.testing.assert_array_equal(v, rv)
+    np.testing.assert_array_equal(np.signbit(v), np.signbit(rv))  # the -0 and +0 of the input, each at its place
+    selects = device["max_work_group"] >= 128 and device["local_mem_bytes"] >= 1040
+    assert ("_select(" in src and "__local uint dn_hist[256]" in src and "_gather(" in src) == selects
+    assert len(m.generated.launches) == (3 if selects else 1)
 
 
 def test_kernel_argument_limit_comes_from_the_device(device):

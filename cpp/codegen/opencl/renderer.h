@@ -27,6 +27,9 @@ constexpr int64_t kHugeSplitSteps = 12, kGemmSplitSteps = 8, kSplitMinSteps = 4;
 // Row kernels (Softmax, LayerNorm) with rows of kRowGroupMin elements or more run a
 // work-group of kRowGroup items per row (group_reduce).
 constexpr int64_t kRowGroup = 128, kRowGroupMin = 64;
+// TopK over float rows of kTopKSelectMin elements or more selects its threshold first
+// (Renderer::topk_select), instead of comparing every element with its whole row.
+constexpr int64_t kTopKSelectMin = 1024;
 // group_reduce's max and min that keep a NaN of either side (the CPU kernels' semantics).
 inline constexpr const char* kNanMax = "isnan(x) ? x : (isnan(y) || y > x) ? y : x";
 inline constexpr const char* kNanMin = "isnan(x) ? x : (isnan(y) || y < x) ? y : x";
@@ -166,6 +169,7 @@ struct Renderer {
   void arg_reduce(K& k, const AnchorStage& a, int64_t global[3]);  // [is_max, outer, len, inner, x, y, last]
 
   void topk(K& k, const AnchorStage& a, int64_t global[3]);  // [outer, len, inner, k, largest, sorted, x, v, i]
+  void topk_select(K& k, const AnchorStage& a, int64_t global[3]);  // long float rows: see row_kernels.cc
 
   void instance_norm(K& k, const AnchorStage& a, int64_t global[3]);  // [N, C, S, x, scale, bias, eps, y, ep]
 
