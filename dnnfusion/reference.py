@@ -46,27 +46,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from functools import reduce
 from typing import Any, Protocol
 
 import numpy as np
 
 from . import _ref_nn as nn
 from . import _ref_shape as shape
+from ._ref_elementwise import (  # the elementwise kernels and the float helpers
+    _BINARY, _COMPARE, _UNARY, _VARIADIC, ONNX_DTYPES, _binary_kernel, _cast, _clip,
+    _compare_kernel, _dropout, _is_float, _trilu, _unary_kernel, _variadic_kernel, _where, _wide,
+)
+from ._ref_elementwise import erf  # noqa: F401 (re-exported: reference.erf is public)
 from ._ref_nn import unsupported
 from ._ref_shape import _axes, _axis, _opt, _scalar
 
 Attrs = dict[str, Any]
 Inputs = list["np.ndarray | None"]
 Kernel = Callable[[Inputs, Attrs], list[np.ndarray]]
-
-# ONNX TensorProto data-type codes of the dtypes the ECG supports.
-ONNX_DTYPES: dict[int, np.dtype] = {
-    code: np.dtype(t) for code, t in {
-        1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32,
-        7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64,
-    }.items()
-}
 
 # The ECG's dtype names (Value.dtype).
 VALUE_DTYPES: dict[str, np.dtype] = {
@@ -79,200 +75,12 @@ VALUE_DTYPES: dict[str, np.dtype] = {
 
 
 # --------------------------------------------------------------------------------------------
-# Small helpers (the axis and optional-input ones live in _ref_shape)
+# Small helpers (_is_float and _wide live in _ref_elementwise, the axis and optional-input
+# ones in _ref_shape)
 # --------------------------------------------------------------------------------------------
-def _is_float(x: np.ndarray) -> bool:
-    return x.dtype.kind == "f"
-
-
-def _wide(x: np.ndarray) -> np.ndarray:
-    """x in the precision used for computing: float64 for floats, unchanged otherwise."""
-    return x.astype(np.float64, copy=False) if _is_float(x) else x
-
-
 def _along(axis: int, rank: int, index: slice) -> tuple[slice, ...]:
     """An index that applies ``index`` along ``axis`` and takes everything elsewhere."""
     return tuple(index if i == axis else slice(None) for i in range(rank))
-
-
-# --------------------------------------------------------------------------------------------
-# Elementwise unary
-# --------------------------------------------------------------------------------------------
-_erf = np.frompyfunc(math.erf, 1, 1)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """Correctly rounded erf in float64 (math.erf, vectorised)."""
-    return np.asarray(_erf(x), dtype=np.float64).reshape(np.shape(x))
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return np.exp(-np.logaddexp(0.0, -x))
-
-
-def _gelu(x: np.ndarray, a: Attrs) -> np.ndarray:
-    approximate = a.get("approximate", "none")
-    if approximate == "none":
-        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
-    if approximate == "tanh":
-        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-    raise unsupported("Gelu", "approximate", approximate)
-
-
-_SELU_ALPHA = 1.67326319217681884765625
-_SELU_GAMMA = 1.05070102214813232421875
-
-# fn(x, attrs) on float64 arrays (or on the raw integer array for the ops that accept ints).
-_UNARY: dict[str, Callable[[np.ndarray, Attrs], np.ndarray]] = {
-    "Relu": lambda x, a: np.maximum(x, 0),
-    "LeakyRelu": lambda x, a: np.where(x >= 0, x, a.get("alpha", 0.01) * x),
-    "Elu": lambda x, a: np.where(x > 0, x, a.get("alpha", 1.0) * np.expm1(x)),
-    "Selu": lambda x, a: a.get("gamma", _SELU_GAMMA) * np.where(
-        x > 0, x, a.get("alpha", _SELU_ALPHA) * np.expm1(x)),
-    "Sigmoid": lambda x, a: _sigmoid(x),
-    "HardSigmoid": lambda x, a: np.clip(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0, 1),
-    "HardSwish": lambda x, a: x * np.clip(x / 6.0 + 0.5, 0, 1),
-    "Tanh": lambda x, a: np.tanh(x),
-    "Softplus": lambda x, a: np.logaddexp(0.0, x),
-    "Softsign": lambda x, a: x / (1.0 + np.abs(x)),
-    "Mish": lambda x, a: x * np.tanh(np.logaddexp(0.0, x)),
-    "Gelu": _gelu,
-    "Erf": lambda x, a: erf(x),
-    "Sqrt": lambda x, a: np.sqrt(x),
-    "Reciprocal": lambda x, a: 1.0 / x,
-    "Exp": lambda x, a: np.exp(x),
-    "Log": lambda x, a: np.log(x),
-    "Neg": lambda x, a: np.negative(x),
-    "Abs": lambda x, a: np.abs(x),
-    "Floor": lambda x, a: np.floor(x),
-    "Ceil": lambda x, a: np.ceil(x),
-    "Round": lambda x, a: np.round(x),  # half to even, like ONNX
-    "Sign": lambda x, a: np.sign(x),
-    "Sin": lambda x, a: np.sin(x),
-    "Cos": lambda x, a: np.cos(x),
-}
-
-
-def _unary_kernel(fn: Callable[[np.ndarray, Attrs], np.ndarray]) -> Kernel:
-    def kernel(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-        x = inputs[0]
-        return [np.asarray(fn(_wide(x), attrs)).astype(x.dtype, copy=False)]
-    return kernel
-
-
-def _cast(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    to = int(attrs["to"])
-    if to not in ONNX_DTYPES:
-        raise unsupported("Cast", "to", to)
-    return [inputs[0].astype(ONNX_DTYPES[to])]
-
-
-def _clip(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, lo, hi = inputs[0], _opt(inputs, 1), _opt(inputs, 2)
-    y = x
-    if lo is not None and lo.size:
-        y = np.maximum(y, lo.astype(x.dtype))
-    if hi is not None and hi.size:
-        y = np.minimum(y, hi.astype(x.dtype))  # min > max yields max, as ONNX specifies
-    return [np.asarray(y, dtype=x.dtype)]
-
-
-def _dropout(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, ratio, training = inputs[0], _opt(inputs, 1), _opt(inputs, 2)
-    if training is not None and bool(_scalar(training)):
-        if ratio is None or _scalar(ratio) != 0:  # default ratio is 0.5
-            raise unsupported("Dropout", "training_mode", True)
-    return [x, np.ones(x.shape, dtype=bool)]
-
-
-# --------------------------------------------------------------------------------------------
-# Elementwise binary and variadic
-# --------------------------------------------------------------------------------------------
-def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division truncating toward zero (C semantics); x / 0 gives 0."""
-    safe = np.where(b == 0, 1, b)
-    q = a // safe
-    if a.dtype.kind == "i":
-        q = q + (((a % safe) != 0) & ((a < 0) != (safe < 0)))
-    return np.where(b == 0, 0, q)
-
-
-def _div(a: np.ndarray, b: np.ndarray, attrs: Attrs) -> np.ndarray:
-    return a / b if _is_float(a) else _int_div(a, b.astype(a.dtype))
-
-
-def _pow(a: np.ndarray, b: np.ndarray, attrs: Attrs) -> np.ndarray:
-    if not _is_float(a) and not _is_float(b) and np.all(b >= 0):
-        return np.power(a, b.astype(a.dtype))  # exact integer power (wraps like C)
-    return np.power(a.astype(np.float64), b.astype(np.float64))
-
-
-def _mod(a: np.ndarray, b: np.ndarray, attrs: Attrs) -> np.ndarray:
-    fmod = int(attrs.get("fmod", 0))
-    if fmod not in (0, 1):
-        raise unsupported("Mod", "fmod", fmod)
-    if not _is_float(a):
-        b = np.where(b == 0, 1, b).astype(a.dtype)  # x mod 0 is undefined; give 0 not a crash
-    return np.fmod(a, b) if fmod else np.mod(a, b)
-
-
-def _prelu(x: np.ndarray, slope: np.ndarray, attrs: Attrs) -> np.ndarray:
-    return np.where(x < 0, _wide(x) * _wide(slope), x)
-
-
-# fn(a, b, attrs); the result takes the dtype of the first operand.
-_BINARY: dict[str, Callable[[np.ndarray, np.ndarray, Attrs], np.ndarray]] = {
-    "Add": lambda a, b, _: a + b,
-    "Sub": lambda a, b, _: a - b,
-    "Mul": lambda a, b, _: a * b,
-    "Div": _div,
-    "Pow": _pow,
-    "Mod": _mod,
-    "PRelu": _prelu,
-}
-
-_COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "Equal": np.equal, "Less": np.less, "LessOrEqual": np.less_equal,
-    "Greater": np.greater, "GreaterOrEqual": np.greater_equal,
-    "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor,
-}
-
-
-def _binary_kernel(fn: Callable[[np.ndarray, np.ndarray, Attrs], np.ndarray]) -> Kernel:
-    def kernel(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-        a, b = inputs
-        return [np.asarray(fn(a, b, attrs)).astype(a.dtype, copy=False)]
-    return kernel
-
-
-def _compare_kernel(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Kernel:
-    return lambda inputs, attrs: [np.asarray(fn(inputs[0], inputs[1]), dtype=bool)]
-
-
-def _variadic_kernel(fn: Callable[[list[np.ndarray]], np.ndarray]) -> Kernel:
-    def kernel(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-        xs = [x for x in inputs if x is not None]
-        return [np.asarray(fn([_wide(x) for x in xs])).astype(xs[0].dtype, copy=False)]
-    return kernel
-
-
-_VARIADIC: dict[str, Callable[[list[np.ndarray]], np.ndarray]] = {
-    "Max": lambda xs: reduce(np.maximum, xs),
-    "Min": lambda xs: reduce(np.minimum, xs),
-    "Sum": lambda xs: reduce(np.add, xs),
-    "Mean": lambda xs: reduce(np.add, xs) / len(xs),
-}
-
-
-def _where(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    cond, x, y = inputs
-    return [np.where(cond, x, y).astype(x.dtype, copy=False)]
-
-
-def _trilu(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
-    x, k = inputs[0], _opt(inputs, 1)
-    k = int(_scalar(k)) if k is not None else 0
-    return [np.triu(x, k) if attrs.get("upper", 1) else np.tril(x, k)]
 
 
 # --------------------------------------------------------------------------------------------
