@@ -352,6 +352,54 @@ def test_few_rows_with_b_along_k_reduce_in_work_groups(device, case, monkeypatch
         np.testing.assert_allclose(out[0], want[0], rtol=1e-4, atol=1e-4)
 
 
+def concat_conv(channels, m, hw, computed=False):
+    """Concat of len(channels) inputs along the channels, then a 3x3 Conv + Relu; `computed`: the
+    first input made in the block (a Sigmoid) rather than read from memory."""
+    ins = {f"x{i}": f32(2, c, *hw) for i, c in enumerate(channels)}
+    nodes = [h.make_node("Sigmoid", ["x0"], ["s0"])] if computed else []
+    cat_in = ["s0" if computed else "x0"] + [f"x{i}" for i in range(1, len(channels))]
+    nodes += [h.make_node("Concat", cat_in, ["cat"], axis=1),
+              h.make_node("Conv", ["cat", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+              h.make_node("Relu", ["c"], ["y"])]
+    return model(nodes, ins, ["y"], [("w", f32(m, sum(channels), 3, 3)), ("b", f32(m))])
+
+
+CONCAT_CONV = {  # (builder, whether each K step of a tap-major tile lies in one input)
+    "aligned_2": (lambda: concat_conv((16, 32), 40, (9, 11)), True),
+    "unaligned_3": (lambda: concat_conv((8, 24, 5), 36, (7, 10)), False),
+    "computed_input": (lambda: concat_conv((16, 16), 48, (8, 8), computed=True), True),
+    "few_outputs": (lambda: concat_conv((64, 96), 16, (2, 2)), True),  # the work-group per output
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONCAT_CONV))
+def test_channel_concat_feeding_a_conv_is_read_in_place(device, case, monkeypatch):
+    """A Concat along the channels read only by a channels-first convolution is never written:
+    the convolution reads each input where it lies (a pointer per input; a tap-major tile finds
+    its step's input once per K step where every input's channels are a multiple of 16), tiled
+    (64, 32), untiled and in work-groups per output. One stage in one kernel, no scratch, and the
+    reference's numbers; the CPU target matches too."""
+    build, aligned = CONCAT_CONV[case]
+    ecg, feeds = build()
+    want = ecg.run_reference(**feeds)
+    for tiling in ("64", "32", "0"):
+        m, out, src = run_model(ecg, feeds, tiling, monkeypatch)
+        conv_kernels = [k for k in m.generated.kernels if any(s.startswith("Conv") for s in k["stages"])]
+        assert len(conv_kernels) == 1, m.generated.kernels
+        k = conv_kernels[0]
+        parts = 3 if case == "unaligned_3" else 2
+        assert k["stages"][-1].startswith(f"Conv k3 s1 g1 concat({parts})"), k["stages"]
+        assert k["scratch_bytes"] == (0 if case != "computed_input" else 2 * 16 * 8 * 8 * 4)  # only the Sigmoid's
+        tiled = "__local float dn_As" in src
+        assert ("__global const float* dn_xs;" in src) == (tiled and aligned), tiling
+        if case == "few_outputs":  # 128 outputs, K = 1440
+            room = device["max_work_group"] >= 128 and device["local_mem_bytes"] >= 512
+            assert ("__local float dn_red[128]" in src) == (room and tiling != "0")
+        np.testing.assert_allclose(out[0], want[0], rtol=1e-4, atol=1e-4)
+    cpu = df.compile(ecg)
+    np.testing.assert_allclose(cpu.run(*[feeds[v.name] for v in ecg.inputs])[0], want[0], rtol=1e-4, atol=1e-4)
+
+
 FEW_OUTPUTS = {  # (builder, outputs): too few rows or columns to tile, K of 128 or more
     "conv2d_2x2_pixels": (lambda: conv(64, 16, (2, 2), (3, 3), pads=[1, 1, 1, 1]), 2 * 16 * 4),
     "conv2d_groups_strided": (lambda: conv(64, 8, (5, 4), (3, 3), group=2, strides=[2, 2], pads=[1, 1, 1, 1]),

@@ -309,11 +309,15 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
   }
   AnchorArg shape = conv_shape(nd, id[0], id[1], M, group, in, out, w, begin);
   a.args.push_back(shape);
-  const std::vector<ValueId>* segs = last ? bl.segments(n.inputs[0]) : nullptr;
-  if (segs) {  // a Concat along the channels, read in place: a pointer per input
-    AnchorArg x = kind_arg(AnchorArg::Kind::Segments);
+  // A Concat along the channels, read in place: a pointer per input (LowerOptions says where).
+  const std::vector<ValueId>* segs = bl.segments(n.inputs[0]);
+  AnchorArg x = segs ? kind_arg(AnchorArg::Kind::Segments) : buffer_arg(n.inputs[0]);
+  if (segs) {
     x.values = *segs;
-    for (ValueId u : *segs) x.ints.push_back(dims_of(g, u).back());
+    for (ValueId u : *segs) x.ints.push_back(last ? dims_of(g, u).back() : dims_of(g, u).at(1));
+  }
+  a.args.push_back(x);
+  if (segs && last) {  // the channels-last convolution's weights packed per segment
     PackedConstant p;
     p.kind = PackedConstant::Kind::SegmentedNhwcConvWeights;
     p.value = W;
@@ -321,21 +325,17 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
     p.ints.insert(p.ints.end(), x.ints.begin(), x.ints.end());
     AnchorArg packed = kind_arg(AnchorArg::Kind::Packed);
     packed.i = bl.module().pack(p);
-    a.args.push_back(x);
+    a.args.push_back(packed);
+  } else if (!tr && g.value(W).constant) {  // packed once when the model is created
+    PackedConstant p;
+    p.kind = last ? PackedConstant::Kind::NhwcConvWeights : PackedConstant::Kind::ConvWeights;
+    p.value = W;
+    p.ints = shape.ints;
+    AnchorArg packed = kind_arg(AnchorArg::Kind::Packed);
+    packed.i = bl.module().pack(p);
     a.args.push_back(packed);
   } else {
-    a.args.push_back(buffer_arg(n.inputs[0]));
-    if (!tr && g.value(W).constant) {  // packed once when the model is created
-      PackedConstant p;
-      p.kind = last ? PackedConstant::Kind::NhwcConvWeights : PackedConstant::Kind::ConvWeights;
-      p.value = W;
-      p.ints = shape.ints;
-      AnchorArg packed = kind_arg(AnchorArg::Kind::Packed);
-      packed.i = bl.module().pack(p);
-      a.args.push_back(packed);
-    } else {
-      a.args.push_back(buffer_arg(W));
-    }
+    a.args.push_back(buffer_arg(W));
   }
   a.args.push_back(kind_arg(AnchorArg::Kind::Y));
   a.args.push_back(kind_arg(AnchorArg::Kind::Ep));

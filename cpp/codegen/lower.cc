@@ -409,14 +409,15 @@ const std::vector<ValueId>* BlockLowerer::segments(ValueId v) const {
   return it == segments_.end() ? nullptr : &it->second;
 }
 
-// Whether every anchor reading x in the block is a channels-last convolution of one group
-// with packed weights, x its data input.
-static bool segment_readers_only(const Graph& g, const std::set<NodeId>& inside, ValueId x) {
+// Whether every anchor reading x in the block is a convolution of one group (channels last
+// with packed weights, or channels first), x its data input.
+static bool segment_readers_only(const Graph& g, const std::set<NodeId>& inside, ValueId x, bool channels_last) {
   for (NodeId c : g.consumers(x)) {
     if (!inside.count(c)) continue;
     const Node& n = g.node(c);
     if (op_info(n.op).mapping != MappingType::ManyToMany && n.op != OpKind::Resize) continue;
-    if (n.op != OpKind::NhwcConv || n.inputs[0] != x || !g.value(n.inputs[1]).constant) return false;
+    if (n.inputs[0] != x) return false;
+    if (channels_last ? n.op != OpKind::NhwcConv || !g.value(n.inputs[1]).constant : n.op != OpKind::Conv) return false;
     if (InferCtx(g, n).attr_int("group", 1) != 1) return false;
     for (size_t i = 1; i < n.inputs.size(); ++i)
       if (n.inputs[i] == x) return false;
@@ -424,8 +425,9 @@ static bool segment_readers_only(const Graph& g, const std::set<NodeId>& inside,
   return true;
 }
 
-// x = Concat(u...) along the last dim (the channels of a channels-last value) feeding
-// convolutions: they read the u in place, one pointer per segment; no concatenated copy.
+// x = Concat(u...) along the channels (the last dim of a channels-last value; dim 1 of a
+// channels-first one where LowerOptions::nchw_conv_segments) feeding convolutions: they read
+// the u in place, one pointer per segment; no concatenated copy.
 void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue) {
   const NodeId p = g_.value(x).producer;
   if (p < 0 || !inside_.count(p) || in_epilogue.count(p)) return;
@@ -434,7 +436,8 @@ void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue)
   if (cat.op != OpKind::Concat || xd.size() < 3 || g_.value(x).type.dtype != DType::F32) return;
   int64_t axis = InferCtx(g_, cat).attr_int("axis", 0);
   if (axis < 0) axis += static_cast<int64_t>(xd.size());
-  if (axis != static_cast<int64_t>(xd.size()) - 1 || cat.inputs.size() < 2 || cat.inputs.size() > 8) return;
+  const bool last = axis == static_cast<int64_t>(xd.size()) - 1;
+  if (!(last || (axis == 1 && opt_.nchw_conv_segments)) || cat.inputs.size() < 2 || cat.inputs.size() > 8) return;
   // Values in memory, and at most one computed here: that one costs a loop of its own, as
   // the Concat's loop did, but writes only its own channels; two would cost a pass more.
   int computed = 0;
@@ -442,9 +445,11 @@ void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue)
     if (u == kNoValue || u == x || !can_materialise(u, in_epilogue)) return;
     if (!in_memory(u) && ++computed > 1) return;
     std::vector<int64_t> ud = dims_of(g_, u);
-    if (ud.size() != xd.size() || ud.back() == 0 || !std::equal(ud.begin(), ud.end() - 1, xd.begin())) return;
+    if (ud.size() != xd.size() || ud[static_cast<size_t>(axis)] == 0) return;
+    for (size_t d = 0; d < xd.size(); ++d)
+      if (d != static_cast<size_t>(axis) && ud[d] != xd[d]) return;
   }
-  if (!segment_readers_only(g_, inside_, x)) return;
+  if (!segment_readers_only(g_, inside_, x, last)) return;
   for (ValueId u : cat.inputs) materialised_.insert(u);
   materialised_.erase(x);
   segments_[x] = cat.inputs;

@@ -51,6 +51,10 @@ struct LowerOptions {
   // E for C[batch](M x N); empty: 1 (A packed once).
   std::function<int64_t(int64_t M, int64_t N, int64_t batch)> gemm_a_evaluations;
   bool gemm_prologues = true;  // off: every GEMM operand made in the block is materialised
+  // A Concat along the channels feeding channels-first convolutions read in place, a pointer per
+  // input (the OpenCL renderer's; the CPU target reads channels-last Concats in place, and its
+  // channels-first convolutions one buffer).
+  bool nchw_conv_segments = false;
 };
 
 // The index of n's output as a function of an anchor's index (idx holds the indices of the
@@ -76,8 +80,8 @@ class BlockLowerer {
   // An anchor input read in place through strides from another value's memory (a GEMM
   // operand made by Transpose/Reshape), or nullptr: then the input's own buffer holds it.
   const StridedView* strided(ValueId v) const;
-  // A channels-last convolution's input that is a Concat along the channels, read in place:
-  // the concatenated values, or nullptr.
+  // A convolution's input that is a Concat along the channels, read in place (channels last;
+  // channels first where LowerOptions::nchw_conv_segments): the concatenated values, or nullptr.
   const std::vector<ValueId>* segments(ValueId v) const;
   // GEMM anchor n's A computed while packed (a fused prologue): sets gc's a_computed, a_prog.
   void gemm_prologue(const Node& n, GemmCall& gc);

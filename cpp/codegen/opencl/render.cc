@@ -207,6 +207,7 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
     const int64_t t = cg::opencl::gemm_tile_side(opt, M, N, batch);
     return t ? (N + t - 1) / t : N;
   };
+  lo.nchw_conv_segments = true;  // Renderer::conv reads a channel Concat's inputs in place
   const cg::ModulePlan mp = cg::plan_module(g, p, m.memory, lo);
   cg::opencl::Spelling sp;
   sp.fp64 = opt.fp64;

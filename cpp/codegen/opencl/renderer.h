@@ -1,5 +1,6 @@
 // The OpenCL renderer's state and kernels (see render.cc for what it does): one kernel
-// per stage; the stage kernels are in render.cc, the anchors' in anchor_kernels.cc.
+// per stage; the stage kernels are in render.cc, the anchors' in gemm_kernels.cc (GEMMs, convolutions)
+// and anchor_kernels.cc (the rest).
 #pragma once
 #include <algorithm>
 #include <cstdint>
