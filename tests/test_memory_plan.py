@@ -53,11 +53,32 @@ def independent_check(plan: P.FusionPlan, mem: dict) -> None:
         assert b["first"] <= first and b["last"] >= last
         assert b["offset"] % mem["alignment"] == 0
         assert b["offset"] + b["size"] <= mem["arena_bytes"]
+        if b["within"] >= 0:  # a Concat's input in the Concat's bytes: at its run, while they are kept
+            x = bufs[b["within"]]
+            assert b["offset"] == x["offset"] + concat_run(plan.graph, b["within"], vid), (b, x)
+            assert x["first"] <= first and x["last"] >= last, (b, x)
     items = list(bufs.values())
     for i, a in enumerate(items):
         for b in items[i + 1:]:
+            if a["within"] == b["value"] or b["within"] == a["value"]:
+                continue
             if a["first"] <= b["last"] and b["first"] <= a["last"] and a["size"] and b["size"]:
                 assert (a["offset"] + a["size"] <= b["offset"] or b["offset"] + b["size"] <= a["offset"]), (a, b)
+
+
+def concat_run(graph, x: int, u: int) -> int:
+    """Where input u starts in the bytes of x = Concat(...) with only ones before its axis."""
+    (cat,) = [n for n in graph.nodes if n.outputs[0].id == x]
+    assert cat.op == "Concat", cat.op
+    shape = cat.outputs[0].shape
+    axis = cat.attrs["axis"] % len(shape)
+    assert all(d == 1 for d in shape[:axis]), shape
+    at = 0
+    for v in cat.inputs:
+        if v.id == u:
+            return at
+        at += 4 * int(np.prod(v.shape))
+    raise AssertionError(f"{u} is not an input of {x}")
 
 
 def planned(g, plan) -> dict:
@@ -247,6 +268,52 @@ def test_checker_rejects(edit, message):
     mem = planned(g, plan)
     with pytest.raises(df.InternalError, match=message.replace("[", r"\[").replace("]", r"\]")):
         _core.check_memory_plan(g, plan, broken(mem, edit))
+
+
+CONCAT = """
+graph cat(%x: f32[{n},4,4,4], %y: f32[{n},4,4,4]) {{
+  %a: f32[{n},4,4,4] = Relu(%x) @"a"
+  %b: f32[{n},4,4,4] = Sigmoid(%y) @"b"
+  %c: f32[{n},8,4,4] = Concat(%a, %b) {{axis=1}} @"c"
+  %d: f32[{n},8,4,4] = Tanh(%c) @"d"
+  return %d
+}}"""
+
+
+def test_concat_inputs_from_other_blocks_are_placed_in_its_bytes():
+    """A batch-1 Concat's inputs that other blocks write are placed at their runs of the
+    Concat's buffer (`within`), which is then kept from the first of them on: the Concat's own
+    block copies nothing (no stage at all here), and the model still computes the reference.
+    At batch 2 the runs are not contiguous: every tensor keeps a buffer of its own."""
+    g = df.parse(CONCAT.format(n=1))
+    plan = one_block_per_node(g)
+    mem = planned(g, plan)
+    b = {x["name"]: x for x in mem["buffers"]}
+    assert b["a"]["within"] == b["b"]["within"] == b["c"]["value"] and b["c"]["within"] == -1
+    assert (b["a"]["offset"], b["b"]["offset"]) == (b["c"]["offset"], b["c"]["offset"] + 256)
+    assert (b["c"]["first"], b["c"]["last"]) == (0, 3)
+    assert mem["arena_bytes"] == 512 and mem["peak_bytes"] == 512
+    gen = _core.generate_cpu(g, plan, "scalar")
+    (cat,) = [k for k in gen.kernels if k["block"] == 2]
+    assert cat["stages"] == [] and gen.counts["passes"] == 3, gen.kernels
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32),
+             "y": np.random.default_rng(1).standard_normal((1, 4, 4, 4)).astype(np.float32)}
+    got = df.compile(g, planner="none").run(feeds["x"], feeds["y"])[0]  # a block per operator
+    np.testing.assert_allclose(got, g.run_reference(**feeds)[0], rtol=1e-6, atol=1e-6)
+    g2 = df.parse(CONCAT.format(n=2))
+    assert all(x["within"] == -1 for x in planned(g2, one_block_per_node(g2))["buffers"])
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda m, b: b["b"].update(offset=b["a"]["offset"]), "not at its run of %c"),
+    (lambda m, b: b["b"].update(within=b["a"]["value"]), "which is not a buffered Concat of it"),
+    (lambda m, b: b["c"].update(first=1), "%c's buffer is not kept while %a, in it, is live"),
+], ids=["wrong-run", "not-a-concat", "concat-kept-too-late"])
+def test_checker_rejects_wrong_placements_in_a_concat(edit, message):
+    g = df.parse(CONCAT.format(n=1))
+    plan = one_block_per_node(g)
+    with pytest.raises(df.InternalError, match=message):
+        _core.check_memory_plan(g, plan, broken(planned(g, plan), edit))
 
 
 def test_sharing_between_tensors_not_live_together_is_allowed():

@@ -225,3 +225,54 @@ def test_concat_read_by_conv_matches_reference(case, planner, isa):
         assert "concat(2)" in k["stages"][-1], k
         relu = ["vector loop f32[990]"] if CONCAT_CASES[case]["relu_a"] else []
         assert k["stages"][:-1] == relu, k
+
+
+# ---- A batch-1 Concat whose inputs are made in its block: assembled in place -----------
+def _assembled(batch, c_a, c_b, hw, a_made=True):
+    """[Sigmoid(a)], Conv1x1(b) -> Concat (channels) -> Conv 3x3: where the Concat ends its
+    block, the Sigmoid's loop and the first convolution write their results straight into the
+    Concat's buffer (batch 1, runs on 64-byte boundaries), and no loop copies them there."""
+    a, b = f32(batch, c_a, *hw), f32(batch, 8, *hw)
+    nodes = [h.make_node("Sigmoid", ["a"], ["sa"])] if a_made else []
+    nodes += [h.make_node("Conv", ["b", "w1", "b1"], ["cb"]),
+              h.make_node("Concat", ["sa" if a_made else "a", "cb"], ["cat"], axis=1),
+              h.make_node("Conv", ["cat", "w2", "b2"], ["y"], pads=[1, 1, 1, 1])]
+    return model(nodes, {"a": a, "b": b}, ["y"], [("w1", f32(c_b, 8, 1, 1)), ("b1", f32(c_b)),
+                                                  ("w2", f32(6, c_a + c_b, 3, 3)), ("b2", f32(6))])
+
+
+ASSEMBLED = {  # case: (arguments, assembled in place)
+    "batch1": (dict(batch=1, c_a=4, c_b=12, hw=(8, 8)), True),
+    "batch1_input_from_memory": (dict(batch=1, c_a=4, c_b=12, hw=(8, 8), a_made=False), False),
+    "batch2": (dict(batch=2, c_a=4, c_b=12, hw=(8, 8)), False),  # runs not contiguous
+    "unaligned_run": (dict(batch=1, c_a=3, c_b=5, hw=(5, 5)), False),  # 3 x 25 floats: off the 64 bytes
+}
+
+
+@pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
+@pytest.mark.parametrize("case", sorted(ASSEMBLED))
+def test_concat_assembled_in_place_matches_reference(case, planner, isa):
+    ecg, feeds = _assembled(**ASSEMBLED[case][0])
+    if lacks_here(isa):
+        compile_only(ecg, planner, isa)
+        return
+    outs, _ = run(ecg, feeds, planner=planner, isa=isa)
+    assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", sorted(ASSEMBLED))
+def test_concat_assembled_in_place_writes_each_byte_once(case):
+    """The Concat's block: with the Concat assembled, its stages are the Sigmoid's loop and the
+    convolution, writing the Concat's bytes once (not the inputs, then the Concat again)."""
+    args, assembled = ASSEMBLED[case]
+    ecg, feeds = _assembled(**args)
+    outs, gen = run(ecg, feeds, planner="dnnfusion")
+    assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
+    cat_bytes = 4 * args["batch"] * (args["c_a"] + args["c_b"]) * args["hw"][0] * args["hw"][1]
+    written = sum(k["intermediate_bytes_written"] for k in gen["kernels"])
+    if assembled:
+        (k,) = [k for k in gen["kernels"] if any(s.startswith("Conv k1") for s in k["stages"])]
+        assert [s for s in k["stages"] if "loop" in s] == [f"vector loop f32[{4 * 64}]"], k  # the Sigmoid's
+        assert k["scratch_bytes"] == 0 and written == cat_bytes, gen["kernels"]
+    else:
+        assert written > cat_bytes, gen["kernels"]  # the inputs, then the Concat's copy

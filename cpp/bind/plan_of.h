@@ -59,6 +59,7 @@ inline py::dict dict_of(const Graph& g, const MemoryPlan& m) {
     b["size"] = s.size;
     b["first"] = s.first;
     b["last"] = s.last;
+    b["within"] = s.within;  // -1: a buffer of its own
     bufs.append(b);
   }
   d["buffers"] = bufs;
@@ -77,6 +78,7 @@ inline MemoryPlan memory_plan_of(const py::dict& d) {
     s.size = b["size"].cast<int64_t>();
     s.first = b["first"].cast<int>();
     s.last = b["last"].cast<int>();
+    if (b.contains("within")) s.within = b["within"].cast<ValueId>();
     m.buffers.push_back(s);
   }
   return m;

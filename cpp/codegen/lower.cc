@@ -329,132 +329,6 @@ void BlockLowerer::epilogue(const Node& n, AnchorStage& st, const std::function<
   }
 }
 
-const StridedView* BlockLowerer::strided(ValueId v) const {
-  auto it = views_.find(v);
-  return it == views_.end() || it->second.contiguous ? nullptr : &it->second;
-}
-
-// Whether every anchor reading x inside the block takes it through strides: a GEMM operand
-// (MatMul's A or B, Gemm's A or B) of rank 2 or more, RoiAlign's feature map.
-static bool strided_readers_only(const Graph& g, const std::set<NodeId>& inside, ValueId x) {
-  if (dims_of(g, x).size() < 2) return false;
-  for (NodeId c : g.consumers(x)) {
-    if (!inside.count(c)) continue;
-    const Node& n = g.node(c);
-    if (op_info(n.op).mapping != MappingType::ManyToMany && n.op != OpKind::Resize) continue;
-    if (n.op == OpKind::RoiAlign) {
-      if (n.inputs[0] != x || n.inputs[1] == x) return false;
-      continue;
-    }
-    if (n.op != OpKind::MatMul && n.op != OpKind::Gemm) return false;
-    if (n.inputs.size() > 2 && n.inputs[2] == x) return false;
-    for (ValueId o : {n.inputs[0], n.inputs[1]})
-      if (dims_of(g, o).size() < 2) return false;
-  }
-  return true;
-}
-
-// Anchor input x, made in this block by a chain of view ops from a value in memory (or from
-// a pointwise value this block then materialises instead of x), is read where that value is.
-bool BlockLowerer::in_memory(ValueId v) const {
-  return materialised_.count(v) > 0 || std::find(b_.inputs.begin(), b_.inputs.end(), v) != b_.inputs.end();
-}
-
-bool BlockLowerer::can_materialise(ValueId v, const std::set<NodeId>& in_epilogue) const {
-  if (in_memory(v)) return true;
-  const NodeId p = g_.value(v).producer;
-  return p >= 0 && inside_.count(p) && !is_anchor(g_.node(p)) && !in_epilogue.count(p);
-}
-
-void BlockLowerer::find_view(ValueId x, const std::set<NodeId>& in_epilogue) {
-  std::vector<std::pair<const Node*, ValueId>> chain;  // (view op, the output of it taken)
-  ValueId cur = x;
-  while (cur == x || !in_memory(cur)) {
-    const NodeId p = g_.value(cur).producer;
-    if (p < 0 || !inside_.count(p) || in_epilogue.count(p)) break;
-    const Node& pn = g_.node(p);
-    if (!is_view_op(pn.op) || (pn.outputs.size() != 1 && pn.op != OpKind::Split)) break;
-    chain.push_back({&pn, cur});
-    cur = pn.inputs[0];
-  }
-  if (chain.empty() || g_.value(cur).type.dtype != g_.value(x).type.dtype || !can_materialise(cur, in_epilogue)) return;
-  const std::vector<int64_t> rd = dims_of(g_, cur);
-  if (numel(rd) == 0) return;
-  std::vector<int64_t> strides = contiguous_strides(rd);
-  int64_t offset = 0;
-  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    auto s = view_step(g_, *it->first, it->second, strides);
-    if (!s) return;
-    strides = std::move(s->first);
-    offset += s->second;
-  }
-  StridedView v;
-  v.root = cur;
-  v.offset = offset;
-  v.contiguous = offset == 0 && is_contiguous(dims_of(g_, x), strides);
-  v.strides = std::move(strides);
-  if (!v.contiguous && !strided_readers_only(g_, inside_, x)) return;
-  // An offset reaches the GEMM through the batched call's operand offsets (MatMul); Gemm
-  // and RoiAlign calls have none, so a part of a tensor read by one is still copied.
-  if (offset != 0)
-    for (NodeId c : g_.consumers(x))
-      if (inside_.count(c) && (g_.node(c).op == OpKind::Gemm || g_.node(c).op == OpKind::RoiAlign)) return;
-  materialised_.insert(cur);
-  materialised_.erase(x);
-  views_[x] = std::move(v);
-}
-
-const std::vector<ValueId>* BlockLowerer::segments(ValueId v) const {
-  auto it = segments_.find(v);
-  return it == segments_.end() ? nullptr : &it->second;
-}
-
-// Whether every anchor reading x in the block is a convolution of one group (channels last
-// with packed weights, or channels first), x its data input.
-static bool segment_readers_only(const Graph& g, const std::set<NodeId>& inside, ValueId x, bool channels_last) {
-  for (NodeId c : g.consumers(x)) {
-    if (!inside.count(c)) continue;
-    const Node& n = g.node(c);
-    if (op_info(n.op).mapping != MappingType::ManyToMany && n.op != OpKind::Resize) continue;
-    if (n.inputs[0] != x) return false;
-    if (channels_last ? n.op != OpKind::NhwcConv || !g.value(n.inputs[1]).constant : n.op != OpKind::Conv) return false;
-    if (InferCtx(g, n).attr_int("group", 1) != 1) return false;
-    for (size_t i = 1; i < n.inputs.size(); ++i)
-      if (n.inputs[i] == x) return false;
-  }
-  return true;
-}
-
-// x = Concat(u...) along the channels (the last dim of a channels-last value; dim 1 of a
-// channels-first one where LowerOptions::nchw_conv_segments) feeding convolutions: they read
-// the u in place, one pointer per segment; no concatenated copy.
-void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue) {
-  const NodeId p = g_.value(x).producer;
-  if (p < 0 || !inside_.count(p) || in_epilogue.count(p)) return;
-  const Node& cat = g_.node(p);
-  const std::vector<int64_t> xd = dims_of(g_, x);
-  if (cat.op != OpKind::Concat || xd.size() < 3 || g_.value(x).type.dtype != DType::F32) return;
-  int64_t axis = InferCtx(g_, cat).attr_int("axis", 0);
-  if (axis < 0) axis += static_cast<int64_t>(xd.size());
-  const bool last = axis == static_cast<int64_t>(xd.size()) - 1;
-  if (!(last || (axis == 1 && opt_.nchw_conv_segments)) || cat.inputs.size() < 2 || cat.inputs.size() > 8) return;
-  // Values in memory, and at most one computed here: that one costs a loop of its own, as
-  // the Concat's loop did, but writes only its own channels; two would cost a pass more.
-  int computed = 0;
-  for (ValueId u : cat.inputs) {
-    if (u == kNoValue || u == x || !can_materialise(u, in_epilogue)) return;
-    if (!in_memory(u) && ++computed > 1) return;
-    std::vector<int64_t> ud = dims_of(g_, u);
-    if (ud.size() != xd.size() || ud[static_cast<size_t>(axis)] == 0) return;
-    for (size_t d = 0; d < xd.size(); ++d)
-      if (d != static_cast<size_t>(axis) && ud[d] != xd[d]) return;
-  }
-  if (!segment_readers_only(g_, inside_, x, last)) return;
-  for (ValueId u : cat.inputs) materialised_.insert(u);
-  materialised_.erase(x);
-  segments_[x] = cat.inputs;
-}
-
 void BlockLowerer::emit_anchor(const Node& n) {
   const AnchorRow* row = anchor_row(n.op);
   if (!row) {
@@ -532,11 +406,16 @@ BlockPlan BlockLowerer::lower() {
     const Node& n = g_.node(id);
     if (is_anchor(n)) find_prologue(n, in_epilogue);
   }
-  // 3. Buffers: block inputs and outputs live where the module put them; other
-  // materialised values get kernel-local scratch; a contiguous view is its root's bytes.
+  // 2d. Concats whose inputs are made in place (find_assembly).
+  for (NodeId id : b_.nodes) find_assembly(g_.node(id), in_epilogue);
+  // 3. Buffers: block inputs and outputs live where the module put them; an assembled
+  // Concat's inputs in its bytes; other materialised values get kernel-local scratch; a
+  // contiguous view is its root's bytes.
   std::map<ValueId, Location> where;
   for (ValueId v : b_.inputs) where[v] = locate_(v);
   for (ValueId v : b_.outputs) where[v] = locate_(v);
+  for (const auto& [x, runs] : assembled_)
+    for (const auto& [u, off] : runs) where[u] = {Location::Kind::Arena, where.at(x).at + off};
   for (ValueId v : materialised_)
     if (!where.count(v)) where[v] = {Location::Kind::Scratch, scratch(static_cast<int64_t>(g_.value(v).type.nbytes()))};
   for (const auto& [x, v] : views_)
@@ -571,7 +450,7 @@ BlockPlan BlockLowerer::lower() {
     if (in_epilogue.count(id)) continue;
     for (ValueId y : n.outputs) {
       if (!materialised_.count(y) || stored_by_epilogue_.count(y)) continue;
-      emit_pointwise(y);
+      if (!assembled_.count(y)) emit_pointwise(y);  // an assembled Concat is in memory already
       materialise(y);
     }
   }
@@ -586,7 +465,9 @@ BlockPlan BlockLowerer::lower() {
     Buffer buf;
     buf.value = v;
     buf.dtype = g_.value(v).type.dtype;
-    buf.written = materialised_.count(v) && std::find(b_.inputs.begin(), b_.inputs.end(), v) == b_.inputs.end();
+    // (an assembled Concat is written through its inputs' buffers)
+    buf.written = materialised_.count(v) && std::find(b_.inputs.begin(), b_.inputs.end(), v) == b_.inputs.end() &&
+                  !assembled_.count(v);
     buf.where = w->second;
     plan_.buffers.push_back(buf);
   }

@@ -95,6 +95,7 @@ class BlockLowerer {
   void emit_anchor(const Node& n);
   void find_view(ValueId x, const std::set<NodeId>& in_epilogue);
   void find_segments(ValueId x, const std::set<NodeId>& in_epilogue);
+  void find_assembly(const Node& cat, const std::set<NodeId>& in_epilogue);
   void find_prologue(const Node& n, const std::set<NodeId>& in_epilogue);
   bool build_prologue(const Node& n, const Leaves& leaves, Program& prog, int* ops) const;
   // Whether v is in memory when the block's anchors run, or can be (a value of a pointwise
@@ -123,6 +124,8 @@ class BlockLowerer {
   // Anchor inputs that are views of a value in memory (not materialised themselves).
   std::map<ValueId, StridedView> views_;
   std::map<ValueId, std::vector<ValueId>> segments_;
+  // Concats assembled in place (find_assembly): x -> each input and its byte offset in x.
+  std::map<ValueId, std::vector<std::pair<ValueId, int64_t>>> assembled_;
   // GEMM A operands computed while packed (never in memory).
   std::set<ValueId> prologues_;
 };

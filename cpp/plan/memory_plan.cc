@@ -20,9 +20,11 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
 #include "ir/errors.h"
+#include "ir/shape_rules.h"
 
 namespace dnnf {
 
@@ -62,6 +64,30 @@ int64_t bytes_of(const Graph& g, ValueId v) {
 
 std::string name_of(const Graph& g, ValueId v) { return "%" + g.value(v).name; }
 
+// Where input `u` of Concat `x` starts in x's bytes (x with only ones before its axis, so each
+// input is one run of them), or -1 if x is not such a Concat of u.
+int64_t run_in_concat(const Graph& g, ValueId x, ValueId u) {
+  const NodeId p = g.value(x).producer;
+  if (p < 0 || g.node(p).op != OpKind::Concat || !g.value(x).type.is_static()) return -1;
+  const Node& cat = g.node(p);
+  const std::vector<Dim>& xd = g.value(x).type.shape;
+  int64_t axis = InferCtx(g, cat).attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(xd.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(xd.size())) return -1;
+  for (int64_t d = 0; d < axis; ++d)
+    if (xd[static_cast<size_t>(d)].value != 1) return -1;
+  int64_t at = 0, found = -1;
+  for (ValueId i : cat.inputs) {
+    if (i == kNoValue || !g.value(i).type.is_static() || g.value(i).type.dtype != g.value(x).type.dtype) return -1;
+    if (i == u) {
+      if (found >= 0) return -1;  // read twice: two runs
+      found = at;
+    }
+    at += int64_t(g.value(i).type.nbytes());
+  }
+  return at == int64_t(g.value(x).type.nbytes()) ? found : -1;
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment) {
@@ -91,9 +117,53 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment) {
     if (m.buffers[i].value == m.buffers[i - 1].value)
       throw InternalError("memory plan: " + name_of(g, m.buffers[i].value) + " is an output of two blocks");
 
-  // 2. Placement order: largest first.
-  std::vector<size_t> order(m.buffers.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // 1b. Concats assembled in place: a Concat with only ones before its axis (a batch-1
+  // channel Concat) in the arena whose inputs are arena tensors (other blocks' outputs) or
+  // values of its own block: each arena input is placed at its run of the Concat's bytes,
+  // so its block writes it there and the Concat's block copies nothing (lower.cc's
+  // find_assembly places the block's own values). A tensor holds or lies in one Concat at
+  // most; runs start on the alignment.
+  std::map<ValueId, size_t> slot_of;
+  for (size_t i = 0; i < m.buffers.size(); ++i) slot_of[m.buffers[i].value] = i;
+  std::set<ValueId> taken;
+  for (const Node& n : g.nodes()) {  // topological order
+    if (n.op != OpKind::Concat || n.outputs.size() != 1) continue;
+    const ValueId x = n.outputs[0];
+    auto xs = slot_of.find(x);
+    if (xs == slot_of.end() || taken.count(x)) continue;
+    std::vector<std::pair<size_t, int64_t>> runs;
+    bool ok = true;
+    for (ValueId u : n.inputs) {
+      const int64_t at = u == kNoValue ? -1 : run_in_concat(g, x, u);
+      if (at < 0) {
+        ok = false;
+        break;
+      }
+      auto us = slot_of.find(u);
+      if (us != slot_of.end()) {
+        if (taken.count(u) || at % alignment != 0) ok = false;
+        runs.emplace_back(us->second, at);
+        continue;
+      }
+      // Not in the arena: a value of the Concat's own block, or nothing to place.
+      const NodeId pr = g.value(u).producer;
+      if (pr < 0 || g.is_graph_output(u) || p.block_of.at(size_t(pr)) != p.block_of.at(size_t(n.id))) ok = false;
+    }
+    if (!ok || runs.empty()) continue;
+    BufferSlot& xb = m.buffers[xs->second];
+    for (const auto& [i, at] : runs) {
+      m.buffers[i].within = x;
+      taken.insert(m.buffers[i].value);
+      xb.first = std::min(xb.first, m.buffers[i].first);
+      xb.last = std::max(xb.last, m.buffers[i].last);
+    }
+    taken.insert(x);
+  }
+
+  // 2. Placement order: largest first (a Concat's inputs in its bytes are placed with it).
+  std::vector<size_t> order;
+  for (size_t i = 0; i < m.buffers.size(); ++i)
+    if (m.buffers[i].within == kNoValue) order.push_back(i);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const BufferSlot &x = m.buffers[a], &y = m.buffers[b];
     if (x.size != y.size) return x.size > y.size;
@@ -125,10 +195,17 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment) {
     placed.push_back(&t);
   }
 
-  // The lower bound: bytes live during each block.
+  for (BufferSlot& t : m.buffers)
+    if (t.within != kNoValue) {
+      const BufferSlot& x = m.buffers[slot_of.at(t.within)];
+      t.offset = x.offset + run_in_concat(g, t.within, t.value);
+    }
+
+  // The lower bound: bytes live during each block (a Concat's inputs in its bytes are its).
   std::vector<int64_t> live_at(p.blocks.size() + 1, 0);
   for (const BufferSlot& s : m.buffers)
-    for (int t = s.first; t <= s.last; ++t) live_at[size_t(t)] += s.size;
+    if (s.within == kNoValue)
+      for (int t = s.first; t <= s.last; ++t) live_at[size_t(t)] += s.size;
   for (int64_t b : live_at) m.peak_bytes = std::max(m.peak_bytes, b);
 
 #ifndef NDEBUG
@@ -180,8 +257,20 @@ void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m)
     if (s.first > t.first || s.last < t.last)
       fail(who + " is live in blocks [" + std::to_string(t.first) + ", " + std::to_string(t.last) + "] but recorded as [" +
            std::to_string(s.first) + ", " + std::to_string(s.last) + "]");
+    if (s.within != kNoValue) {  // in a Concat's bytes: at its run, while the Concat's buffer is kept
+      auto x = given.find(s.within);
+      const int64_t run = run_in_concat(g, s.within, v);
+      if (x == given.end() || run < 0)
+        fail(who + " is placed in " + name_of(g, s.within) + ", which is not a buffered Concat of it");
+      if (s.offset != x->second->offset + run)
+        fail(who + " is placed at " + std::to_string(s.offset) + ", not at its run of " + name_of(g, s.within) + " (" +
+             std::to_string(x->second->offset + run) + ")");
+      if (x->second->first > t.first || x->second->last < t.last)
+        fail(name_of(g, s.within) + "'s buffer is not kept while " + who + ", in it, is live");
+    }
     BufferSlot a = t;
     a.offset = s.offset;
+    a.within = s.within;
     actual.push_back(a);
   }
   // No two tensors live at the same time share a byte. Sweep in order of first use so each
@@ -189,7 +278,8 @@ void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m)
   std::sort(actual.begin(), actual.end(), [](const BufferSlot& a, const BufferSlot& b) { return a.first < b.first; });
   for (size_t i = 0; i < actual.size(); ++i)
     for (size_t j = i + 1; j < actual.size() && actual[j].first <= actual[i].last; ++j)
-      if (overlaps_in_space(actual[i], actual[j]))
+      if (overlaps_in_space(actual[i], actual[j]) && actual[i].within != actual[j].value &&
+          actual[j].within != actual[i].value)
         fail(name_of(g, actual[i].value) + " [" + std::to_string(actual[i].offset) + ", +" + std::to_string(actual[i].size) +
              ") and " + name_of(g, actual[j].value) + " [" + std::to_string(actual[j].offset) + ", +" +
              std::to_string(actual[j].size) + ") overlap in memory while both are live (blocks " +

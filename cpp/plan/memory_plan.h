@@ -21,6 +21,11 @@ struct BufferSlot {
   int64_t size = 0;    // the tensor's bytes
   int first = 0;       // producing block
   int last = 0;        // last consuming block (== first if no later block reads it)
+  // A Concat's input placed in the Concat's own bytes (its run of them: the Concat has only
+  // ones before its axis), so that its producer writes it there and the Concat copies nothing;
+  // kNoValue for a buffer of its own. The Concat's buffer is then live from the first such
+  // input's block.
+  ValueId within = kNoValue;
 };
 
 struct MemoryPlan {
@@ -32,14 +37,17 @@ struct MemoryPlan {
   std::vector<BufferSlot> buffers;  // in value-id order
 };
 
-// Greedy by size, best fit (see memory_plan.cc). Needs static shapes: ShapeError names a
-// symbolic tensor. `alignment` must be a power of two.
+// Greedy by size, best fit (see memory_plan.cc), after placing batch-1 Concats' inputs that
+// other blocks make in the Concat's bytes (BufferSlot::within). Needs static shapes: ShapeError
+// names a symbolic tensor. `alignment` must be a power of two.
 MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment = 64);
 
 // Verifies a memory plan against the graph and plan, deriving lifetimes independently of
 // plan_memory (from the blocks' input/output lists): every intermediate has exactly one
 // aligned buffer of at least its size inside the arena, its recorded live range covers the
-// true one, and no two tensors live at the same time share a byte. InternalError if not.
+// true one, and no two tensors live at the same time share a byte, but a Concat's input at its
+// run of the Concat's bytes (checked against the Concat, whose range covers the input's).
+// InternalError if not.
 // plan_memory runs it itself in debug builds.
 void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m);
 

@@ -1,0 +1,188 @@
+// Anchor inputs and Concats in place (issue 13 part 2, paper §4.3 index composition): a view
+// (Reshape, Transpose, a Split part, ...) of a value in memory read through strides or as the
+// same bytes; a channel Concat feeding convolutions read a pointer per input; a batch-1 Concat
+// whose inputs are made in its block assembled in its own bytes. Part of BlockLowerer (lower.h):
+// lower() calls these after choosing epilogues and before placing buffers.
+#include <algorithm>
+
+#include "codegen/lower.h"
+#include "ir/errors.h"
+#include "ir/shape_rules.h"
+
+namespace dnnf::cg {
+
+const StridedView* BlockLowerer::strided(ValueId v) const {
+  auto it = views_.find(v);
+  return it == views_.end() || it->second.contiguous ? nullptr : &it->second;
+}
+
+// Whether every anchor reading x inside the block takes it through strides: a GEMM operand
+// (MatMul's A or B, Gemm's A or B) of rank 2 or more, RoiAlign's feature map.
+static bool strided_readers_only(const Graph& g, const std::set<NodeId>& inside, ValueId x) {
+  if (dims_of(g, x).size() < 2) return false;
+  for (NodeId c : g.consumers(x)) {
+    if (!inside.count(c)) continue;
+    const Node& n = g.node(c);
+    if (op_info(n.op).mapping != MappingType::ManyToMany && n.op != OpKind::Resize) continue;
+    if (n.op == OpKind::RoiAlign) {
+      if (n.inputs[0] != x || n.inputs[1] == x) return false;
+      continue;
+    }
+    if (n.op != OpKind::MatMul && n.op != OpKind::Gemm) return false;
+    if (n.inputs.size() > 2 && n.inputs[2] == x) return false;
+    for (ValueId o : {n.inputs[0], n.inputs[1]})
+      if (dims_of(g, o).size() < 2) return false;
+  }
+  return true;
+}
+
+// Anchor input x, made in this block by a chain of view ops from a value in memory (or from
+// a pointwise value this block then materialises instead of x), is read where that value is.
+bool BlockLowerer::in_memory(ValueId v) const {
+  return materialised_.count(v) > 0 || std::find(b_.inputs.begin(), b_.inputs.end(), v) != b_.inputs.end();
+}
+
+bool BlockLowerer::can_materialise(ValueId v, const std::set<NodeId>& in_epilogue) const {
+  if (in_memory(v)) return true;
+  const NodeId p = g_.value(v).producer;
+  return p >= 0 && inside_.count(p) && !is_anchor(g_.node(p)) && !in_epilogue.count(p);
+}
+
+void BlockLowerer::find_view(ValueId x, const std::set<NodeId>& in_epilogue) {
+  std::vector<std::pair<const Node*, ValueId>> chain;  // (view op, the output of it taken)
+  ValueId cur = x;
+  while (cur == x || !in_memory(cur)) {
+    const NodeId p = g_.value(cur).producer;
+    if (p < 0 || !inside_.count(p) || in_epilogue.count(p)) break;
+    const Node& pn = g_.node(p);
+    if (!is_view_op(pn.op) || (pn.outputs.size() != 1 && pn.op != OpKind::Split)) break;
+    chain.push_back({&pn, cur});
+    cur = pn.inputs[0];
+  }
+  if (chain.empty() || g_.value(cur).type.dtype != g_.value(x).type.dtype || !can_materialise(cur, in_epilogue)) return;
+  const std::vector<int64_t> rd = dims_of(g_, cur);
+  if (numel(rd) == 0) return;
+  std::vector<int64_t> strides = contiguous_strides(rd);
+  int64_t offset = 0;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    auto s = view_step(g_, *it->first, it->second, strides);
+    if (!s) return;
+    strides = std::move(s->first);
+    offset += s->second;
+  }
+  StridedView v;
+  v.root = cur;
+  v.offset = offset;
+  v.contiguous = offset == 0 && is_contiguous(dims_of(g_, x), strides);
+  v.strides = std::move(strides);
+  if (!v.contiguous && !strided_readers_only(g_, inside_, x)) return;
+  // An offset reaches the GEMM through the batched call's operand offsets (MatMul); Gemm
+  // and RoiAlign calls have none, so a part of a tensor read by one is still copied.
+  if (offset != 0)
+    for (NodeId c : g_.consumers(x))
+      if (inside_.count(c) && (g_.node(c).op == OpKind::Gemm || g_.node(c).op == OpKind::RoiAlign)) return;
+  materialised_.insert(cur);
+  materialised_.erase(x);
+  views_[x] = std::move(v);
+}
+
+const std::vector<ValueId>* BlockLowerer::segments(ValueId v) const {
+  auto it = segments_.find(v);
+  return it == segments_.end() ? nullptr : &it->second;
+}
+
+// Whether every anchor reading x in the block is a convolution of one group (channels last
+// with packed weights, or channels first), x its data input.
+static bool segment_readers_only(const Graph& g, const std::set<NodeId>& inside, ValueId x, bool channels_last) {
+  for (NodeId c : g.consumers(x)) {
+    if (!inside.count(c)) continue;
+    const Node& n = g.node(c);
+    if (op_info(n.op).mapping != MappingType::ManyToMany && n.op != OpKind::Resize) continue;
+    if (n.inputs[0] != x) return false;
+    if (channels_last ? n.op != OpKind::NhwcConv || !g.value(n.inputs[1]).constant : n.op != OpKind::Conv) return false;
+    if (InferCtx(g, n).attr_int("group", 1) != 1) return false;
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (n.inputs[i] == x) return false;
+  }
+  return true;
+}
+
+// x = Concat(u...) along the channels (the last dim of a channels-last value; dim 1 of a
+// channels-first one where LowerOptions::nchw_conv_segments) feeding convolutions: they read
+// the u in place, one pointer per segment; no concatenated copy.
+void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue) {
+  const NodeId p = g_.value(x).producer;
+  if (p < 0 || !inside_.count(p) || in_epilogue.count(p)) return;
+  const Node& cat = g_.node(p);
+  const std::vector<int64_t> xd = dims_of(g_, x);
+  if (cat.op != OpKind::Concat || xd.size() < 3 || g_.value(x).type.dtype != DType::F32) return;
+  int64_t axis = InferCtx(g_, cat).attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(xd.size());
+  const bool last = axis == static_cast<int64_t>(xd.size()) - 1;
+  if (!(last || (axis == 1 && opt_.nchw_conv_segments)) || cat.inputs.size() < 2 || cat.inputs.size() > 8) return;
+  // Values in memory, and at most one computed here: that one costs a loop of its own, as
+  // the Concat's loop did, but writes only its own channels; two would cost a pass more.
+  int computed = 0;
+  for (ValueId u : cat.inputs) {
+    if (u == kNoValue || u == x || !can_materialise(u, in_epilogue)) return;
+    if (!in_memory(u) && ++computed > 1) return;
+    std::vector<int64_t> ud = dims_of(g_, u);
+    if (ud.size() != xd.size() || ud[static_cast<size_t>(axis)] == 0) return;
+    for (size_t d = 0; d < xd.size(); ++d)
+      if (d != static_cast<size_t>(axis) && ud[d] != xd[d]) return;
+  }
+  if (!segment_readers_only(g_, inside_, x, last)) return;
+  for (ValueId u : cat.inputs) materialised_.insert(u);
+  materialised_.erase(x);
+  segments_[x] = cat.inputs;
+}
+
+// x = Concat(u...) with nothing but ones before its axis (a batch-1 channel Concat: each u is
+// one contiguous run of x's bytes), x a block output in the arena, every u either placed at its
+// run by the memory plan (another block's output, BufferSlot::within, or this block's) or made
+// in this block and read nowhere after it: each such u is materialised at its run of x's bytes
+// (an anchor or its epilogue stores it there, a pointwise loop computes it there), and x needs
+// no loop: no concatenated copy. At most one u not otherwise in memory (its loop replaces the
+// Concat's; an epilogue value it does not store cannot be); runs start on 64-byte boundaries,
+// as the arena's buffers do.
+void BlockLowerer::find_assembly(const Node& cat, const std::set<NodeId>& in_epilogue) {
+  if (cat.op != OpKind::Concat || in_epilogue.count(cat.id) || cat.outputs.size() != 1) return;
+  const ValueId x = cat.outputs[0];
+  if (!materialised_.count(x) || !block_outputs_.count(x) || segments_.count(x) || assembled_.count(x)) return;
+  const Location xl = locate_(x);
+  if (xl.kind != Location::Kind::Arena || !g_.value(x).type.is_static()) return;
+  const std::vector<int64_t> xd = dims_of(g_, x);
+  int64_t axis = InferCtx(g_, cat).attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(xd.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(xd.size())) return;
+  for (int64_t d = 0; d < axis; ++d)
+    if (xd[static_cast<size_t>(d)] != 1) return;
+  std::set<ValueId> seen;
+  std::vector<std::pair<ValueId, int64_t>> runs;  // the inputs this block places
+  int64_t at = 0;
+  int computed = 0;  // inputs that get a loop of their own: one replaces the Concat's, two add a pass
+  for (ValueId u : cat.inputs) {
+    if (u == kNoValue || !seen.insert(u).second || g_.value(u).type.dtype != g_.value(x).type.dtype) return;
+    const int64_t bytes = static_cast<int64_t>(g_.value(u).type.nbytes());
+    if (bytes == 0) return;
+    const bool input = std::find(b_.inputs.begin(), b_.inputs.end(), u) != b_.inputs.end();
+    if (input || block_outputs_.count(u)) {  // where the memory plan put it: in place or not at all
+      const Location l = locate_(u);
+      if (l.kind != Location::Kind::Arena || l.at != xl.at + at) return;
+    } else {
+      const NodeId p = g_.value(u).producer;
+      if (p < 0 || !inside_.count(p) || views_.count(u) || segments_.count(u) || at % 64 != 0) return;
+      if (!materialised_.count(u) && (!can_materialise(u, in_epilogue) || ++computed > 1)) return;
+      for (const auto& [y, rs] : assembled_)
+        for (const auto& r : rs)
+          if (r.first == u) return;
+      runs.emplace_back(u, at);
+    }
+    at += bytes;
+  }
+  if (at != static_cast<int64_t>(g_.value(x).type.nbytes())) return;
+  for (const auto& r : runs) materialised_.insert(r.first);
+  assembled_[x] = std::move(runs);
+}
+
+}  // namespace dnnf::cg
