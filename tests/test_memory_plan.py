@@ -18,6 +18,8 @@ import dnnfusion as df
 from dnnfusion import _core
 from dnnfusion.builtin import tiny_convnet
 
+from codegen_runner import _opt_level_1, prelude_dir  # noqa: E402
+
 P = importlib.import_module("dnnfusion.plan")
 
 CONV = "{kernel_shape=[3,3], pads=[1,1,1,1]}"
@@ -47,6 +49,10 @@ def independent_check(plan: P.FusionPlan, mem: dict) -> None:
             if v.id in live:
                 live[v.id][1] = max(live[v.id][1], t)
     bufs = {b["value"]: b for b in mem["buffers"]}
+    for b in mem["buffers"]:  # a Concat its own block consumes holds its inputs: live there
+        if b["within"] >= 0 and b["within"] not in live:
+            (t,) = [t for t, blk in enumerate(plan.blocks) if any(n.outputs[0].id == b["within"] for n in blk.nodes)]
+            live[b["within"]] = [t, t]
     assert set(bufs) == set(live)
     for vid, (first, last) in live.items():
         b = bufs[vid]
@@ -302,6 +308,35 @@ def test_concat_inputs_from_other_blocks_are_placed_in_its_bytes():
     np.testing.assert_allclose(got, g.run_reference(**feeds)[0], rtol=1e-6, atol=1e-6)
     g2 = df.parse(CONCAT.format(n=2))
     assert all(x["within"] == -1 for x in planned(g2, one_block_per_node(g2))["buffers"])
+
+
+def test_a_concat_its_block_convolves_gets_a_buffer_holding_its_inputs():
+    """A batch-1 Concat consumed inside its own block (by a convolution there) gets an arena
+    buffer live from its first input's block, with the inputs other blocks write placed in it:
+    the convolution reads the Concat where it lies, and no loop writes it."""
+    w = np.random.default_rng(2).standard_normal((2, 8, 3, 3)).astype("<f4") * 0.2
+    g = df.parse("\n".join([
+        "graph cc(%x: f32[1,4,4,4], %y: f32[1,4,4,4]) {",
+        f"  %w: f32[2,8,3,3] = const 0x{w.tobytes().hex()}",
+        '  %a: f32[1,4,4,4] = Relu(%x) @"a"',
+        '  %b: f32[1,4,4,4] = Sigmoid(%y) @"b"',
+        '  %c: f32[1,8,4,4] = Concat(%a, %b) {axis=1} @"c"',
+        f'  %d: f32[1,2,4,4] = Conv(%c, %w, _) {CONV} @"d"',
+        "  return %d", "}"]))
+    graph = g.graph if isinstance(g, df.ECG) else g
+    plan = P.FusionPlan(graph, _core.finalize_plan(graph, [0, 1, 2, 2]))  # Concat and Conv: one block
+    mem = planned(g, plan)
+    b = {x["name"]: x for x in mem["buffers"]}
+    assert b["a"]["within"] == b["b"]["within"] == b["c"]["value"], mem["buffers"]
+    assert (b["c"]["first"], b["c"]["last"]) == (0, 2)
+    gen = _core.generate_cpu(g, plan, "scalar")
+    (k,) = [k for k in gen.kernels if k["block"] == 2]
+    assert [s.split(" ")[0] for s in k["stages"]] == ["Conv"] and k["scratch_bytes"] == 0, k
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32),
+             "y": np.random.default_rng(1).standard_normal((1, 4, 4, 4)).astype(np.float32)}
+    with _opt_level_1():  # this plan's module, run
+        got = _core.CpuExecutable(g, gen, "scalar", 1, prelude_dir()).run([feeds["x"], feeds["y"]])[0]
+    np.testing.assert_allclose(got, g.run_reference(**feeds)[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("edit,message", [

@@ -138,7 +138,8 @@ void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue)
 }
 
 // x = Concat(u...) with nothing but ones before its axis (a batch-1 channel Concat: each u is
-// one contiguous run of x's bytes), x a block output in the arena, every u either placed at its
+// one contiguous run of x's bytes), x in the arena (a block output, or a Concat this block
+// consumes whose inputs the memory plan placed in it), every u either placed at its
 // run by the memory plan (another block's output, BufferSlot::within, or this block's) or made
 // in this block and read nowhere after it: each such u is materialised at its run of x's bytes
 // (an anchor or its epilogue stores it there, a pointwise loop computes it there), and x needs
@@ -148,8 +149,19 @@ void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue)
 void BlockLowerer::find_assembly(const Node& cat, const std::set<NodeId>& in_epilogue) {
   if (cat.op != OpKind::Concat || in_epilogue.count(cat.id) || cat.outputs.size() != 1) return;
   const ValueId x = cat.outputs[0];
-  if (!materialised_.count(x) || !block_outputs_.count(x) || segments_.count(x) || assembled_.count(x)) return;
-  const Location xl = locate_(x);
+  if (!materialised_.count(x) || segments_.count(x) || assembled_.count(x)) return;
+  // x in the arena: a block output, or a Concat this block consumes that the memory plan gave
+  // a buffer because other blocks' outputs lie in it (BufferSlot::within).
+  Location xl;
+  if (block_outputs_.count(x)) {
+    xl = locate_(x);
+  } else {
+    try {
+      xl = locate_(x);
+    } catch (const InternalError&) {  // no buffer in the memory plan: block scratch, as before
+      return;
+    }
+  }
   if (xl.kind != Location::Kind::Arena || !g_.value(x).type.is_static()) return;
   const std::vector<int64_t> xd = dims_of(g_, x);
   int64_t axis = InferCtx(g_, cat).attr_int("axis", 0);

@@ -414,8 +414,10 @@ BlockPlan BlockLowerer::lower() {
   std::map<ValueId, Location> where;
   for (ValueId v : b_.inputs) where[v] = locate_(v);
   for (ValueId v : b_.outputs) where[v] = locate_(v);
-  for (const auto& [x, runs] : assembled_)
+  for (const auto& [x, runs] : assembled_) {
+    if (!where.count(x)) where[x] = locate_(x);  // a Concat this block consumes, in the arena
     for (const auto& [u, off] : runs) where[u] = {Location::Kind::Arena, where.at(x).at + off};
+  }
   for (ValueId v : materialised_)
     if (!where.count(v)) where[v] = {Location::Kind::Scratch, scratch(static_cast<int64_t>(g_.value(v).type.nbytes()))};
   for (const auto& [x, v] : views_)

@@ -118,11 +118,12 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment) {
       throw InternalError("memory plan: " + name_of(g, m.buffers[i].value) + " is an output of two blocks");
 
   // 1b. Concats assembled in place: a Concat with only ones before its axis (a batch-1
-  // channel Concat) in the arena whose inputs are arena tensors (other blocks' outputs) or
-  // values of its own block: each arena input is placed at its run of the Concat's bytes,
-  // so its block writes it there and the Concat's block copies nothing (lower.cc's
-  // find_assembly places the block's own values). A tensor holds or lies in one Concat at
-  // most; runs start on the alignment.
+  // channel Concat) whose inputs are arena tensors (other blocks' outputs) or values of its
+  // own block: each arena input is placed at its run of the Concat's bytes, so its block
+  // writes it there and the Concat's block copies nothing (in_place.cc's find_assembly places
+  // the block's own values). A Concat its own block consumes (feeding a convolution there)
+  // gets a buffer for this too, live from its first input's block to its own. A tensor holds
+  // or lies in one Concat at most; runs start on the alignment.
   std::map<ValueId, size_t> slot_of;
   for (size_t i = 0; i < m.buffers.size(); ++i) slot_of[m.buffers[i].value] = i;
   std::set<ValueId> taken;
@@ -130,7 +131,7 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment) {
     if (n.op != OpKind::Concat || n.outputs.size() != 1) continue;
     const ValueId x = n.outputs[0];
     auto xs = slot_of.find(x);
-    if (xs == slot_of.end() || taken.count(x)) continue;
+    if (taken.count(x) || (xs == slot_of.end() && (g.is_graph_output(x) || !g.value(x).type.is_static()))) continue;
     std::vector<std::pair<size_t, int64_t>> runs;
     bool ok = true;
     for (ValueId u : n.inputs) {
@@ -150,6 +151,16 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment) {
       if (pr < 0 || g.is_graph_output(u) || p.block_of.at(size_t(pr)) != p.block_of.at(size_t(n.id))) ok = false;
     }
     if (!ok || runs.empty()) continue;
+    if (xs == slot_of.end()) {  // consumed inside its block: a buffer of its own from now on
+      BufferSlot s;
+      s.value = x;
+      s.size = bytes_of(g, x);
+      s.first = s.last = position_of_node(n.id);
+      m.buffers.push_back(s);
+      m.intermediate_bytes += s.size;
+      m.naive_bytes += align_up(s.size, alignment);
+      xs = slot_of.emplace(x, m.buffers.size() - 1).first;
+    }
     BufferSlot& xb = m.buffers[xs->second];
     for (const auto& [i, at] : runs) {
       m.buffers[i].within = x;
@@ -159,6 +170,11 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment) {
     }
     taken.insert(x);
   }
+
+  std::sort(m.buffers.begin(), m.buffers.end(),
+            [](const BufferSlot& a, const BufferSlot& b) { return a.value < b.value; });
+  slot_of.clear();
+  for (size_t i = 0; i < m.buffers.size(); ++i) slot_of[m.buffers[i].value] = i;
 
   // 2. Placement order: largest first (a Concat's inputs in its bytes are placed with it).
   std::vector<size_t> order;
@@ -239,6 +255,18 @@ void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m)
       it->second.last = std::max(it->second.last, int(i));
     }
 
+  // A Concat its own block consumes holds a buffer when inputs lie in it: live in that block.
+  for (const BufferSlot& s : m.buffers) {
+    const ValueId x = s.within;
+    if (x == kNoValue || truth.count(x) || x < 0 || size_t(x) >= g.values().size()) continue;
+    const NodeId pr = g.value(x).producer;
+    if (pr < 0 || g.node(pr).op != OpKind::Concat || g.is_graph_output(x)) continue;
+    BufferSlot t;
+    t.value = x;
+    t.size = bytes_of(g, x);
+    t.first = t.last = pos.at(size_t(p.block_of.at(size_t(pr))));
+    truth[x] = t;
+  }
   std::map<ValueId, const BufferSlot*> given;
   for (const BufferSlot& s : m.buffers) {
     if (s.value < 0 || size_t(s.value) >= g.values().size()) fail("a buffer names value " + std::to_string(s.value) + ", not in the graph");

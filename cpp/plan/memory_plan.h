@@ -24,7 +24,7 @@ struct BufferSlot {
   // A Concat's input placed in the Concat's own bytes (its run of them: the Concat has only
   // ones before its axis), so that its producer writes it there and the Concat copies nothing;
   // kNoValue for a buffer of its own. The Concat's buffer is then live from the first such
-  // input's block.
+  // input's block (and a Concat its own block consumes has one too).
   ValueId within = kNoValue;
 };
 
