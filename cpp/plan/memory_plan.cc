@@ -90,7 +90,7 @@ int64_t run_in_concat(const Graph& g, ValueId x, ValueId u) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment) {
+MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, bool concats_in_block) {
   if (alignment <= 0 || (alignment & (alignment - 1)) != 0)
     throw Error("memory plan: alignment must be a power of two, got " + std::to_string(alignment));
   std::vector<int> pos = block_positions(g, p);
@@ -131,7 +131,9 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment) {
     if (n.op != OpKind::Concat || n.outputs.size() != 1) continue;
     const ValueId x = n.outputs[0];
     auto xs = slot_of.find(x);
-    if (taken.count(x) || (xs == slot_of.end() && (g.is_graph_output(x) || !g.value(x).type.is_static()))) continue;
+    if (taken.count(x) ||
+        (xs == slot_of.end() && (!concats_in_block || g.is_graph_output(x) || !g.value(x).type.is_static())))
+      continue;
     std::vector<std::pair<size_t, int64_t>> runs;
     bool ok = true;
     for (ValueId u : n.inputs) {

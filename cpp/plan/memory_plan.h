@@ -38,9 +38,12 @@ struct MemoryPlan {
 };
 
 // Greedy by size, best fit (see memory_plan.cc), after placing batch-1 Concats' inputs that
-// other blocks make in the Concat's bytes (BufferSlot::within). Needs static shapes: ShapeError
-// names a symbolic tensor. `alignment` must be a power of two.
-MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment = 64);
+// other blocks make in the Concat's bytes (BufferSlot::within). `concats_in_block`: a Concat
+// its own block consumes gets such a buffer too (off for a target whose convolutions read a
+// channel Concat's inputs where they lie, as OpenCL's do: the buffer would only hold the
+// later inputs' bytes from the first one's block on). Needs static shapes: ShapeError names a
+// symbolic tensor. `alignment` must be a power of two.
+MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment = 64, bool concats_in_block = true);
 
 // Verifies a memory plan against the graph and plan, deriving lifetimes independently of
 // plan_memory (from the blocks' input/output lists): every intermediate has exactly one

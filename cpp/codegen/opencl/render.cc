@@ -201,7 +201,8 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
       throw ShapeError("the OpenCL target needs static shapes: input '" + g.value(v).name + "' is " +
                        g.value(v).type.str());
   OpenclModule m;
-  m.memory = plan_memory(g, p, std::max<int64_t>(64, opt.base_align_bytes));
+  // (no buffers for Concats consumed in their block: Renderer::conv reads their inputs in place)
+  m.memory = plan_memory(g, p, std::max<int64_t>(64, opt.base_align_bytes), false);
   cg::LowerOptions lo;
   lo.gemm_a_evaluations = [&opt](int64_t M, int64_t N, int64_t batch) {  // once per tile column, or per column
     const int64_t t = cg::opencl::gemm_tile_side(opt, M, N, batch);
