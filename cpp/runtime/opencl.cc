@@ -324,20 +324,20 @@ OpenclCodegenOptions codegen_options(const DeviceInfo& d) {
   o.compute_units = d.compute_units;
   o.gpu = d.type == "gpu";
   if (t == "32" || t == "64" || t == "128") o.tile = std::stoi(t);
-  if (const char* sk = std::getenv("DNNF_OPENCL_SPLIT_K"); sk && *sk) {
-    const std::string v = sk;
-    if (v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos)
-      throw CompileError("DNNF_OPENCL_SPLIT_K is '" + v + "': give 0 (choose per GEMM), 1 (never split K) or a number "
-                         "of splits up to 999");
-    o.split_k = std::stoi(v);
-  }
-  if (const char* bi = std::getenv("DNNF_OPENCL_BUSY_ITEMS"); bi && *bi) {
-    const std::string v = bi;
-    if (v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos)
-      throw CompileError("DNNF_OPENCL_BUSY_ITEMS is '" + v + "': give the work-items per compute unit below which "
-                         "untiled GEMMs and convolutions take a work-group per output (0: never), up to 999999");
-    o.busy_items = std::stoll(v);
-  }
+  // A count from the environment: digits only, at most `digits` of them, else what to give.
+  auto count = [](const char* name, size_t digits, const std::string& give, int64_t* out) {
+    const char* e = std::getenv(name);
+    if (!e || !*e) return;
+    const std::string v = e;
+    if (v.size() > digits || v.find_first_not_of("0123456789") != std::string::npos)
+      throw CompileError(std::string(name) + " is '" + v + "': give " + give);
+    *out = std::stoll(v);
+  };
+  count("DNNF_OPENCL_SPLIT_K", 3, "0 (choose per GEMM), 1 (never split K) or a number of splits up to 999", &o.split_k);
+  count("DNNF_OPENCL_BUSY_ITEMS", 6,
+        "the work-items per compute unit below which untiled GEMMs and convolutions take a work-group per output "
+        "(0: never), up to 999999",
+        &o.busy_items);
   // The prefetch hides a GPU's memory latency; a CPU device runs a work-group as loops, where it
   // only keeps values alive across barriers (PoCL's builds of such tiles took 2-4x longer).
   if (!o.gpu) o.tile_features &= ~kTilePrefetch;
