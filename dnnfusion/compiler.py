@@ -355,10 +355,13 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     model with symbolic dimensions, ``input_shapes`` or ``example_inputs`` fix them.
     ``planner``: ``dnnfusion`` or a baseline (``none``, ``patterns``, ``tvm``, ``dp``).
     ``horizontal`` (dnnfusion planner only): also group Many-to-Many siblings that read one
-    input (Q/K/V projections, parallel convolution branches) into one kernel; each keeps its
-    own pass over the input (``explain()`` lists the groups).
+    input (parallel convolution branches) into one kernel; each keeps its own pass over the
+    input (``explain()`` lists the groups). Sibling MatMuls with constant weights (the Q/K/V
+    projections) need no option: the rewrites make them one wider GEMM, one pass over the
+    input (``rewrite.combine_sibling_matmuls``).
     ``threads``: default ``$DNNF_NUM_THREADS`` or every core this process may use.
-    ``optimize``: run the graph rewrites (§4.2) before planning. ``isa``: ``avx512``,
+    ``optimize``: run the graph rewrites (§4.2) before planning (``$DNNF_DISABLE_PASSES``,
+    comma-separated pass names, leaves some out). ``isa``: ``avx512``,
     ``avx2``, ``neon`` or ``scalar``; default the best this CPU has (``$DNNF_ISA`` lowers it).
     ``layout`` (inter-block layout, §4.4): ``auto`` runs regions of convolutions channels
     last where the cost model expects a gain over the transposes at their border, ``nhwc``

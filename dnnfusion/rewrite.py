@@ -4,6 +4,7 @@ pass did."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ import numpy as np
 
 from dnnfusion import _core
 from dnnfusion.ecg import ECG
+from dnnfusion.errors import Error
 
 # evaluator(op, inputs, attrs, num_outputs) -> outputs: the signature of reference.run_node.
 Evaluator = Callable[[str, list, dict, int], Sequence[np.ndarray]]
@@ -72,6 +74,22 @@ def apply_algebraic_rules(ecg: ECG) -> ECG:
 def merge_layout_chains(ecg: ECG) -> ECG:
     """Collapses Reshape/Squeeze/Unsqueeze/Flatten chains and Transpose chains."""
     return ECG(_core.merge_layout_chains(ecg.graph))
+
+
+def fold_matmul_scale(ecg: ECG) -> ECG:
+    """MatMul(x, W) (+ b) (-> Reshape/Transpose ...) * c -> MatMul(x, W * c) (+ b * c) (-> ...)
+    for constant W, b and a finite scalar constant c, each value read only by the next: the
+    attention scale 1/sqrt(d) is paid once, on the weights."""
+    return ECG(_core.fold_matmul_scale(ecg.graph))
+
+
+def combine_sibling_matmuls(ecg: ECG) -> ECG:
+    """Horizontal fusion as a rewrite: MatMuls reading one input with constant weights (the
+    Q/K/V projections) become one MatMul over the weights side by side, so the input is read
+    once by one wider GEMM; the elementwise steps every sibling applies next (the bias Add,
+    an activation) move onto the wide result where their operands line up, and a Slice per
+    sibling gives its part back (the anchors reading it read it in place)."""
+    return ECG(_core.combine_sibling_matmuls(ecg.graph))
 
 
 def eliminate_common_subexpressions(ecg: ECG) -> ECG:
@@ -158,6 +176,8 @@ DEFAULT_PASSES: list[Pass] = [
     apply_algebraic_rules,            # Table 3 identities, where they lower FLOPs, to a fixpoint
     merge_layout_chains,              # the rules can leave Reshape/Transpose chains adjacent
     eliminate_common_subexpressions,  # the rules can create equal nodes (e.g. two x*c)
+    fold_matmul_scale,                # the rules leave the attention scale on Q: into its weights
+    combine_sibling_matmuls,          # Q/K/V projections of one input -> one wider GEMM
     eliminate_dead_code,              # whatever the passes above made unreachable
 ]
 
@@ -217,12 +237,26 @@ def _run(p: Pass, ecg: ECG, evaluator: Evaluator | None) -> tuple[ECG, list[str]
     return p(ecg), []
 
 
+def enabled_default_passes() -> list[Pass]:
+    """``DEFAULT_PASSES`` less those named in ``$DNNF_DISABLE_PASSES`` (comma-separated
+    function names, e.g. ``combine_sibling_matmuls,fold_matmul_scale``), for measuring what one
+    pass buys; an unknown name is an error, not ignored."""
+    names = [n.strip() for n in os.environ.get("DNNF_DISABLE_PASSES", "").split(",") if n.strip()]
+    known = {p.__name__ for p in DEFAULT_PASSES}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise Error(f"DNNF_DISABLE_PASSES names {', '.join(map(repr, unknown))}, not a rewrite pass; "
+                    f"the passes are {', '.join(sorted(known))}")
+    return [p for p in DEFAULT_PASSES if p.__name__ not in names]
+
+
 def rewrite(ecg: ECG, passes: Sequence[Pass] | None = None,
             evaluator: Evaluator | None = None) -> tuple[ECG, RewriteReport]:
-    """Runs ``passes`` (default ``DEFAULT_PASSES``) in order, verifying the graph after each
-    one. ``evaluator`` is given to ``fold_constants`` (default: the NumPy reference)."""
+    """Runs ``passes`` (default ``DEFAULT_PASSES``, less any ``$DNNF_DISABLE_PASSES`` names)
+    in order, verifying the graph after each one. ``evaluator`` is given to
+    ``fold_constants`` (default: the NumPy reference)."""
     report = RewriteReport()
-    for p in DEFAULT_PASSES if passes is None else passes:
+    for p in enabled_default_passes() if passes is None else passes:
         ops, fl = len(ecg), flops(ecg)
         start = time.perf_counter()
         ecg, fired = _run(p, ecg, evaluator)
@@ -237,7 +271,8 @@ def rewrite(ecg: ECG, passes: Sequence[Pass] | None = None,
 __all__ = [
     "rewrite", "RewriteReport", "PassStats", "DEFAULT_PASSES", "AlgebraRule", "algebra_rules",
     "flops", "remove_identities", "fold_constants", "fold_batch_norm", "fold_input_scale",
-    "apply_algebraic_rules", "select_layout",
+    "apply_algebraic_rules", "select_layout", "combine_sibling_matmuls",
+    "fold_matmul_scale",
     "merge_layout_chains", "eliminate_common_subexpressions", "eliminate_dead_code",
     "uses_float16", "float16_to_float32",
 ]

@@ -3,7 +3,9 @@ input (attention's Q/K/V projections, Inception's and YOLO's parallel convolutio
 grouped into one kernel. The grouped plans are generated and checked against the NumPy
 reference on every x86 dialect (compiled only where this CPU lacks it), on NEON under qemu
 and on OpenCL. Each sibling still makes its own pass over the shared input: the group saves
-kernel calls, not passes, and the counts say so."""
+kernel calls, not passes, and the counts say so. (Sibling MatMuls with constant weights are
+combined into one GEMM by a rewrite instead, one pass: tests/test_rewrite_siblings.py; these
+graphs go to the planner unrewritten.)"""
 
 from __future__ import annotations
 

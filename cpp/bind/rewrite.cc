@@ -76,6 +76,11 @@ void bind_rewrite_folding(py::module_& m) {
         "Folds BatchNormalization and per-channel Mul/Add/Sub/Div into the preceding Conv/Gemm.");
   m.def("fold_input_scale", [](const Graph& g) { return std::make_shared<Graph>(fold_input_scale(g)); },
         "Folds a computed per-input-channel scale (x * s) into the following Conv's weights.");
+  m.def("fold_matmul_scale", [](const Graph& g) { return std::make_shared<Graph>(fold_matmul_scale(g)); },
+        "MatMul(x, W) (+ b) (-> layout ops) * c -> MatMul(x, W * c) (+ b * c) for a constant scalar c.");
+  m.def("combine_sibling_matmuls", [](const Graph& g) { return std::make_shared<Graph>(combine_sibling_matmuls(g)); },
+        "MatMuls of one input with constant weights -> one MatMul over the weights side by side, "
+        "the same elementwise steps after each moved onto it, and a Slice per sibling.");
   m.def("select_layout", [](const Graph& g, const std::string& mode) {
     LayoutMode lm;
     if (mode == "auto") lm = LayoutMode::Auto;

@@ -153,10 +153,48 @@ class Planner {
               deferred.push_back({m, c});
             continue;
           }
+          if (view_left_for_reader(grp, m, c)) continue;
           changed |= try_join(grp, m, c, c);
         }
     }
     return changed;
+  }
+
+  static bool re_indexes(OpKind k) {
+    return is_reshape_view(k) || k == OpKind::Transpose || k == OpKind::Slice || k == OpKind::Identity;
+  }
+
+  // A successor that only re-indexes a value the block writes anyway (it is also read
+  // outside the block), on the way to Many-to-Many ops only: joining it would write its
+  // result as well, while the anchors it leads to read it in place from the value
+  // (codegen/views.h). A widened Q/K/V projection's parts are such views.
+  bool view_left_for_reader(int grp, NodeId m, NodeId c) {
+    if (!re_indexes(node(c).op)) return false;
+    const ValueId v = node(c).inputs[0];
+    if (v == kNoValue || g_.value(v).producer != m) return false;
+    bool written = g_.is_graph_output(v);
+    for (NodeId r : readers_[v])
+      if (r != c && !in(grp, r)) written = true;
+    if (!written) return false;
+    std::vector<NodeId> stack = {c};
+    NodeId anchor = -1;
+    while (!stack.empty()) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      for (ValueId o : node(n).outputs) {
+        if (g_.is_graph_output(o)) return false;
+        for (NodeId r : readers_[o]) {
+          if (type_[r] == kM2M) anchor = r;
+          else if (re_indexes(node(r).op) && !in(grp, r)) stack.push_back(r);
+          else return false;
+        }
+      }
+    }
+    if (anchor < 0) return false;
+    refuse(grp, c, m, c, "left for its reader: " + name(c) + " only re-indexes %" + g_.value(v).name +
+                             ", which the block writes anyway (also read outside it), on the way to " +
+                             name(anchor) + " (" + node(anchor).info().name + "), which reads it in place");
+    return true;
   }
 
   // The paper tries one predecessor at a time: after each join the block's fused type may
@@ -198,11 +236,22 @@ class Planner {
     }
   }
 
-  // A Many-to-Many member of the block that reads `p` (fusing p would be its prologue); -1 if none.
+  // A Many-to-Many member of the block that reads `p` (fusing p would be its prologue),
+  // directly or through members that only re-index (Reshape, Transpose, Slice: views of p's
+  // result, as a widened Q/K/V projection's parts are); -1 if none.
   NodeId feeds_anchor(int grp, NodeId p) const {
-    for (ValueId v : node(p).outputs)
-      for (NodeId r : readers_[v])
-        if (in(grp, r) && type_[r] == kM2M) return r;
+    std::vector<NodeId> stack = {p};
+    std::set<NodeId> seen = {p};
+    while (!stack.empty()) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      for (ValueId v : node(n).outputs)
+        for (NodeId r : readers_[v]) {
+          if (!in(grp, r) || !seen.insert(r).second) continue;
+          if (type_[r] == kM2M) return r;
+          if (type_[r] == MappingType::Reorganize || type_[r] == MappingType::Shuffle) stack.push_back(r);
+        }
+    }
     return -1;
   }
 

@@ -69,6 +69,20 @@ Graph fold_batch_norm(const Graph& g);
 // nothing else reads x * s.
 Graph fold_input_scale(const Graph& g);
 
+// Horizontal fusion as a rewrite (siblings.cc): MatMuls that read one f32 input (rank >= 2)
+// with constant 2-D weights (attention's Q, K and V projections) become one MatMul over the
+// weights side by side, so one GEMM reads the input once. The next operators of the
+// siblings move onto the wide result while every sibling applies the same One-to-One
+// operator (same attributes) with operands that line up: the same value broadcast along
+// the output's last axis, or constants as long as the sibling along it, put side by side.
+// A Slice per sibling gives its part back (a view for the anchors reading it).
+Graph combine_sibling_matmuls(const Graph& g);
+// x -> MatMul(x, W) (+ b) (-> Reshape/Transpose...) * c, with W and b constants, c a finite
+// scalar constant and each value read only by the next, becomes MatMul(x, W * c) (+ b * c)
+// (-> ...): the scale is applied to the weights once (attention's 1/sqrt(d), which the
+// algebraic rules move onto the query, then costs nothing at run time).
+Graph fold_matmul_scale(const Graph& g);
+
 }  // namespace dnnf
 
 // ---- Inter-block layout (layout.cc, paper §4.4) ----------------------------------------
