@@ -1,6 +1,11 @@
-"""Horizontal fusion (paper §4.3 option): Many-to-Many siblings that read one input (the
-Q/K/V projections) planned into one block, against the same plan without it, on generated
-code. Median of interleaved runs, both compiled with the same flags.
+"""Horizontal fusion, three ways, on generated code from one process (interleaved rounds,
+medians, the same flags):
+
+- ``apart``: the rewrites without ``combine_sibling_matmuls`` and ``fold_matmul_scale``: each
+  Q/K/V projection is its own GEMM over the shared input;
+- ``grouped``: the same graph, the planner's ``horizontal=True`` grouping the siblings into one
+  kernel (one call, each sibling still its own pass over the input);
+- ``combined``: the default rewrites: one wider GEMM over [Wq | Wk | Wv], its parts read in place.
 
     python benchmarks/horizontal_bench.py [models...] [--threads 2] [--seconds 3] [--reduced]
 """
@@ -21,41 +26,52 @@ from dnnfusion import plan as _plan
 from dnnfusion import rewrite as _rewrite
 from dnnfusion.compiler import prelude_dir
 
+NEW_PASSES = (_rewrite.combine_sibling_matmuls, _rewrite.fold_matmul_scale)
+
 
 def build(ecg, horizontal: bool, isa: str, threads: int):
-    fp = _plan.plan(ecg, planner="dnnfusion", horizontal=horizontal)
+    fp = _plan.plan(ecg, planner="dnnfusion", horizontal=horizontal, profile_db="")
     gen = _core.generate_cpu(ecg.graph, fp, isa)
-    return fp, _core.CpuExecutable(ecg.graph, gen, isa, threads, prelude_dir())
+    return gen.counts, _core.CpuExecutable(ecg.graph, gen, isa, threads, prelude_dir())
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("models", nargs="*", default=["tinybert", "distilbert", "bert_base", "gpt2", "vit_b16"])
+    ap.add_argument("models", nargs="*", default=["tinybert", "distilbert", "bert_base", "mobilebert", "albert",
+                                                  "vit_b16"])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--seconds", type=float, default=3.0, help="timing per model (both variants)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="timing per model (all variants)")
     ap.add_argument("--reduced", action="store_true")
     args = ap.parse_args()
     isa = _core.cpu_features()["isa"]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, isa {isa}, "
           f"{args.threads} threads; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
-    print(f"{'model':<12} {'kernels off':>11} {'kernels on':>10} {'off ms':>9} {'on ms':>9} {'on/off':>7} {'max diff':>9}")
+    names = ("apart", "grouped", "combined")
+    print(f"{'model':<11}" + "".join(f" {n + ' k/p/MB':>21}" for n in names) +
+          "".join(f" {n + ' ms':>12}" for n in names) + f" {'comb/apart':>10} {'max diff':>9}")
+    apart_passes = [p for p in _rewrite.DEFAULT_PASSES if p not in NEW_PASSES]
     for name in args.models:
         z = zoo.get(name, reduced=args.reduced)
-        ecg, _ = _rewrite.rewrite(df.load(str(zoo.export_onnx(name, reduced=args.reduced))))
+        loaded = df.load(str(zoo.export_onnx(name, reduced=args.reduced)))
+        plain, _ = _rewrite.rewrite(loaded, apart_passes)
+        combined, _ = _rewrite.rewrite(loaded, _rewrite.DEFAULT_PASSES)
         feeds = [x.numpy() for x in z.example_inputs]
-        (p0, e0), (p1, e1) = build(ecg, False, isa, args.threads), build(ecg, True, isa, args.threads)
-        o0, o1 = e0.run(feeds), e1.run(feeds)
-        diff = max(float(np.max(np.abs(a - b))) for a, b in zip(o0, o1))
-        t = [[], []]
+        built = [build(plain, False, isa, args.threads), build(plain, True, isa, args.threads),
+                 build(combined, False, isa, args.threads)]
+        outs = [e.run(feeds) for _, e in built]
+        diff = max(float(np.max(np.abs(a - b))) for o in outs[1:] for a, b in zip(outs[0], o))
+        t: list[list[float]] = [[] for _ in built]
         end = time.perf_counter() + args.seconds
         while time.perf_counter() < end or len(t[0]) < 5:
-            for k, e in enumerate((e0, e1)):
+            for k, (_, e) in enumerate(built):
                 s = time.perf_counter()
                 e.run(feeds)
                 t[k].append((time.perf_counter() - s) * 1e3)
-        m0, m1 = statistics.median(t[0]), statistics.median(t[1])
-        print(f"{name:<12} {len(p0.blocks):>11} {len(p1.blocks):>10} {m0:>9.3f} {m1:>9.3f} "
-              f"{m1 / m0:>7.3f} {diff:>9.2e}", flush=True)
+        ms = [statistics.median(x) for x in t]
+        counts = "".join(f" {c['kernels']:>6}/{c['passes']:>4}/{c['intermediate_bytes_written'] / 1e6:>7.2f}"
+                         .rjust(22) for c, _ in built)
+        print(f"{name:<11}{counts}" + "".join(f" {m:>12.3f}" for m in ms) +
+              f" {ms[2] / ms[0]:>10.3f} {diff:>9.2e}", flush=True)
     return 0
 
 
