@@ -79,7 +79,8 @@ def merge_layout_chains(ecg: ECG) -> ECG:
 def fold_matmul_scale(ecg: ECG) -> ECG:
     """MatMul(x, W) (+ b) (-> Reshape/Transpose ...) * c -> MatMul(x, W * c) (+ b * c) (-> ...)
     for constant W, b and a finite scalar constant c, each value read only by the next: the
-    attention scale 1/sqrt(d) is paid once, on the weights."""
+    attention scale 1/sqrt(d) is paid once, on the weights. Gemm too, and through a Split along
+    the last axis (one projection for Q, K and V), which scales that part's columns only."""
     return ECG(_core.fold_matmul_scale(ecg.graph))
 
 

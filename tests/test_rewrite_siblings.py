@@ -182,6 +182,52 @@ def test_the_scale_stays_where_it_must(case):
     same_values(g, out)
 
 
+FUSED_QKV = """
+graph fused_qkv(%x: f32[4,8]) {
+  %w: f32[WSHAPE] = const rand
+  %b: f32[12] = const rand
+  %wide: i64[3] = const [1,4,12]
+  %parts: i64[3] = const [4,4,4]
+  %heads: i64[4] = const [1,4,2,2]
+  %c: f32[] = const [0.125]
+  %y: f32[4,12] = Gemm(%x, %w, %b) {transB=TRANSB}
+  %y3: f32[1,4,12] = Reshape(%y, %wide)
+  %q: f32[1,4,4], %k: f32[1,4,4], %v: f32[1,4,4] = Split(%y3, %parts) {axis=AXIS}
+  %q4: f32[1,4,2,2] = Reshape(%q, %heads)
+  %qt: f32[1,2,4,2] = Transpose(%q4) {perm=[0,2,1,3]}
+  %qs: f32[1,2,4,2] = Mul(%qt, %c)
+  return %qs, %k, %v
+}
+"""
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_a_scale_on_one_part_of_a_split_scales_its_columns(trans_b):
+    """GPT-2's projection: one Gemm for Q, K and V, split along the columns; the scale on Q
+    scales Q's columns of the weights and the bias only."""
+    g = ecg(FUSED_QKV.replace("WSHAPE", "12,8" if trans_b else "8,12").replace("TRANSB", str(trans_b))
+            .replace("AXIS", "2"))
+    out = rw.fold_matmul_scale(g)
+    out.verify()
+    assert "Mul" not in ops(out) and [o.name for o in out.outputs] == ["qs", "k", "v"]
+    same_values(g, out)
+
+
+def test_a_split_along_another_axis_keeps_its_scale():
+    text = (FUSED_QKV.replace("WSHAPE", "8,12").replace("TRANSB", "0").replace("AXIS", "1")
+            .replace("%parts: i64[3] = const [4,4,4]", "%parts: i64[2] = const [2,2]")
+            .replace("%q: f32[1,4,4], %k: f32[1,4,4], %v: f32[1,4,4] = Split(%y3, %parts)",
+                     "%q: f32[1,2,12], %k: f32[1,2,12] = Split(%y3, %parts)")
+            .replace("%heads: i64[4] = const [1,4,2,2]", "%heads: i64[4] = const [1,2,2,6]")
+            .replace("%q4: f32[1,4,2,2]", "%q4: f32[1,2,2,6]").replace("%qt: f32[1,2,4,2]", "%qt: f32[1,2,2,6]")
+            .replace("%qs: f32[1,2,4,2]", "%qs: f32[1,2,2,6]").replace("return %qs, %k, %v", "return %qs, %k"))
+    g = ecg(text)
+    out = rw.fold_matmul_scale(g)
+    out.verify()
+    assert "Mul" in ops(out)
+    same_values(g, out)
+
+
 def stages(gen: dict) -> list[str]:
     return [s for k in gen["kernels"] for s in k["stages"]]
 

@@ -161,7 +161,8 @@ class Planner {
   }
 
   static bool re_indexes(OpKind k) {
-    return is_reshape_view(k) || k == OpKind::Transpose || k == OpKind::Slice || k == OpKind::Identity;
+    return is_reshape_view(k) || k == OpKind::Transpose || k == OpKind::Slice || k == OpKind::Split ||
+           k == OpKind::Identity;
   }
 
   // A successor that only re-indexes a value the block writes anyway (it is also read

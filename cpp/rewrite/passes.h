@@ -80,7 +80,9 @@ Graph combine_sibling_matmuls(const Graph& g);
 // x -> MatMul(x, W) (+ b) (-> Reshape/Transpose...) * c, with W and b constants, c a finite
 // scalar constant and each value read only by the next, becomes MatMul(x, W * c) (+ b * c)
 // (-> ...): the scale is applied to the weights once (attention's 1/sqrt(d), which the
-// algebraic rules move onto the query, then costs nothing at run time).
+// algebraic rules move onto the query, then costs nothing at run time). Gemm too (its B
+// and C), and through one Split along the last axis (GPT-2's one projection for Q, K and
+// V), which scales only that part's columns.
 Graph fold_matmul_scale(const Graph& g);
 
 }  // namespace dnnf

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "rewrite/passes.h"
 #include "rewrite/rebuild.h"
@@ -206,52 +207,113 @@ bool f32_constant(const Graph& g, ValueId v) {
 
 Graph fold_matmul_scale(const Graph& g) {
   const std::vector<int> readers = reader_count(g);
-  std::vector<float> scale_of(g.nodes().size(), 1.0f);    // MatMul and bias Add nodes to scale
+  // Per MatMul/Gemm and bias Add to scale: a factor per output column (the last axis).
+  std::map<NodeId, std::vector<float>> cols;
   std::vector<ValueId> drop(g.nodes().size(), kNoValue);  // Mul node -> its data input
   auto private_value = [&](ValueId x) {
     return g.value(x).producer >= 0 && readers[x] == 1 && !g.is_graph_output(x);
   };
+  auto producer = [&](ValueId x) -> const Node& { return g.node(g.value(x).producer); };
   auto relayout = [](OpKind k) { return is_reshape_view(k) || k == OpKind::Transpose; };
+  auto last_dim = [&](ValueId x) {
+    const Shape& s = g.value(x).type.shape;
+    return s.empty() || !s.back().is_static() ? int64_t{-1} : s.back().value;
+  };
   for (const Node& n : g.nodes()) {
     if (n.op != OpKind::Mul || n.inputs.size() != 2 || n.outputs.size() != 1) continue;
     for (size_t i : {size_t{0}, size_t{1}}) {
       const ValueId c = n.inputs[1 - i], data = n.inputs[i];
       if (!f32_constant(g, c) || g.value(c).type.numel() != 1 || data == c) continue;
-      if (g.value(data).type != g.value(n.outputs[0]).type) continue;
+      if (g.value(data).type != g.value(n.outputs[0]).type || g.value(data).type.dtype != DType::F32) continue;
       const float k = g.value(c).constant->as<float>()[0];
       if (!std::isfinite(k)) continue;
-      // Up through layout operators, at most one Add of a constant (the bias), to a MatMul
-      // with constant weights; every value on the way read only by the next.
+      // Up through layout operators, at most one Split along the last axis (which scales one
+      // range of columns: GPT-2's fused Q/K/V projection), at most one Add of a constant (the
+      // bias), to a MatMul or Gemm with constant weights; every value on the way read only by
+      // the next.
       ValueId v = data;
-      while (private_value(v) && relayout(g.node(g.value(v).producer).op)) v = g.node(g.value(v).producer).inputs[0];
+      while (private_value(v) && relayout(producer(v).op)) v = producer(v).inputs[0];
+      int64_t lo = 0, hi = -1;  // the columns scaled; hi -1: all
+      if (private_value(v) && producer(v).op == OpKind::Split && producer(v).inputs.size() == 2 &&
+          f32_constant(g, producer(v).inputs[0]) == false && private_value(producer(v).inputs[0])) {
+        const Node& sp = producer(v);
+        const ValueId u = sp.inputs[0];
+        const int64_t rank = static_cast<int64_t>(g.value(u).type.shape.size());
+        int64_t axis = sp.has_attr("axis") ? sp.attrs.at("axis").i : 0;
+        if (axis < 0) axis += rank;
+        const Value& sizes = g.value(sp.inputs[1]);
+        if (axis != rank - 1 || !sizes.constant || last_dim(u) < 0) continue;
+        const std::vector<int64_t> parts = sizes.constant->to_ints();
+        if (parts.size() != sp.outputs.size()) continue;
+        for (int p = 0; p < g.value(v).producer_index; ++p) lo += parts[static_cast<size_t>(p)];
+        hi = lo + parts[static_cast<size_t>(g.value(v).producer_index)];
+        v = u;
+        // Reshapes that keep the last axis keep the columns.
+        while (private_value(v) && is_reshape_view(producer(v).op) && last_dim(producer(v).inputs[0]) == last_dim(v))
+          v = producer(v).inputs[0];
+      }
+      const int64_t columns = last_dim(v);
+      if (columns < 0 || (hi >= 0 && hi > columns)) continue;
+      if (hi < 0) hi = columns;
+      const bool all = lo == 0 && hi == columns;
+      // A constant operand scaled per column: it must run along the columns, unless all are.
+      auto per_column = [&](ValueId x) { return all || last_dim(x) == columns; };
       NodeId bias = -1;
-      if (private_value(v) && g.node(g.value(v).producer).op == OpKind::Add) {
-        const Node& a = g.node(g.value(v).producer);
+      if (private_value(v) && producer(v).op == OpKind::Add) {
+        const Node& a = producer(v);
         const int ci = f32_constant(g, a.inputs[0]) ? 0 : f32_constant(g, a.inputs[1]) ? 1 : -1;
         if (ci >= 0 && !f32_constant(g, a.inputs[1 - ci]) && g.value(a.outputs[0]).type == g.value(a.inputs[1 - ci]).type) {
+          if (!per_column(a.inputs[ci])) continue;
           bias = a.id;
           v = a.inputs[1 - ci];
         }
       }
       if (!private_value(v)) continue;
-      const Node& mm = g.node(g.value(v).producer);
-      if (mm.op != OpKind::MatMul || mm.inputs.size() != 2 || !f32_constant(g, mm.inputs[1]) ||
-          g.value(mm.inputs[1]).type.shape.size() != 2 || g.value(v).type.dtype != DType::F32)
-        continue;
-      scale_of[mm.id] = k;
-      if (bias >= 0) scale_of[bias] = k;
+      const Node& mm = producer(v);
+      const bool matmul = mm.op == OpKind::MatMul && mm.inputs.size() == 2;
+      const bool gemm = mm.op == OpKind::Gemm && mm.inputs.size() >= 2 &&
+                        (mm.inputs.size() < 3 || mm.inputs[2] == kNoValue || (f32_constant(g, mm.inputs[2]) &&
+                                                                              per_column(mm.inputs[2])));
+      if (!(matmul || gemm) || !f32_constant(g, mm.inputs[1]) || g.value(mm.inputs[1]).type.shape.size() != 2) continue;
+      for (NodeId t : {mm.id, bias}) {
+        if (t < 0) continue;
+        auto& f = cols[t];
+        if (f.empty()) f.assign(static_cast<size_t>(columns), 1.0f);
+        for (int64_t j = lo; j < hi; ++j) f[static_cast<size_t>(j)] *= k;
+      }
       drop[n.id] = data;
       break;
     }
   }
+  // Scales constant `t` of node `n` per column: along its last axis, or along its rows for
+  // a Gemm's transposed B ([N, K]).
+  auto scale_columns = [](const TensorData& t, const std::vector<float>& f, bool rows) {
+    std::vector<float> xs(t.as<float>(), t.as<float>() + t.type.numel());
+    const size_t n = xs.size(), cn = f.size();
+    for (size_t e = 0; e < n; ++e) {
+      const size_t j = rows ? e / (n / cn) : (n % cn == 0 && !t.type.shape.empty() &&
+                                               t.type.shape.back().value == static_cast<int64_t>(cn)) ? e % cn : 0;
+      xs[e] *= f[j];
+    }
+    return TensorData::copy_of(t.type, xs.data());
+  };
   Rebuilder rb(g);
   for (const Node& n : g.nodes()) {
+    auto it = cols.find(n.id);
     if (drop[n.id] != kNoValue) {
       rb.replace(n, {rb.map(drop[n.id])});
-    } else if (scale_of[n.id] != 1.0f) {
+    } else if (it != cols.end()) {
       std::vector<ValueId> ins = rb.map(n.inputs);
-      const size_t w = n.op == OpKind::MatMul ? 1 : f32_constant(g, n.inputs[0]) ? 0 : 1;
-      ins[w] = rb.constant(scaled(*g.value(n.inputs[w]).constant, scale_of[n.id]), "scaled");
+      const std::vector<float>& f = it->second;
+      if (n.op == OpKind::Add) {
+        const size_t w = f32_constant(g, n.inputs[0]) ? 0 : 1;
+        ins[w] = rb.constant(scale_columns(*g.value(n.inputs[w]).constant, f, false), "scaled");
+      } else {
+        const bool trans_b = n.op == OpKind::Gemm && n.has_attr("transB") && n.attrs.at("transB").i != 0;
+        ins[1] = rb.constant(scale_columns(*g.value(n.inputs[1]).constant, f, trans_b), "scaled");
+        if (n.op == OpKind::Gemm && n.inputs.size() > 2 && n.inputs[2] != kNoValue)
+          ins[2] = rb.constant(scale_columns(*g.value(n.inputs[2]).constant, f, false), "scaled");
+      }
       rb.replace(n, rb.dst().add_node(n.op, ins, n.attrs, 1, n.name, {g.value(n.outputs[0]).name}));
     } else {
       rb.copy(n);
