@@ -84,6 +84,12 @@ def fold_matmul_scale(ecg: ECG) -> ECG:
     return ECG(_core.fold_matmul_scale(ecg.graph))
 
 
+def split_to_slices(ecg: ECG) -> ECG:
+    """A Split becomes one Slice per part: each part is a view its reader's block can own
+    (a Split shared by the blocks of its parts made one of them write the parts)."""
+    return ECG(_core.split_to_slices(ecg.graph))
+
+
 def combine_sibling_matmuls(ecg: ECG) -> ECG:
     """Horizontal fusion as a rewrite: MatMuls reading one input with constant weights (the
     Q/K/V projections) become one MatMul over the weights side by side, so the input is read
@@ -179,6 +185,7 @@ DEFAULT_PASSES: list[Pass] = [
     eliminate_common_subexpressions,  # the rules can create equal nodes (e.g. two x*c)
     fold_matmul_scale,                # the rules leave the attention scale on Q: into its weights
     combine_sibling_matmuls,          # Q/K/V projections of one input -> one wider GEMM
+    split_to_slices,                  # after fold_matmul_scale, which looks through Splits
     eliminate_dead_code,              # whatever the passes above made unreachable
 ]
 
@@ -273,7 +280,7 @@ __all__ = [
     "rewrite", "RewriteReport", "PassStats", "DEFAULT_PASSES", "AlgebraRule", "algebra_rules",
     "flops", "remove_identities", "fold_constants", "fold_batch_norm", "fold_input_scale",
     "apply_algebraic_rules", "select_layout", "combine_sibling_matmuls",
-    "fold_matmul_scale",
+    "fold_matmul_scale", "split_to_slices",
     "merge_layout_chains", "eliminate_common_subexpressions", "eliminate_dead_code",
     "uses_float16", "float16_to_float32",
 ]

@@ -287,3 +287,52 @@ def test_passes_can_be_disabled_by_name(monkeypatch):
     monkeypatch.delenv("DNNF_DISABLE_PASSES")
     together, _ = rw.rewrite(g)
     assert ops(together).count("MatMul") == 4
+
+
+GPT2_ATTENTION = """
+graph gpt2_attention(%x: f32[8,16]) {
+  %w: f32[16,48] = const rand
+  %b: f32[48] = const rand
+  %wide: i64[3] = const [1,8,48]
+  %parts: i64[3] = const [16,16,16]
+  %heads: i64[4] = const [1,8,2,8]
+  %c: f32[] = const [0.35]
+  %y: f32[8,48] = Gemm(%x, %w, %b)
+  %y3: f32[1,8,48] = Reshape(%y, %wide)
+  %q: f32[1,8,16], %k: f32[1,8,16], %v: f32[1,8,16] = Split(%y3, %parts) {axis=2}
+  %q4: f32[1,8,2,8] = Reshape(%q, %heads)
+  %qt: f32[1,2,8,8] = Transpose(%q4) {perm=[0,2,1,3]}
+  %qs: f32[1,2,8,8] = Mul(%qt, %c)
+  %k4: f32[1,8,2,8] = Reshape(%k, %heads)
+  %kt: f32[1,2,8,8] = Transpose(%k4) {perm=[0,2,3,1]}
+  %v4: f32[1,8,2,8] = Reshape(%v, %heads)
+  %vt: f32[1,2,8,8] = Transpose(%v4) {perm=[0,2,1,3]}
+  %s: f32[1,2,8,8] = MatMul(%qs, %kt)
+  %p: f32[1,2,8,8] = Softmax(%s) {axis=-1}
+  %o: f32[1,2,8,8] = MatMul(%p, %vt)
+  return %o
+}
+"""
+
+
+def test_the_parts_of_one_projection_are_read_in_place():
+    """GPT-2's attention: after the scale goes into the weights, the Gemm writes [q | k | v]
+    once and both attention GEMMs read their parts in place: views seed blocks last, so no
+    block grown from a view writes the parts (it wrote all three, a loop each)."""
+    g, _ = rw.rewrite(ecg(GPT2_ATTENTION))
+    x = np.random.default_rng(4).standard_normal((8, 16)).astype(np.float32)
+    outs, gen = run(g, {"x": x}, isa="scalar")
+    np.testing.assert_allclose(outs[0], ecg(GPT2_ATTENTION).run_reference(x)[0], rtol=2e-4, atol=2e-4)
+    st = stages(gen)
+    assert not [s for s in st if "loop" in s], st
+    assert gen["counts"]["passes"] == 4, st   # the Gemm, QK^T, Softmax, PV
+
+
+def test_a_split_becomes_slices():
+    text = FUSED_QKV.replace("WSHAPE", "8,12").replace("TRANSB", "0").replace("AXIS", "-1")
+    g = ecg(text)
+    out = rw.split_to_slices(g)
+    out.verify()
+    assert "Split" not in ops(out) and ops(out).count("Slice") == 3
+    assert [o.name for o in out.outputs] == ["qs", "k", "v"]
+    same_values(g, out)

@@ -78,6 +78,8 @@ void bind_rewrite_folding(py::module_& m) {
         "Folds a computed per-input-channel scale (x * s) into the following Conv's weights.");
   m.def("fold_matmul_scale", [](const Graph& g) { return std::make_shared<Graph>(fold_matmul_scale(g)); },
         "MatMul(x, W) (+ b) (-> layout ops) * c -> MatMul(x, W * c) (+ b * c) for a constant scalar c.");
+  m.def("split_to_slices", [](const Graph& g) { return std::make_shared<Graph>(split_to_slices(g)); },
+        "A Split becomes a Slice per part, each a view its reader's block can own.");
   m.def("combine_sibling_matmuls", [](const Graph& g) { return std::make_shared<Graph>(combine_sibling_matmuls(g)); },
         "MatMuls of one input with constant weights -> one MatMul over the weights side by side, "
         "the same elementwise steps after each moved onto it, and a Slice per sibling.");

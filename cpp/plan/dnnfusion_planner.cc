@@ -107,22 +107,31 @@ class Planner {
   }
 
   // Step I: the One-to-One op with the smallest intermediate result among unplanned ops;
-  // when none is left, the smallest of the others. Ties go to the earlier op.
+  // when none is left, the smallest of the others, ops that only re-index last (seed_rank).
+  // Ties go to the earlier op.
   NodeId pick_seed() const {
     NodeId best = -1;
-    bool best_o2o = false;
+    int best_rank = 0;
     int64_t best_bytes = 0;
     for (const Node& nd : g_.nodes()) {
       if (planned_[nd.id]) continue;
-      bool o2o = type_[nd.id] == kO2O;
+      const int rank = seed_rank(nd.id);
       int64_t b = output_bytes(nd.id);
-      if (best < 0 || (o2o && !best_o2o) || (o2o == best_o2o && b < best_bytes)) {
+      if (best < 0 || rank < best_rank || (rank == best_rank && b < best_bytes)) {
         best = nd.id;
-        best_o2o = o2o;
+        best_rank = rank;
         best_bytes = b;
       }
     }
     return best;
+  }
+
+  // One-to-One ops seed first (the paper's step I); then anchors and other ops; ops that
+  // only re-index last: a view read in place by an anchor costs nothing, so a block grown
+  // from it around anchors would write what they could have read in place.
+  int seed_rank(NodeId n) const {
+    if (type_[n] == kO2O) return 0;
+    return re_indexes(node(n).op) ? 2 : 1;
   }
 
   // Steps II and III for one block, repeated until it stops changing; deferred
@@ -166,7 +175,8 @@ class Planner {
   }
 
   // A successor that only re-indexes a value the block writes anyway (it is also read
-  // outside the block), on the way to Many-to-Many ops only: joining it would write its
+  // outside the block) or that is itself a view of memory the block reads, on the way to
+  // Many-to-Many ops only: joining it would write its
   // result as well, while the anchors it leads to read it in place from the value
   // (codegen/views.h). A widened Q/K/V projection's parts are such views.
   bool view_left_for_reader(int grp, NodeId m, NodeId c) {
@@ -176,6 +186,13 @@ class Planner {
     bool written = g_.is_graph_output(v);
     for (NodeId r : readers_[v])
       if (r != c && !in(grp, r)) written = true;
+    // Or v re-indexes, through members of the block, a value in memory (another block's
+    // output): the anchors read c's result in place from there just as well.
+    ValueId root = v;
+    while (g_.value(root).producer >= 0 && in(grp, g_.value(root).producer) &&
+           re_indexes(node(g_.value(root).producer).op))
+      root = node(g_.value(root).producer).inputs[0];
+    if (root != v && (g_.value(root).producer < 0 || !in(grp, g_.value(root).producer))) written = true;
     if (!written) return false;
     std::vector<NodeId> stack = {c};
     NodeId anchor = -1;
@@ -193,7 +210,7 @@ class Planner {
     }
     if (anchor < 0) return false;
     refuse(grp, c, m, c, "left for its reader: " + name(c) + " only re-indexes %" + g_.value(v).name +
-                             ", which the block writes anyway (also read outside it), on the way to " +
+                             ", which is in memory anyway (read outside the block, or a view of another block's output), on the way to " +
                              name(anchor) + " (" + node(anchor).info().name + "), which reads it in place");
     return true;
   }

@@ -84,6 +84,10 @@ Graph combine_sibling_matmuls(const Graph& g);
 // and C), and through one Split along the last axis (GPT-2's one projection for Q, K and
 // V), which scales only that part's columns.
 Graph fold_matmul_scale(const Graph& g);
+// A Split becomes a Slice per part (statically shaped): each part is then a view of its own
+// that the anchor reading it can own, where a Split shared by the blocks of its parts makes
+// the block holding it write the parts the others read (GPT-2's one Q/K/V projection).
+Graph split_to_slices(const Graph& g);
 
 }  // namespace dnnf
 

@@ -322,6 +322,43 @@ Graph fold_matmul_scale(const Graph& g) {
   return eliminate_dead_code(rb.finish());
 }
 
+Graph split_to_slices(const Graph& g) {
+  Rebuilder rb(g);
+  for (const Node& n : g.nodes()) {
+    const TensorType& t = n.inputs.empty() ? TensorType{} : g.value(n.inputs[0]).type;
+    std::vector<int64_t> parts;
+    if (n.op == OpKind::Split && t.is_static() && !t.shape.empty()) {
+      for (ValueId o : n.outputs) {
+        const TensorType& ot = g.value(o).type;
+        if (!ot.is_static()) { parts.clear(); break; }
+        parts.push_back(0);
+      }
+    }
+    int64_t axis = n.has_attr("axis") ? n.attrs.at("axis").i : 0;
+    const int64_t rank = static_cast<int64_t>(t.shape.size());
+    if (axis < 0) axis += rank;
+    if (parts.empty() || axis < 0 || axis >= rank) {
+      rb.copy(n);
+      continue;
+    }
+    // Each part's size along the axis, from the outputs' inferred types.
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      parts[i] = g.value(n.outputs[i]).type.dims()[static_cast<size_t>(axis)];
+    const ValueId axes = rb.constant(i64_vector({axis}), "split_axis");
+    std::vector<ValueId> outs;
+    int64_t at = 0;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      const ValueId starts = rb.constant(i64_vector({at}), "split_start");
+      const ValueId ends = rb.constant(i64_vector({at + parts[i]}), "split_end");
+      at += parts[i];
+      outs.push_back(rb.dst().add_node(OpKind::Slice, {rb.map(n.inputs[0]), starts, ends, axes}, {}, 1,
+                                       n.name + "." + std::to_string(i), {g.value(n.outputs[i]).name})[0]);
+    }
+    rb.replace(n, outs);
+  }
+  return eliminate_dead_code(rb.finish());
+}
+
 Graph combine_sibling_matmuls(const Graph& g) {
   std::vector<Group> groups = Combiner(g).groups();
   if (groups.empty()) return g;
