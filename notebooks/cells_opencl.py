@@ -223,9 +223,9 @@ display(md_table(["layer", "GFLOP", "run 9: chosen then", "run 10: chosen now", 
                  [[name, f"{r['gflop']:.2f}", f(gflops(r, r9[name]["ms"]["all"])) if name in r9 else "-",
                    f(gflops(r, r["ms"]["all"])), f(gflops(r, r["torch_fp32_ms"])), f(gflops(r, r["torch_tf32_ms"]))]
                   for name, r in r10.items()]))"""),
-    ("code", """runs = {n: full(f"h200-{n}") for n in ("run10", "run11", "run12", "run13")}
+    ("code", """runs = {n: full(f"h200-{n}") for n in ("run10", "run11", "run12", "run13", "run14")}
 latest = {}
-for n in ("run10", "run11", "run12", "run13"):  # each model from the last run that timed it
+for n in ("run10", "run11", "run12", "run13", "run14"):  # each model from the last run that timed it
     latest.update({m: (n, r) for m, r in runs[n].items()})
 display(md_table(["model (full size)", "run 9: kernels ms", "latest: kernels ms", "latest: whole call ms", "run",
                   "launches", "eager TF32 ms", "eager strict fp32 ms", "rel. error"],
@@ -275,5 +275,12 @@ display(md_table(["model (full size)", "combined: kernels ms", "launches", "apar
     ("md", """One GEMM instead of three, and the bias and the transposes no longer separate launches:
 BERT-base 209 -> 161 launches and 2.36 -> 2.03 ms of kernels, DistilBERT 1.29 -> 0.99, ViT-B/16
 3.44 -> 3.05, TinyBERT 0.66 -> 0.52, ALBERT 2.35 -> 2.02 (MobileBERT's second pass did not fit
-the run's time limit)."""),
+the run's time limit). **Run 14** did the same for GPT-2, whose one projection is split in three:
+with the Split as a Slice per part (`split_to_slices`), each attention GEMM reads its part in
+place, and the scale goes into the query's columns of the weights."""),
+    ("code", """with open(ROOT / "benchmarks" / "results" / "20261127-opencl-h200-run14-full-alt.json") as f:
+    alt14 = {r["model"]: r for r in json.load(f)["rows"]}
+r = runs["run14"]["gpt2"]
+print(f"GPT-2: {r['kernel_ms']:.2f} ms of kernels in {r['launches']} launches; with split_to_slices and "
+      f"fold_matmul_scale left out {alt14['gpt2']['kernel_ms']:.2f} ms in {alt14['gpt2']['launches']}")"""),
 ]
