@@ -336,3 +336,11 @@ def test_a_split_becomes_slices():
     assert "Split" not in ops(out) and ops(out).count("Slice") == 3
     assert [o.name for o in out.outputs] == ["qs", "k", "v"]
     same_values(g, out)
+
+
+def test_a_split_with_an_empty_part_stays():
+    g = df.ECG(_core.Graph("s"))
+    x = g.graph.add_input("x", "f32", [2, 6])
+    p = g.graph.add_constant("p", np.array([6, 0], np.int64))
+    g.graph.set_outputs(g.graph.add_node("Split", [x, p], {"axis": 1}, 2, "sp", ["a", "b"]))
+    assert ops(rw.split_to_slices(g)) == ["Split"]

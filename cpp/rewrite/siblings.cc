@@ -192,13 +192,6 @@ TensorPtr i64_vector(const std::vector<int64_t>& xs) {
   return TensorData::copy_of(TensorType{DType::I64, {Dim(static_cast<int64_t>(xs.size()))}}, xs.data());
 }
 
-// The constant `t` (f32) times `c`.
-TensorPtr scaled(const TensorData& t, float c) {
-  std::vector<float> xs(t.as<float>(), t.as<float>() + t.type.numel());
-  for (float& x : xs) x *= c;
-  return TensorData::copy_of(t.type, xs.data());
-}
-
 bool f32_constant(const Graph& g, ValueId v) {
   return v != kNoValue && g.value(v).constant && g.value(v).type.dtype == DType::F32;
 }
@@ -341,9 +334,14 @@ Graph split_to_slices(const Graph& g) {
       rb.copy(n);
       continue;
     }
-    // Each part's size along the axis, from the outputs' inferred types.
+    // Each part's size along the axis, from the outputs' inferred types; an empty part
+    // leaves the Split as it is.
     for (size_t i = 0; i < n.outputs.size(); ++i)
       parts[i] = g.value(n.outputs[i]).type.dims()[static_cast<size_t>(axis)];
+    if (std::find(parts.begin(), parts.end(), int64_t{0}) != parts.end()) {
+      rb.copy(n);
+      continue;
+    }
     const ValueId axes = rb.constant(i64_vector({axis}), "split_axis");
     std::vector<ValueId> outs;
     int64_t at = 0;
