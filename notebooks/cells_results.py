@@ -57,7 +57,7 @@ for m in MODELS:
 print(f"{len(counts)} models counted ({'reduced' if REDUCED else 'full-size'}) with dnnfusion {df.__version__}")"""),
     ("code", """PEERS = [("ort", "ORT"), ("inductor", "torch.compile"), ("tvm", "TVM"), ("openvino", "OpenVINO")]
 PLANNERS = ["none", "patterns", "tvm", "dp"]
-paper = {m: latest["references"].get(m, {}).get("paper_layers") for m in MODELS}
+paper = {m: registry.paper_layers(m) for m in MODELS}
 rows = []
 for m in MODELS:
     c, h = counts[m], harness.get(m, {})

@@ -56,6 +56,13 @@ def _flat(out):
     return [out] if isinstance(out, torch.Tensor) else list(out)
 
 
+def test_paper_layer_counts_without_building():
+    assert zoo.paper_layers("vgg16") == 51 and zoo.paper_layers("distilbert") == 457
+    assert zoo.paper_layers("resnet50") is None
+    with pytest.raises(KeyError, match="unknown zoo model 'vgg'"):
+        zoo.paper_layers("vgg")
+
+
 def test_list_names_and_order():
     assert zoo.list() == NAMES
     assert zoo.list() == zoo.list()

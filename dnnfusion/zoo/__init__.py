@@ -12,6 +12,6 @@ objects in eval mode with example inputs, exportable to ONNX::
 ``python -m dnnfusion.zoo.check [names...]`` builds, exports and compares
 ONNX Runtime against PyTorch for every model.
 """
-from .registry import ZooModel, describe, export_onnx, get, list  # noqa: A004
+from .registry import ZooModel, describe, export_onnx, get, list, paper_layers  # noqa: A004
 
-__all__ = ["ZooModel", "list", "get", "export_onnx", "describe"]
+__all__ = ["ZooModel", "list", "get", "export_onnx", "describe", "paper_layers"]

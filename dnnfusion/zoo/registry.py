@@ -22,7 +22,7 @@ from torch import nn
 
 from .common import init_weights, randomize_affine, seeded
 
-__all__ = ["ZooModel", "list", "get", "export_onnx", "describe"]
+__all__ = ["ZooModel", "list", "get", "export_onnx", "describe", "paper_layers"]
 
 _builtin_list = list
 _HERE = pathlib.Path(__file__).resolve().parent
@@ -239,6 +239,12 @@ def _spec(name: str) -> _Spec:
 def describe(name: str) -> str:
     s = _spec(name)
     return f"{name}: {s.description} | reduced: {s.reduced_note}"
+
+
+def paper_layers(name: str) -> int | None:
+    """The unfused layer count the DNNFusion paper publishes for model ``name`` (VGG-16 and
+    DistilBERT), or None; without building the model."""
+    return _spec(name).paper_layers
 
 
 def get(name: str, *, reduced: bool = False) -> ZooModel:
