@@ -176,9 +176,9 @@ class Planner {
 
   // A successor that only re-indexes a value the block writes anyway (it is also read
   // outside the block) or that is itself a view of memory the block reads, on the way to
-  // Many-to-Many ops only: joining it would write its
-  // result as well, while the anchors it leads to read it in place from the value
-  // (codegen/views.h). A widened Q/K/V projection's parts are such views.
+  // Many-to-Many ops only: joining it would write its result as well, while the anchors it
+  // leads to read it in place from the value (codegen/views.h). A widened Q/K/V
+  // projection's parts are such views.
   bool view_left_for_reader(int grp, NodeId m, NodeId c) {
     if (!re_indexes(node(c).op)) return false;
     const ValueId v = node(c).inputs[0];
@@ -209,9 +209,11 @@ class Planner {
       }
     }
     if (anchor < 0) return false;
-    refuse(grp, c, m, c, "left for its reader: " + name(c) + " only re-indexes %" + g_.value(v).name +
-                             ", which is in memory anyway (read outside the block, or a view of another block's output), on the way to " +
-                             name(anchor) + " (" + node(anchor).info().name + "), which reads it in place");
+    refuse(grp, c, m, c,
+           "left for its reader: " + name(c) + " only re-indexes %" + g_.value(v).name +
+               ", which is in memory anyway (read outside the block, or a view of another block's "
+               "output), on the way to " + name(anchor) + " (" + node(anchor).info().name +
+               "), which reads it in place");
     return true;
   }
 

@@ -255,7 +255,8 @@ Graph fold_matmul_scale(const Graph& g) {
       if (private_value(v) && producer(v).op == OpKind::Add) {
         const Node& a = producer(v);
         const int ci = f32_constant(g, a.inputs[0]) ? 0 : f32_constant(g, a.inputs[1]) ? 1 : -1;
-        if (ci >= 0 && !f32_constant(g, a.inputs[1 - ci]) && g.value(a.outputs[0]).type == g.value(a.inputs[1 - ci]).type) {
+        if (ci >= 0 && !f32_constant(g, a.inputs[1 - ci]) &&
+            g.value(a.outputs[0]).type == g.value(a.inputs[1 - ci]).type) {
           if (!per_column(a.inputs[ci])) continue;
           bias = a.id;
           v = a.inputs[1 - ci];
