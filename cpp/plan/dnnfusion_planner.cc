@@ -257,8 +257,8 @@ class Planner {
   }
 
   // A Many-to-Many member of the block that reads `p` (fusing p would be its prologue),
-  // directly or through members that only re-index (Reshape, Transpose, Slice: views of p's
-  // result, as a widened Q/K/V projection's parts are); -1 if none.
+  // directly or through members that only re-index (re_indexes: views of p's result, as a
+  // widened Q/K/V projection's parts are); -1 if none.
   NodeId feeds_anchor(int grp, NodeId p) const {
     std::vector<NodeId> stack = {p};
     std::set<NodeId> seen = {p};
@@ -269,7 +269,7 @@ class Planner {
         for (NodeId r : readers_[v]) {
           if (!in(grp, r) || !seen.insert(r).second) continue;
           if (type_[r] == kM2M) return r;
-          if (type_[r] == MappingType::Reorganize || type_[r] == MappingType::Shuffle) stack.push_back(r);
+          if (re_indexes(node(r).op)) stack.push_back(r);
         }
     }
     return -1;

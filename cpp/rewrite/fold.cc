@@ -88,16 +88,6 @@ Graph fold_constants(const Graph& g, const Evaluator& eval) {
 
 namespace {
 
-// How many distinct nodes read each value.
-std::vector<int> reader_counts(const Graph& g) {
-  std::vector<int> readers(g.values().size(), 0);
-  for (const Node& n : g.nodes())
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (n.inputs[i] != kNoValue && std::count(n.inputs.begin(), n.inputs.begin() + i, n.inputs[i]) == 0)
-        ++readers[n.inputs[i]];
-  return readers;
-}
-
 // y -> y * scale[o] + shift[o] along the output channels o of a Conv or Gemm.
 struct ChannelAffine {
   std::vector<double> scale, shift;

@@ -1,6 +1,8 @@
 // The rebuild mechanism behind every rewrite pass.
 #include "rewrite/rebuild.h"
 
+#include <algorithm>
+
 #include "ir/errors.h"
 
 namespace dnnf {
@@ -82,6 +84,15 @@ Graph Rebuilder::finish() {
   }
   dst_.set_outputs(outs);
   return std::move(dst_);
+}
+
+std::vector<int> reader_counts(const Graph& g) {
+  std::vector<int> readers(g.values().size(), 0);
+  for (const Node& n : g.nodes())
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] != kNoValue && std::count(n.inputs.begin(), n.inputs.begin() + i, n.inputs[i]) == 0)
+        ++readers[n.inputs[i]];
+  return readers;
 }
 
 }  // namespace dnnf

@@ -40,6 +40,9 @@ class Rebuilder {
   int fresh_ = 0;
 };
 
+// How many distinct nodes read each value (a node reading it twice counts once).
+std::vector<int> reader_counts(const Graph& g);
+
 // Runs `visit(rebuilder, node)` for every node; visit copies or replaces it.
 template <typename Visit>
 Graph rebuild(const Graph& src, Visit visit) {

@@ -16,15 +16,6 @@ namespace dnnf {
 
 namespace {
 
-std::vector<int> reader_count(const Graph& g) {
-  std::vector<int> readers(g.values().size(), 0);
-  for (const Node& n : g.nodes())
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (n.inputs[i] != kNoValue && std::count(n.inputs.begin(), n.inputs.begin() + i, n.inputs[i]) == 0)
-        ++readers[n.inputs[i]];
-  return readers;
-}
-
 // Constants side by side along `axis`: every other dim equal.
 TensorPtr concat_constants(const std::vector<TensorPtr>& parts, size_t axis) {
   const TensorType& t0 = parts[0]->type;
@@ -71,7 +62,7 @@ struct Group {
 
 class Combiner {
  public:
-  explicit Combiner(const Graph& g) : g_(g), readers_(reader_count(g)) {}
+  explicit Combiner(const Graph& g) : g_(g), readers_(reader_counts(g)) {}
 
   std::vector<Group> groups() {
     std::vector<Group> out;
@@ -196,10 +187,19 @@ bool f32_constant(const Graph& g, ValueId v) {
   return v != kNoValue && g.value(v).constant && g.value(v).type.dtype == DType::F32;
 }
 
+// The part [start, start + len) of `whole` along the axis in `axes`, as a Slice node named
+// `node_name` whose output is named `value_name` (the value it stands for).
+ValueId emit_part(Rebuilder& rb, ValueId whole, ValueId axes, int64_t start, int64_t len,
+                  const std::string& node_name, const std::string& value_name) {
+  const ValueId starts = rb.constant(i64_vector({start}), "part_start");
+  const ValueId ends = rb.constant(i64_vector({start + len}), "part_end");
+  return rb.dst().add_node(OpKind::Slice, {whole, starts, ends, axes}, {}, 1, node_name, {value_name})[0];
+}
+
 }  // namespace
 
 Graph fold_matmul_scale(const Graph& g) {
-  const std::vector<int> readers = reader_count(g);
+  const std::vector<int> readers = reader_counts(g);
   // Per MatMul/Gemm and bias Add to scale: a factor per output column (the last axis).
   std::map<NodeId, std::vector<float>> cols;
   std::vector<ValueId> drop(g.nodes().size(), kNoValue);  // Mul node -> its data input
@@ -228,7 +228,7 @@ Graph fold_matmul_scale(const Graph& g) {
       while (private_value(v) && relayout(producer(v).op)) v = producer(v).inputs[0];
       int64_t lo = 0, hi = -1;  // the columns scaled; hi -1: all
       if (private_value(v) && producer(v).op == OpKind::Split && producer(v).inputs.size() == 2 &&
-          f32_constant(g, producer(v).inputs[0]) == false && private_value(producer(v).inputs[0])) {
+          private_value(producer(v).inputs[0])) {
         const Node& sp = producer(v);
         const ValueId u = sp.inputs[0];
         const int64_t rank = static_cast<int64_t>(g.value(u).type.shape.size());
@@ -279,8 +279,9 @@ Graph fold_matmul_scale(const Graph& g) {
       break;
     }
   }
-  // Scales constant `t` of node `n` per column: along its last axis, or along its rows for
-  // a Gemm's transposed B ([N, K]).
+  // Scales constant `t` per column: along its last axis, or along its rows for a Gemm's
+  // transposed B ([N, K]). A constant that does not run along the columns (a scalar bias)
+  // was only accepted where every column has the same factor, f[0].
   auto scale_columns = [](const TensorData& t, const std::vector<float>& f, bool rows) {
     std::vector<float> xs(t.as<float>(), t.as<float>() + t.type.numel());
     const size_t n = xs.size(), cn = f.size();
@@ -319,39 +320,33 @@ Graph fold_matmul_scale(const Graph& g) {
 Graph split_to_slices(const Graph& g) {
   Rebuilder rb(g);
   for (const Node& n : g.nodes()) {
-    const TensorType& t = n.inputs.empty() ? TensorType{} : g.value(n.inputs[0]).type;
+    // Each part's size along the axis, from the outputs' inferred types; a Split with a
+    // symbolic or empty part stays as it is.
     std::vector<int64_t> parts;
-    if (n.op == OpKind::Split && t.is_static() && !t.shape.empty()) {
+    int64_t axis = n.has_attr("axis") ? n.attrs.at("axis").i : 0;
+    if (n.op == OpKind::Split && !n.inputs.empty()) {
+      const int64_t rank = static_cast<int64_t>(g.value(n.inputs[0]).type.shape.size());
+      if (axis < 0) axis += rank;
       for (ValueId o : n.outputs) {
         const TensorType& ot = g.value(o).type;
-        if (!ot.is_static()) { parts.clear(); break; }
-        parts.push_back(0);
+        if (axis < 0 || axis >= rank || !ot.is_static() || ot.dims()[static_cast<size_t>(axis)] == 0) {
+          parts.clear();
+          break;
+        }
+        parts.push_back(ot.dims()[static_cast<size_t>(axis)]);
       }
     }
-    int64_t axis = n.has_attr("axis") ? n.attrs.at("axis").i : 0;
-    const int64_t rank = static_cast<int64_t>(t.shape.size());
-    if (axis < 0) axis += rank;
-    if (parts.empty() || axis < 0 || axis >= rank) {
-      rb.copy(n);
-      continue;
-    }
-    // Each part's size along the axis, from the outputs' inferred types; an empty part
-    // leaves the Split as it is.
-    for (size_t i = 0; i < n.outputs.size(); ++i)
-      parts[i] = g.value(n.outputs[i]).type.dims()[static_cast<size_t>(axis)];
-    if (std::find(parts.begin(), parts.end(), int64_t{0}) != parts.end()) {
+    if (parts.empty()) {
       rb.copy(n);
       continue;
     }
     const ValueId axes = rb.constant(i64_vector({axis}), "split_axis");
     std::vector<ValueId> outs;
     int64_t at = 0;
-    for (size_t i = 0; i < n.outputs.size(); ++i) {
-      const ValueId starts = rb.constant(i64_vector({at}), "split_start");
-      const ValueId ends = rb.constant(i64_vector({at + parts[i]}), "split_end");
+    for (size_t i = 0; i < parts.size(); ++i) {
+      outs.push_back(emit_part(rb, rb.map(n.inputs[0]), axes, at, parts[i], n.name + "." + std::to_string(i),
+                               g.value(n.outputs[i]).name));
       at += parts[i];
-      outs.push_back(rb.dst().add_node(OpKind::Slice, {rb.map(n.inputs[0]), starts, ends, axes}, {}, 1,
-                                       n.name + "." + std::to_string(i), {g.value(n.outputs[i]).name})[0]);
     }
     rb.replace(n, outs);
   }
@@ -403,12 +398,8 @@ Graph combine_sibling_matmuls(const Graph& g) {
     int64_t at = 0;
     for (size_t i = 0; i < grp.anchors.size(); ++i) {
       const Node& last = g.node(grp.steps.empty() ? grp.anchors[i] : grp.steps.back()[i]);
-      const ValueId starts = rb.constant(i64_vector({at}), "siblings_start");
-      const ValueId ends = rb.constant(i64_vector({at + grp.sizes[i]}), "siblings_end");
+      rb.replace(last, {emit_part(rb, wide, axes, at, grp.sizes[i], last.name, g.value(last.outputs[0]).name)});
       at += grp.sizes[i];
-      const ValueId part = rb.dst().add_node(OpKind::Slice, {wide, starts, ends, axes}, {}, 1, last.name,
-                                             {g.value(last.outputs[0]).name})[0];
-      rb.replace(last, {part});
     }
   }
   return eliminate_dead_code(rb.finish());
