@@ -33,6 +33,14 @@ def ops(g: df.ECG) -> list[str]:
     return [n.op for n in g.nodes]
 
 
+def rewritten(text: str, rewrite) -> tuple[df.ECG, df.ECG]:
+    """The graph of `text` and `rewrite` of it, verified."""
+    g = ecg(text)
+    out = rewrite(g)
+    out.verify()
+    return g, out
+
+
 THREE = """
 graph three(%x: f32[2,5,8], %m: f32[2,5,1]) {
   %w1: f32[8,4] = const rand
@@ -60,9 +68,7 @@ graph three(%x: f32[2,5,8], %m: f32[2,5,1]) {
 
 
 def test_siblings_become_one_matmul_with_their_common_steps():
-    g = ecg(THREE)
-    out = rw.combine_sibling_matmuls(g)
-    out.verify()
+    g, out = rewritten(THREE, rw.combine_sibling_matmuls)
     # One MatMul over [w1 | w2 | w3], one Add of [b1 | b2 | b3], one Mul by the shared mask;
     # the siblings part at Pow/Relu, so those stay per sibling, after the Slices.
     assert ops(out).count("MatMul") == 1 and ops(out).count("Add") == 1 and ops(out).count("Mul") == 1
@@ -77,18 +83,14 @@ def test_a_step_that_does_not_line_up_stops_the_hoisting():
     # d2 multiplies by a computed value of its own (not one shared, broadcast operand): only
     # the MatMuls and the bias Adds are combined.
     text = THREE.replace("%d2: f32[2,5,6] = Mul(%c2, %m)", "%d2: f32[2,5,6] = Mul(%c2, %c2)")
-    g = ecg(text)
-    out = rw.combine_sibling_matmuls(g)
-    out.verify()
+    g, out = rewritten(text, rw.combine_sibling_matmuls)
     assert ops(out).count("MatMul") == 1 and ops(out).count("Add") == 1 and ops(out).count("Mul") == 3
     same_values(g, out)
 
 
 def test_a_sibling_read_twice_or_returned_keeps_its_value():
     text = THREE.replace("return %e1, %e2, %e3", "return %e1, %e2, %e3, %a2")
-    g = ecg(text)
-    out = rw.combine_sibling_matmuls(g)
-    out.verify()
+    g, out = rewritten(text, rw.combine_sibling_matmuls)
     assert ops(out).count("MatMul") == 1 and ops(out).count("Add") == 3   # a2 is returned
     assert [o.name for o in out.outputs] == ["e1", "e2", "e3", "a2"]
     same_values(g, out)
@@ -135,9 +137,7 @@ graph g(%x: f64[5,8]) {
   return %a, %b
 }
 """
-    g = ecg(text)
-    out = rw.combine_sibling_matmuls(g)
-    out.verify()
+    g, out = rewritten(text, rw.combine_sibling_matmuls)
     assert "Slice" not in ops(out)
     assert ops(out).count("MatMul") == ops(g).count("MatMul")
 
@@ -159,9 +159,7 @@ graph scaled(%x: f32[1,6,8]) {
 
 
 def test_the_attention_scale_goes_into_the_weights():
-    g = ecg(SCALED)
-    out = rw.fold_matmul_scale(g)
-    out.verify()
+    g, out = rewritten(SCALED, rw.fold_matmul_scale)
     assert ops(out) == ["MatMul", "Add", "Reshape", "Transpose"]
     assert [o.name for o in out.outputs] == ["y"]
     same_values(g, out)
@@ -175,9 +173,7 @@ def test_the_scale_stays_where_it_must(case):
         "computed_weights": SCALED.replace("%q: f32[1,6,8] = MatMul(%x, %w)",
                                            "%wn: f32[8,8] = Neg(%w)\n  %q: f32[1,6,8] = MatMul(%x, %wn)"),
     }[case]
-    g = ecg(text)
-    out = rw.fold_matmul_scale(g)
-    out.verify()
+    g, out = rewritten(text, rw.fold_matmul_scale)
     assert "Mul" in ops(out)
     same_values(g, out)
 
@@ -221,9 +217,7 @@ def test_a_split_along_another_axis_keeps_its_scale():
             .replace("%heads: i64[4] = const [1,4,2,2]", "%heads: i64[4] = const [1,2,2,6]")
             .replace("%q4: f32[1,4,2,2]", "%q4: f32[1,2,2,6]").replace("%qt: f32[1,2,4,2]", "%qt: f32[1,2,2,6]")
             .replace("%qs: f32[1,2,4,2]", "%qs: f32[1,2,2,6]").replace("return %qs, %k, %v", "return %qs, %k"))
-    g = ecg(text)
-    out = rw.fold_matmul_scale(g)
-    out.verify()
+    g, out = rewritten(text, rw.fold_matmul_scale)
     assert "Mul" in ops(out)
     same_values(g, out)
 
@@ -254,11 +248,7 @@ def test_attention_projections_are_one_gemm_read_in_place(isa):
     assert gen["counts"]["passes"] == 5, gen["counts"]   # the four GEMMs and the Softmax
 
 
-def test_the_combined_projection_on_opencl():
-    try:
-        _core.opencl_devices()
-    except df.Error as e:
-        pytest.skip(f"no OpenCL device: {e}")
+def test_the_combined_projection_on_opencl(ocl_device):
     g, _ = rw.rewrite(ecg(ATTENTION))
     x = np.random.default_rng(2).standard_normal((1, 16, 32)).astype(np.float32)
     gen = _core.generate_opencl(g, df.plan.plan(g, target="opencl"))
@@ -330,9 +320,7 @@ def test_the_parts_of_one_projection_are_read_in_place():
 
 def test_a_split_becomes_slices():
     text = FUSED_QKV.replace("WSHAPE", "8,12").replace("TRANSB", "0").replace("AXIS", "-1")
-    g = ecg(text)
-    out = rw.split_to_slices(g)
-    out.verify()
+    g, out = rewritten(text, rw.split_to_slices)
     assert "Split" not in ops(out) and ops(out).count("Slice") == 3
     assert [o.name for o in out.outputs] == ["qs", "k", "v"]
     same_values(g, out)
