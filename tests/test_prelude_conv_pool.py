@@ -331,6 +331,19 @@ def cases_x86() -> list[Case]:
         Case("conv_nhwc", (2, 16, 13, 11), k=(1, 1), M=24, ep="bias_relu"),
         Case("conv_nhwc", (2, 6, 40), k=(5,), M=10, pads=(2, 2), strides=(3,)),
         Case("conv_nhwc", (1, 4, 6, 7, 8), k=(3, 3, 3), M=5, pads=(1,) * 6, threads=2),
+        # the fixed-stride kernel (tile_fixed): rows wide enough for whole tiles inside the
+        # input, beside edge tiles and tiles wrapping rows; stride * C of 1, 2, 3, 4, 6, 8;
+        # y dilation, 3-D, M past NR, every epilogue kind
+        Case("conv_nhwc", (2, 3, 21, 40), k=(3, 3), M=40, pads=(1, 1, 1, 1), strides=(2, 2),
+             ep="bias_relu", threads=2),
+        Case("conv_nhwc", (1, 3, 9, 64), k=(7, 7), M=16, pads=(3, 3, 3, 3), strides=(2, 2), ep="stores"),
+        Case("conv_nhwc", (1, 3, 6, 37), k=(3, 3), M=8, pads=(1, 1, 1, 1)),
+        Case("conv_nhwc", (1, 1, 12, 50), k=(3, 3), M=8, pads=(2, 1, 2, 1), dil=(2, 1), ep="stores"),
+        Case("conv_nhwc", (1, 1, 8, 61), k=(5, 5), M=7, pads=(2, 2, 2, 2), strides=(1, 2)),
+        Case("conv_nhwc", (1, 4, 6, 45), k=(5, 5), M=33, pads=(2, 2, 2, 2), ep="bias_relu", threads=2),
+        Case("conv_nhwc", (1, 4, 7, 40), k=(3, 3), M=20, pads=(0, 1, 0, 1), strides=(1, 2)),
+        Case("conv_nhwc", (1, 8, 7, 40), k=(3, 3), M=20, pads=(1, 1, 1, 1), strides=(2, 1), threads=2),
+        Case("conv_nhwc", (1, 2, 4, 5, 36), k=(3, 3, 3), M=6, pads=(1,) * 6, ep="bias_relu"),
         # 3-D: taps across frames further apart than any L2 (the next tile's rows are
         # prefetched), m-blocks run in bands per tile; input channels in two chunks or more
         Case("conv_nhwc", (1, 48, 5, 96, 96), k=(3, 1, 1), M=40, pads=(1, 0, 0, 1, 0, 0),
@@ -437,6 +450,8 @@ def cases_neon() -> list[Case]:
         Case("conv_nhwc", (1, 5, 9, 11), k=(3, 3), M=13, pads=(1, 1, 1, 1), strides=(2, 1),
              ep="bias_relu", threads=2),
         Case("conv_nhwc", (1, 3, 12, 12), k=(5, 5), M=6, pads=(2, 2, 2, 2), ep="stores"),
+        Case("conv_nhwc", (1, 3, 10, 40), k=(3, 3), M=12, pads=(1, 1, 1, 1), strides=(2, 2),
+             ep="bias_relu", threads=2),
         Case("max_pool_nhwc", (1, 6, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
              ep="bias_relu"),
         Case("avg_pool_nhwc", (1, 5, 11, 9), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1), ceil=1,
