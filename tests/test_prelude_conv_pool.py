@@ -452,6 +452,8 @@ def cases_neon() -> list[Case]:
         Case("conv_nhwc", (1, 3, 12, 12), k=(5, 5), M=6, pads=(2, 2, 2, 2), ep="stores"),
         Case("conv_nhwc", (1, 3, 10, 40), k=(3, 3), M=12, pads=(1, 1, 1, 1), strides=(2, 2),
              ep="bias_relu", threads=2),
+        # 1x1: the GEMM reading A unpacked (run_tile_direct) for full row panels, packed for the rest
+        Case("conv_nhwc", (1, 12, 7, 9), k=(1, 1), M=20, ep="bias_relu"),
         Case("max_pool_nhwc", (1, 6, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
              ep="bias_relu"),
         Case("avg_pool_nhwc", (1, 5, 11, 9), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1), ceil=1,
