@@ -1,0 +1,135 @@
+"""Whole models with two versions of the prelude (the anchor kernels generated code includes):
+the current checkout's against a git revision's, everything else the same (the same build of
+dnnfusion, plans, flags and ONNX files). For kernel work: what a change to gemm.h or
+conv_direct.h does to the models, not only to the layer it was written for.
+
+Each cell (model, threads, prelude) runs in its own process, so the two versions never share
+a core with each other's idle thread pool; the cells alternate, round after round, and each
+keeps its lowest median over the rounds (a shared VM's slow spells).
+
+    python benchmarks/prelude_ab.py --old-rev HEAD~3 mobilenetv2 resnet50 --threads 1,2
+    python benchmarks/prelude_ab.py --old-dir /path/to/prelude tinybert --rounds 5
+
+Compile time is not measured (the kernel cache makes later rounds warm); the first round of
+each version also fills that cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PRELUDE = ROOT / "cpp" / "codegen" / "prelude"
+
+WORKER = r"""
+import json, os, sys, time
+import numpy as np
+import onnx
+import dnnfusion as df
+from dnnfusion import zoo
+name, threads, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+path = str(zoo.export_onnx(name))
+m = onnx.load(path)
+rng = np.random.default_rng(0)
+feeds = {}
+for i in m.graph.input:
+    shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+    if i.type.tensor_type.elem_type == onnx.TensorProto.INT64:
+        feeds[i.name] = rng.integers(0, 100, shape).astype(np.int64)
+    else:
+        feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+c = df.compile(path, threads=threads)
+for _ in range(3):
+    c(**feeds)
+ts, t_end = [], time.perf_counter() + seconds
+while len(ts) < 5 or time.perf_counter() < t_end:
+    t = time.perf_counter()
+    c(**feeds)
+    ts.append(time.perf_counter() - t)
+print(json.dumps({"median_ms": float(np.median(ts)) * 1e3, "runs": len(ts), "isa": c.stats["isa"]}))
+"""
+
+
+def _export_rev(rev: str, dest: Path) -> Path:
+    """The prelude directory as of git revision `rev`, written under dest."""
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:cpp/codegen/prelude"],
+                           check=True, capture_output=True, text=True).stdout.split()
+    out = dest / "prelude"
+    out.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        blob = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:cpp/codegen/prelude/{f}"],
+                              check=True, capture_output=True).stdout
+        (out / f).write_bytes(blob)
+    return out
+
+
+def _cell(prelude: str, model: str, threads: int, seconds: float) -> dict:
+    env = dict(os.environ, DNNF_PRELUDE_DIR=prelude)
+    r = subprocess.run([sys.executable, "-c", WORKER, model, str(threads), str(seconds)], env=env,
+                       capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout).strip().splitlines()[-1:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="+")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--old-rev", help="git revision whose cpp/codegen/prelude is the baseline")
+    src.add_argument("--old-dir", help="a prelude directory to use as the baseline")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per cell and round")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        old = args.old_dir or str(_export_rev(args.old_rev, Path(tmp)))
+        variants = {"old": old, "new": str(PRELUDE)}
+        best: dict[tuple, float] = {}
+        errors: dict[tuple, str] = {}
+        isa = "?"
+        for rnd in range(args.rounds):
+            for model in args.models:
+                for t in threads:
+                    for v, d in variants.items():
+                        res = _cell(d, model, t, args.seconds)
+                        key = (model, t, v)
+                        if "error" in res:
+                            errors[key] = " ".join(res["error"])
+                            continue
+                        isa = res["isa"]
+                        best[key] = min(best.get(key, float("inf")), res["median_ms"])
+            print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    print(f"# prelude A/B: old = {args.old_rev or args.old_dir}, new = this checkout; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, ISA {isa}, "
+          f"lowest of {args.rounds} round medians ({args.seconds:g} s each); load {load}; "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
+    print(f"{'model':18s} {'threads':>7s} {'old ms':>9s} {'new ms':>9s} {'new/old':>8s}")
+    rows = []
+    for model in args.models:
+        for t in threads:
+            o, n = best.get((model, t, "old")), best.get((model, t, "new"))
+            if o is None or n is None:
+                why = errors.get((model, t, "old")) or errors.get((model, t, "new"))
+                print(f"{model:18s} {t:7d}  error: {why}")
+                continue
+            rows.append({"model": model, "threads": t, "old_ms": o, "new_ms": n})
+            print(f"{model:18s} {t:7d} {o:9.3f} {n:9.3f} {n / o:8.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"old": args.old_rev or args.old_dir, "isa": isa, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
