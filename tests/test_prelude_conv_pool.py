@@ -460,6 +460,8 @@ def cases_neon() -> list[Case]:
              ep="bias_relu", threads=2),
         # 1x1: the GEMM reading A unpacked (run_tile_direct) for full row panels, packed for the rest
         Case("conv_nhwc", (1, 12, 7, 9), k=(1, 1), M=20, ep="bias_relu"),
+        Case("conv_nhwc", (1, 8, 9, 11), k=(3, 3), M=8, group=8, pads=(1, 1, 1, 1), strides=(1, 2),
+             ep="bias_relu"),
         Case("max_pool_nhwc", (1, 6, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
              ep="bias_relu"),
         Case("max_pool_nhwc", (1, 8, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
