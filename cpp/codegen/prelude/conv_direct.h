@@ -104,8 +104,9 @@ inline void tile(const float* const* rows, const int* tap, int ntap, int cc, con
 #define DNNF_NO_PREDICTIVE_COMMONING
 #endif
 template <int PS, class Ep>
-[[DNNF_NO_PREDICTIVE_COMMONING gnu::noinline]] void tile_fixed(const float* const* base, int ntap, int cc, const float* __restrict b, float* c, long ldc,
-                       int n, const Ep& ep, long row0, long col0) {
+[[DNNF_NO_PREDICTIVE_COMMONING gnu::noinline]] void tile_fixed(const float* const* base, int ntap, int cc,
+                                                               const float* __restrict b, float* c, long ldc, int n,
+                                                               const Ep& ep, long row0, long col0) {
   using namespace simd;
   constexpr int W = kVecWidth;
   vf acc[kMR][kNV];
@@ -279,20 +280,24 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
           const long plane = g.out_plane(), nimg = p0 / plane, r = p0 - nimg * plane;
           const int x0 = static_cast<int>(r % g.out[2]), y0 = static_cast<int>((r / g.out[2]) % g.out[1]);
           const int z0 = static_cast<int>(r / (static_cast<long>(g.out[2]) * g.out[1]));
-          const int iz = z0 * g.stride[0] - g.pad[0], iy = y0 * g.stride[1] - g.pad[1], ix = x0 * g.stride[2] - g.pad[2];
-          if (m == kMR && x0 + kMR <= g.out[2] && ix >= 0 && (x0 + kMR - 1) * g.stride[2] - g.pad[2] + g.k[2] <= g.in[2] &&
-              iz >= 0 && iz + (g.k[0] - 1) * g.dil[0] < g.in[0] && iy >= 0 && iy + (g.k[1] - 1) * g.dil[1] < g.in[1]) {
+          const int iz = z0 * g.stride[0] - g.pad[0], iy = y0 * g.stride[1] - g.pad[1];
+          const int ix = x0 * g.stride[2] - g.pad[2];
+          const bool x_in = ix >= 0 && (x0 + kMR - 1) * g.stride[2] - g.pad[2] + g.k[2] <= g.in[2];
+          const bool zy_in = iz >= 0 && iz + (g.k[0] - 1) * g.dil[0] < g.in[0] && iy >= 0 &&
+                             iy + (g.k[1] - 1) * g.dil[1] < g.in[1];
+          if (m == kMR && x0 + kMR <= g.out[2] && x_in && zy_in) {
             const float* base[64];
             const float* o = x + ((nimg * g.in[0] + iz) * static_cast<long>(g.in[1]) * g.in[2] +
                                   static_cast<long>(iy) * g.in[2] + ix) * C + cfirst;
             int nt = 0;
             for (int kz = 0; kz < g.k[0]; ++kz)
               for (int ky = 0; ky < g.k[1]; ++ky)
-                base[nt++] = o + (static_cast<long>(kz) * g.dil[0] * g.in[1] + static_cast<long>(ky) * g.dil[1]) * g.in[2] * C;
+                base[nt++] = o + (static_cast<long>(kz) * g.dil[0] * g.in[1] + static_cast<long>(ky) * g.dil[1]) *
+                                     g.in[2] * C;
             for (int mb = mb0; mb < mb1; ++mb) {
               const int m0 = gi * Mg + mb * kNR, n = std::min(kNR, Mg - mb * kNR);
-              direct::tile_fixed_any(g.stride[2] * C, base, nt, g.k[2] * cn, w.block(gi, mb, c0), y + p0 * M + m0, M, n, ep,
-                                     p0, m0);
+              direct::tile_fixed_any(g.stride[2] * C, base, nt, g.k[2] * cn, w.block(gi, mb, c0), y + p0 * M + m0,
+                                     M, n, ep, p0, m0);
             }
             continue;
           }

@@ -174,7 +174,8 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
           const float* xr = rows[r] + static_cast<long>(ix0) * C + c0;
           const float* wr = wt + static_cast<long>(tap0[r]) * C + c0;
           for (int kx = ka; kx < kb; ++kx)
-            acc = simd::v_fma(simd::v_loadu(xr + static_cast<long>(kx) * dx * C), simd::v_loadu(wr + static_cast<long>(kx) * C), acc);
+            acc = simd::v_fma(simd::v_loadu(xr + static_cast<long>(kx) * dx * C),
+                              simd::v_loadu(wr + static_cast<long>(kx) * C), acc);
         }
         simd::v_storeu(out(ox, cv), acc);
       }
