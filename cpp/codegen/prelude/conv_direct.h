@@ -55,13 +55,8 @@ inline void tile(const float* const* rows, const int* tap, int ntap, int cc, con
                  float* c, long ldc, int m, int n, bool load_c, bool last, const Ep& ep, long row0,
                  long col0, long pf = 0) {
   using namespace simd;
-  constexpr int W = kVecWidth;
   vf acc[kMR][kNV];
-#pragma GCC unroll 32
-  for (int i = 0; i < kMR; ++i) {
-#pragma GCC unroll 8
-    for (int j = 0; j < kNV; ++j) acc[i][j] = v_zero();
-  }
+  gemm::zero_tile(acc);
   for (int t = 0; t < ntap; ++t) {
     const float* a[kMR];
 #pragma GCC unroll 32
@@ -72,17 +67,7 @@ inline void tile(const float* const* rows, const int* tap, int ntap, int cc, con
         for (int k = 0; k < cc; k += 16) __builtin_prefetch(a[i] + pf + k, 0, 2);
     }
 #pragma GCC unroll 4
-    for (int k = 0; k < cc; ++k) {
-      vf bv[kNV];
-#pragma GCC unroll 8
-      for (int j = 0; j < kNV; ++j) bv[j] = v_load(bp + k * kNR + j * W);
-#pragma GCC unroll 32
-      for (int i = 0; i < kMR; ++i) {
-        const vf av = v_set1(a[i][k]);
-#pragma GCC unroll 8
-        for (int j = 0; j < kNV; ++j) acc[i][j] = v_fma(av, bv[j], acc[i][j]);
-      }
-    }
+    for (int k = 0; k < cc; ++k) gemm::k_step(acc, bp + k * kNR, [&](int i) { return a[i][k]; });
   }
   gemm::finish_tile<kMR, kNV>(acc, c, ldc, m, n, load_c, last, ep, row0, col0);
 }
@@ -108,28 +93,13 @@ template <int PS, class Ep>
                                                                const float* __restrict b, float* c, long ldc, int n,
                                                                const Ep& ep, long row0, long col0) {
   using namespace simd;
-  constexpr int W = kVecWidth;
   vf acc[kMR][kNV];
-#pragma GCC unroll 32
-  for (int i = 0; i < kMR; ++i) {
-#pragma GCC unroll 8
-    for (int j = 0; j < kNV; ++j) acc[i][j] = v_zero();
-  }
+  gemm::zero_tile(acc);
   for (int t = 0; t < ntap; ++t) {
     const float* a = base[t];
     const float* bp = b + static_cast<long>(t) * cc * kNR;
 #pragma GCC unroll 1
-    for (int k = 0; k < cc; ++k) {
-      vf bv[kNV];
-#pragma GCC unroll 8
-      for (int j = 0; j < kNV; ++j) bv[j] = v_load(bp + k * kNR + j * W);
-#pragma GCC unroll 32
-      for (int i = 0; i < kMR; ++i) {
-        const vf av = v_set1(a[i * PS + k]);
-#pragma GCC unroll 8
-        for (int j = 0; j < kNV; ++j) acc[i][j] = v_fma(av, bv[j], acc[i][j]);
-      }
-    }
+    for (int k = 0; k < cc; ++k) gemm::k_step(acc, bp + k * kNR, [&](int i) { return a[i * PS + k]; });
   }
   gemm::finish_tile<kMR, kNV>(acc, c, ldc, kMR, n, false, true, ep, row0, col0);
 }

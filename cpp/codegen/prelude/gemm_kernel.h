@@ -223,6 +223,30 @@ template <int MRK, int NVK, class Ep>
   }
 }
 
+// The register tile's two pieces shared by every kernel that accumulates one (the GEMM
+// micro-kernels here, the direct convolution's tiles in conv_direct.h): zeroing it, and one
+// k-step, acc[i][j] += A(i) * B[j], with NVK vectors of B at b and row i's A value a_at(i).
+template <int MRK, int NVK>
+[[gnu::always_inline]] inline void zero_tile(vf (&acc)[MRK][NVK]) {
+#pragma GCC unroll 32
+  for (int i = 0; i < MRK; ++i) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NVK; ++j) acc[i][j] = simd::v_zero();
+  }
+}
+template <int MRK, int NVK, class AAt>
+[[gnu::always_inline]] inline void k_step(vf (&acc)[MRK][NVK], const float* b, const AAt& a_at) {
+  vf bv[NVK];
+#pragma GCC unroll 8
+  for (int j = 0; j < NVK; ++j) bv[j] = simd::v_load(b + j * kVecWidth);
+#pragma GCC unroll 32
+  for (int i = 0; i < MRK; ++i) {
+    const vf av = simd::v_set1(a_at(i));
+#pragma GCC unroll 8
+    for (int j = 0; j < NVK; ++j) acc[i][j] = simd::v_fma(av, bv[j], acc[i][j]);
+  }
+}
+
 // C[0..m, 0..n) (+)= A-panel * B-panel over kc_pad steps; on the last k-block the epilogue
 // runs on each vector of the tile before it is stored. MRK <= MR rows are computed (smaller
 // variants serve the edges of M); the A panel's layout always has MR rows.
@@ -233,15 +257,10 @@ inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __r
   using namespace simd;
   constexpr int W = kVecWidth;
   vf acc[MRK][NVK];
-#pragma GCC unroll 32
-  for (int i = 0; i < MRK; ++i) {
-#pragma GCC unroll 8
-    for (int j = 0; j < NVK; ++j) acc[i][j] = v_zero();
-  }
+  zero_tile(acc);
   for (int kb = 0; kb < kc_pad; kb += kKU) {
     DNNF_PRAGMA_UNROLL(DNNF_GEMM_UNROLL)
     for (int kk = 0; kk < kKU; ++kk) {
-      vf bv[NVK];
       if constexpr (W >= 8) {
         // B streams from L2: fetch 16 k-steps ahead (+5-7% at 2048^3). A tile of one or two
         // rows (batch-1 Linear layers, a classifier's 1280x1000 weights) reads B once, from
@@ -257,14 +276,7 @@ inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __r
         if (kk * 16 < kMR * kKU) __builtin_prefetch(a + 2 * kMR * kKU + kk * 16, 0, 3);
 #endif
       }
-#pragma GCC unroll 8
-      for (int j = 0; j < NVK; ++j) bv[j] = v_load(b + kk * kNR + j * W);
-#pragma GCC unroll 32
-      for (int i = 0; i < MRK; ++i) {
-        vf av = v_set1(a[i * kKU + kk]);
-#pragma GCC unroll 8
-        for (int j = 0; j < NVK; ++j) acc[i][j] = v_fma(av, bv[j], acc[i][j]);
-      }
+      k_step(acc, b + kk * kNR, [&](int i) { return a[i * kKU + kk]; });
     }
     a += kMR * kKU;
     b += kKU * kNR;
@@ -281,27 +293,14 @@ template <int NVK, class Ep>
 [[gnu::noinline]] void micro_kernel_direct(const float* a, long lda, int kc, const float* b, float* c, long ldc,
                                            int n, bool load_c, bool last, const Ep& ep, int row0, int col0) {
   using namespace simd;
-  constexpr int W = kVecWidth;
   vf acc[kMR][NVK];
-#pragma GCC unroll 32
-  for (int i = 0; i < kMR; ++i) {
-#pragma GCC unroll 8
-    for (int j = 0; j < NVK; ++j) acc[i][j] = v_zero();
-  }
+  zero_tile(acc);
   const char* ab = reinterpret_cast<const char*>(a);
   const long ls = lda * static_cast<long>(sizeof(float));
 #pragma GCC unroll 4
-  for (int k = 0; k < kc; ++k) {
-    vf bv[NVK];
-#pragma GCC unroll 8
-    for (int j = 0; j < NVK; ++j) bv[j] = v_load(b + k * kNR + j * W);
-#pragma GCC unroll 32
-    for (int i = 0; i < kMR; ++i) {
-      const vf av = v_set1(*reinterpret_cast<const float*>(ab + i * ls + k * static_cast<long>(sizeof(float))));
-#pragma GCC unroll 8
-      for (int j = 0; j < NVK; ++j) acc[i][j] = v_fma(av, bv[j], acc[i][j]);
-    }
-  }
+  for (int k = 0; k < kc; ++k)
+    k_step(acc, b + k * kNR,
+           [&](int i) { return *reinterpret_cast<const float*>(ab + i * ls + k * static_cast<long>(sizeof(float))); });
   finish_tile<kMR, NVK>(acc, c, ldc, kMR, n, load_c, last, ep, row0, col0);
 }
 template <class Ep>
