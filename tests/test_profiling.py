@@ -76,13 +76,20 @@ def test_time_pair_noise_is_a_tie_for_the_same_code():
         def run(self, feeds):
             s = sum(range(2000))
             return s
-    t = profiling.time_pair([Sleeper(), Sleeper()], [], min_seconds=0.01, min_blocks=6)
-    assert t.runs >= 6
     # The same code timed twice differs by less than twice its noise: the noise is about two
     # standard errors of the difference, so one bound of it fails by chance about one run in
-    # twenty (a README run here: 0.99652 us apart, noise 0.98609); measure() adds a self-vs-self
-    # timing on top for the decisions it makes.
-    assert abs(t.a_ms - t.b_ms) <= 2 * t.noise_ms
+    # twenty (a README run here: 0.99652 us apart, noise 0.98609; on a busy 2-vCPU VM a
+    # neighbour's burst inside one timing made it 1.41 us apart against 0.43 us noise);
+    # measure() adds a self-vs-self timing on top for the decisions it makes. So: three tries,
+    # one of which must hold. An estimate that understates the noise fails all three.
+    gaps = []
+    for _ in range(3):
+        t = profiling.time_pair([Sleeper(), Sleeper()], [], min_seconds=0.01, min_blocks=6)
+        assert t.runs >= 6
+        gaps.append((abs(t.a_ms - t.b_ms), 2 * t.noise_ms))
+        if gaps[-1][0] <= gaps[-1][1]:
+            break
+    assert any(gap <= bound for gap, bound in gaps), gaps
 
 
 def test_profile_writes_entries_that_settle_the_planner(tmp_path):
