@@ -269,6 +269,9 @@ def cases_x86() -> list[Case]:
     # pre-packed B over several k- and column blocks, on one thread and split over two
     for threads in (1, 2):
         cs.append(Case(70, 200, 300, packed=1, kc=128, nc=64, threads=threads, ep="bias_col"))
+        # few row panels with the machine's own blocking: column steps of a quarter of L2,
+        # the next block prefetched (next k-block, next column step, next task's columns)
+        cs.append(Case(49, 1100, 600, packed=1, threads=threads, ep="bias_col"))
     for threads in (1, 2):
         cs.append(Case(200, 150, 100, threads=threads))
         cs.append(Case(129, 300, 70, threads=threads, mc=32, nc=64, ep="bias_col"))

@@ -50,13 +50,21 @@ using simd::vf;
 // C[0..m, 0..n) (+)= sum over taps t < ntap, channels k < cc of a[t][i][k] * b[tap[t]][k][j]
 // with a[t][i] = rows[t * kMR + i]; on the last chunk the epilogue runs before the store
 // (the [pixels, M] view: row0 = first pixel, col0 = first channel).
+// `next`: a range of weights (the next m-block's) to bring into L2 while this tile computes,
+// spread over its k-steps (see conv_direct_f32 and gemm::BAhead).
+using gemm::BAhead;
 template <class Ep>
 inline void tile(const float* const* rows, const int* tap, int ntap, int cc, const float* __restrict b,
                  float* c, long ldc, int m, int n, bool load_c, bool last, const Ep& ep, long row0,
-                 long col0, long pf = 0) {
+                 long col0, long pf = 0, BAhead next = {}) {
   using namespace simd;
   vf acc[kMR][kNV];
   gemm::zero_tile(acc);
+  // Lines to prefetch per k-step (at most 4), so that `next` is covered by the last tap.
+  const long ksteps = std::max(1L, static_cast<long>(ntap) * cc);
+  const int per_k = static_cast<int>(std::min(4L, (next.lines + ksteps - 1) / ksteps));
+  const char* np = next.p;
+  const char* const nend = next.p + next.lines * 64;
   for (int t = 0; t < ntap; ++t) {
     const float* a[kMR];
 #pragma GCC unroll 32
@@ -65,6 +73,15 @@ inline void tile(const float* const* rows, const int* tap, int ntap, int cc, con
     if (pf) {
       for (int i = 0; i < kMR; ++i)
         for (int k = 0; k < cc; k += 16) __builtin_prefetch(a[i] + pf + k, 0, 2);
+    }
+    if (np < nend) {
+#pragma GCC unroll 4
+      for (int k = 0; k < cc; ++k) {
+        gemm::k_step(acc, bp + k * kNR, [&](int i) { return a[i][k]; });
+        for (int q = 0; q < per_k; ++q, np += 64)
+          if (np < nend) __builtin_prefetch(np, 0, 2);
+      }
+      continue;
     }
 #pragma GCC unroll 4
     for (int k = 0; k < cc; ++k) gemm::k_step(acc, bp + k * kNR, [&](int i) { return a[i][k]; });
@@ -140,6 +157,7 @@ class DirectWeights {
     const int taps = g.taps();
     Cg_ = s.C / s.group;
     Mg_ = s.M / s.group;
+    groups_ = s.group;
     const int cc = direct::chunk_channels(taps, Cg_);
     int seg0 = 0;
     for (int sc : segments.empty() ? std::vector<int>{Cg_} : segments) {
@@ -180,10 +198,14 @@ class DirectWeights {
   int mblocks() const { return mblocks_; }
   int widest_chunk() const { return widest_; }
   const float* zeros() const { return zeros_.data(); }
+  // One past the last packed weight.
+  const float* end() const { return data_.get() + per_block_ * mblocks_ * groups_; }
+  // Floats from an m-block's chunk to the same chunk of the next m-block.
+  size_t per_block() const { return per_block_; }
 
  private:
   float* block(int gi, int mb, int c0) { return const_cast<float*>(std::as_const(*this).block(gi, mb, c0)); }
-  int Cg_ = 0, Mg_ = 0, mblocks_ = 0, widest_ = 1;
+  int Cg_ = 0, Mg_ = 0, mblocks_ = 0, widest_ = 1, groups_ = 0;
   std::vector<std::pair<int, int>> chunks_;
   size_t per_block_ = 0;
   gemm::detail::Buffer data_;
@@ -223,6 +245,13 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
   const long span = ((static_cast<long>(g.k[0] - 1) * g.dil[0] * g.in[1] + static_cast<long>(g.k[1] - 1) * g.dil[1]) *
                          g.in[2] + static_cast<long>(g.k[2] - 1) * g.dil[2]) * s.C * 4;
   const bool prefetch = span > l2;
+  // With few tiles per m-block (small planes, many channels: ResNet's last stage), each
+  // m-block's weights are read from DRAM by the run's first tile and from L2 by the rest;
+  // the next m-block's (the next task's, on this thread) are prefetched into L2 during the
+  // run, so that their transfer overlaps this block's FMAs instead of following them.
+  // Measured (Xeon, AVX-512, weights cold: 12 copies cycled), 3x3 512->512 on 7x7 1 thread
+  // 2.63 -> 1.86 ms, 2 threads 1.25 -> 0.94; 1x1 s2 1024->2048 from 14x14 2.26 -> 1.70 ms.
+  const bool stream_b = nb == 1 && tiles < 8L * T;
   auto task = [&](long tsk) {
     const int blk = static_cast<int>(tsk % blocks);
     const int gi = blk / bands, mb0 = blk % bands * nb, mb1 = std::min(w.mblocks(), mb0 + nb);
@@ -326,8 +355,15 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
         }
         for (int mb = mb0; mb < mb1; ++mb) {
           const int m0 = gi * Mg + mb * kNR, n = std::min(kNR, Mg - mb * kNR);
+          direct::BAhead next;
+          if (stream_b && mb + 1 == mb1) {  // this run's share of the next m-block's chunk
+            const float* nb0 = w.block(gi, mb, c0) + w.per_block();
+            const long lines = static_cast<long>(taps) * cn * kNR * 4 / 64, j = ti - t0, nr = t1 - t0;
+            if (nb0 < w.end()) next = {reinterpret_cast<const char*>(nb0) + lines * j / nr * 64,
+                                       lines * (j + 1) / nr - lines * j / nr};
+          }
           direct::tile(rows.data(), tap.data(), nt, seg, w.block(gi, mb, c0), y + p0 * M + m0, M, m, n, !first,
-                       last, ep, p0, m0, mb == mb0 ? pf : 0);
+                       last, ep, p0, m0, mb == mb0 ? pf : 0, next);
         }
       }
     }

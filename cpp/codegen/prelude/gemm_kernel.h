@@ -247,18 +247,34 @@ template <int MRK, int NVK, class AAt>
   }
 }
 
+// A range of packed weights to bring into L2 while a tile computes (the next block's, where
+// a block of B is read by few tiles and so would otherwise come from memory right when it
+// is needed): `lines` 64-byte lines from p, a line per k-step until done.
+struct BAhead {
+  const char* p = nullptr;
+  long lines = 0;
+};
+
 // C[0..m, 0..n) (+)= A-panel * B-panel over kc_pad steps; on the last k-block the epilogue
 // runs on each vector of the tile before it is stored. MRK <= MR rows are computed (smaller
 // variants serve the edges of M); the A panel's layout always has MR rows.
 template <int MRK, int NVK, class Ep>
 inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __restrict b,
                          float* c, long ldc, int m, int n, bool load_c, bool last, const Ep& ep,
-                         int row0, int col0) {
+                         int row0, int col0, BAhead next = {}) {
   using namespace simd;
   constexpr int W = kVecWidth;
   vf acc[MRK][NVK];
   zero_tile(acc);
+  // Lines of `next` per KU-chunk of k-steps (at least a line per step), issued chunk by chunk.
+  const int per_chunk = static_cast<int>(
+      std::min<long>(4 * kKU, std::max<long>(kKU, (next.lines * kKU + kc_pad - 1) / std::max(1, kc_pad))));
+  const char* np = next.p;
+  const char* const nend = next.p + next.lines * 64;
   for (int kb = 0; kb < kc_pad; kb += kKU) {
+    if (np < nend) {
+      for (int q = 0; q < per_chunk && np < nend; ++q, np += 64) __builtin_prefetch(np, 0, 2);
+    }
     DNNF_PRAGMA_UNROLL(DNNF_GEMM_UNROLL)
     for (int kk = 0; kk < kKU; ++kk) {
       if constexpr (W >= 8) {
@@ -318,10 +334,10 @@ inline void run_tile_direct(const float* a, long lda, int kc, const float* b, fl
 // the number of instantiations per epilogue, i.e. compile time of generated kernels).
 template <int NVK, class Ep>
 inline void run_rows(int kc_pad, const float* a, const float* b, float* c, long ldc, int m, int n,
-                     bool load_c, bool last, const Ep& ep, int row0, int col0) {
+                     bool load_c, bool last, const Ep& ep, int row0, int col0, BAhead next) {
   auto go = [&](auto rows) {
     micro_kernel<decltype(rows)::value, NVK>(kc_pad, a, b, c, ldc, m, n, load_c, last, ep, row0,
-                                             col0);
+                                             col0, next);
   };
   using std::integral_constant;
   constexpr int kHalf = (kMR + 1) / 2, k4 = kMR < 4 ? kMR : 4;
@@ -340,13 +356,13 @@ inline void run_rows(int kc_pad, const float* a, const float* b, float* c, long 
 }
 template <class Ep>
 inline void run_tile(int kc_pad, const float* a, const float* b, float* c, long ldc, int m,
-                     int n, bool load_c, bool last, const Ep& ep, int row0, int col0) {
+                     int n, bool load_c, bool last, const Ep& ep, int row0, int col0, BAhead next = {}) {
   if constexpr (kNV > 1) {
     if (n <= kVecWidth) {
-      return run_rows<1>(kc_pad, a, b, c, ldc, m, n, load_c, last, ep, row0, col0);
+      return run_rows<1>(kc_pad, a, b, c, ldc, m, n, load_c, last, ep, row0, col0, next);
     }
   }
-  run_rows<kNV>(kc_pad, a, b, c, ldc, m, n, load_c, last, ep, row0, col0);
+  run_rows<kNV>(kc_pad, a, b, c, ldc, m, n, load_c, last, ep, row0, col0, next);
 }
 
 // A source of A (gemm.h) computed while it is packed (a fused prologue: the producers of A
