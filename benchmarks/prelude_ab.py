@@ -9,6 +9,10 @@ keeps its lowest median over the rounds (a shared VM's slow spells).
 
     python benchmarks/prelude_ab.py --old-rev HEAD~3 mobilenetv2 resnet50 --threads 1,2
     python benchmarks/prelude_ab.py --old-dir /path/to/prelude tinybert --rounds 5
+    python benchmarks/prelude_ab.py --old-env DNNF_RESIDUAL_IN_PLACE=0 resnet50
+
+--old-env runs the baseline with the current prelude and one environment variable set (a
+switch such as DNNF_WINOGRAD=0 or DNNF_RESIDUAL_IN_PLACE=0), for changes outside the prelude.
 
 Compile time is not measured (the kernel cache makes later rounds warm); the first round of
 each version also fills that cache.
@@ -71,8 +75,8 @@ def _export_rev(rev: str, dest: Path) -> Path:
     return out
 
 
-def _cell(prelude: str, model: str, threads: int, seconds: float) -> dict:
-    env = dict(os.environ, DNNF_PRELUDE_DIR=prelude)
+def _cell(prelude: str, model: str, threads: int, seconds: float, extra: dict | None = None) -> dict:
+    env = dict(os.environ, DNNF_PRELUDE_DIR=prelude, **(extra or {}))
     r = subprocess.run([sys.executable, "-c", WORKER, model, str(threads), str(seconds)], env=env,
                        capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
@@ -86,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--old-rev", help="git revision whose cpp/codegen/prelude is the baseline")
     src.add_argument("--old-dir", help="a prelude directory to use as the baseline")
+    src.add_argument("--old-env", help="NAME=VALUE: the baseline is this checkout with that variable set")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per cell and round")
@@ -93,7 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        old = args.old_dir or str(_export_rev(args.old_rev, Path(tmp)))
+        extra: dict[str, dict] = {"old": {}, "new": {}}
+        if args.old_env:
+            name, sep, value = args.old_env.partition("=")
+            if not sep or not name:
+                ap.error("--old-env takes NAME=VALUE")
+            extra["old"] = {name: value}
+            old = str(PRELUDE)
+        else:
+            old = args.old_dir or str(_export_rev(args.old_rev, Path(tmp)))
         variants = {"old": old, "new": str(PRELUDE)}
         best: dict[tuple, float] = {}
         errors: dict[tuple, str] = {}
@@ -102,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             for model in args.models:
                 for t in threads:
                     for v, d in variants.items():
-                        res = _cell(d, model, t, args.seconds)
+                        res = _cell(d, model, t, args.seconds, extra[v])
                         key = (model, t, v)
                         if "error" in res:
                             errors[key] = " ".join(res["error"])
@@ -111,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                         best[key] = min(best.get(key, float("inf")), res["median_ms"])
             print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"# prelude A/B: old = {args.old_rev or args.old_dir}, new = this checkout; "
+    print(f"# prelude A/B: old = {args.old_rev or args.old_dir or args.old_env}, new = this checkout; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, ISA {isa}, "
           f"lowest of {args.rounds} round medians ({args.seconds:g} s each); load {load}; "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")

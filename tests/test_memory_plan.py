@@ -49,11 +49,21 @@ def independent_check(plan: P.FusionPlan, mem: dict) -> None:
             if v.id in live:
                 live[v.id][1] = max(live[v.id][1], t)
     bufs = {b["value"]: b for b in mem["buffers"]}
+    handed = set()  # (y, r): y written in place of r, in r's last block
+    for b in mem["buffers"]:
+        if b.get("shares", -1) >= 0:
+            r = bufs[b["shares"]]
+            assert (b["offset"], b["size"]) == (r["offset"], r["size"]), (b, r)
+            assert r["within"] == -1 and b["within"] == -1, (b, r)
+            handed.add((b["value"], r["value"]))
     for b in mem["buffers"]:  # a Concat its own block consumes holds its inputs: live there
         if b["within"] >= 0 and b["within"] not in live:
             (t,) = [t for t, blk in enumerate(plan.blocks) if any(n.outputs[0].id == b["within"] for n in blk.nodes)]
             live[b["within"]] = [t, t]
     assert set(bufs) == set(live)
+    for y, r in handed:
+        assert live[r][1] == live[y][0], (y, r, live[r], live[y])  # handed over in r's last block
+    assert len({r for _, r in handed}) == len(handed)  # r's bytes go to one tensor
     for vid, (first, last) in live.items():
         b = bufs[vid]
         assert b["first"] <= first and b["last"] >= last
@@ -63,10 +73,17 @@ def independent_check(plan: P.FusionPlan, mem: dict) -> None:
             x = bufs[b["within"]]
             assert b["offset"] == x["offset"] + concat_run(plan.graph, b["within"], vid), (b, x)
             assert x["first"] <= first and x["last"] >= last, (b, x)
+    def root(b):
+        while b.get("shares", -1) >= 0:
+            b = bufs[b["shares"]]
+        return b["value"]
+
     items = list(bufs.values())
     for i, a in enumerate(items):
         for b in items[i + 1:]:
             if a["within"] == b["value"] or b["within"] == a["value"]:
+                continue
+            if root(a) == root(b):  # one chain of in-place results: handed over, checked above
                 continue
             if a["first"] <= b["last"] and b["first"] <= a["last"] and a["size"] and b["size"]:
                 assert (a["offset"] + a["size"] <= b["offset"] or b["offset"] + b["size"] <= a["offset"]), (a, b)
@@ -87,8 +104,8 @@ def concat_run(graph, x: int, u: int) -> int:
     raise AssertionError(f"{u} is not an input of {x}")
 
 
-def planned(g, plan) -> dict:
-    mem = _core.plan_memory(g, plan)
+def planned(g, plan, in_place=()) -> dict:
+    mem = _core.plan_memory(g, plan, in_place=list(in_place))
     _core.check_memory_plan(g, plan, mem)
     independent_check(plan, mem)
     assert mem["peak_bytes"] <= mem["arena_bytes"] <= mem["naive_bytes"]
@@ -358,6 +375,64 @@ def test_sharing_between_tensors_not_live_together_is_allowed():
     # t1 [0,1] and t3 [2,3] never live together: putting them at one offset is fine.
     ok = broken(mem, lambda m, b: b["t3"].update(offset=b["t1"]["offset"]))
     _core.check_memory_plan(g, plan, ok)
+
+
+RESIDUALS = """
+graph res(%x: f32[1,64]) {
+  %a: f32[1,64] = Relu(%x) @"a"
+  %b: f32[1,64] = Sigmoid(%a) @"b"
+  %c: f32[1,64] = Add(%b, %a) @"c"
+  %d: f32[1,64] = Tanh(%c) @"d"
+  %e: f32[1,64] = Add(%d, %c) @"e"
+  %f: f32[1,64] = Neg(%e) @"f"
+  %h: f32[1,32] = Slice(%f, %st, %en, %ax) @"h"
+  %k: f32[1,32] = Relu(%h) @"k"
+  return %k
+}"""
+
+
+def residuals():
+    return df.parse(RESIDUALS.replace("{\n", ("{\n  %st: i64[1] = const [0]\n  %en: i64[1] = const [32]\n"
+                                                "  %ax: i64[1] = const [1]\n"), 1))
+
+
+def test_results_in_place_of_a_residual_take_over_its_bytes():
+    """(y, r) pairs a code generator may write in place: y gets r's bytes where r's last reader
+    is y's block; a chain (a <- c <- e, a residual stream) is one buffer. A pair whose r is
+    read later, whose sizes differ or whose r is taken already keeps its own buffers."""
+    g = residuals()
+    plan = one_block_per_node(g)
+    ids = {v.name: v.id for b in plan.blocks for v in b.outputs}
+    mem = planned(g, plan, [(ids["c"], ids["a"]), (ids["e"], ids["c"]), (ids["b"], ids["a"]),
+                            (ids["h"], ids["f"]), (ids["d"], ids["c"]), (ids["f"], ids["e"])])
+    b = {x["name"]: x for x in mem["buffers"]}
+    assert b["c"]["shares"] == ids["a"] and b["e"]["shares"] == ids["c"] and b["f"]["shares"] == ids["e"]
+    assert b["a"]["offset"] == b["c"]["offset"] == b["e"]["offset"] == b["f"]["offset"]
+    assert (b["a"]["first"], b["a"]["last"]) == (0, 6)  # the chain's root, kept over all of it
+    # b: a is read after b's block; h: another size; d: c's bytes went to e (c is read by e).
+    assert b["b"]["shares"] == b["h"]["shares"] == b["d"]["shares"] == b["a"]["shares"] == -1
+    for name in ("b", "d", "h"):
+        assert b[name]["offset"] != b["a"]["offset"], name
+    # Without pairs nothing is shared, and the arena is no smaller.
+    plain = planned(g, plan)
+    assert all(x["shares"] == -1 for x in plain["buffers"])
+    assert mem["arena_bytes"] <= plain["arena_bytes"]
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda m, b: b["c"].update(offset=b["c"]["offset"] + 256), "shares the bytes of %a but not its offset"),
+    (lambda m, b: (b["c"].update(shares=-1), b["b"].update(shares=b["a"]["value"], offset=b["a"]["offset"])),
+     "takes over the bytes of %a in block 1, but that tensor's last reader is block 2"),
+    (lambda m, b: b["d"].update(shares=b["c"]["value"], offset=b["c"]["offset"]), "taken over by two tensors"),
+    (lambda m, b: b["c"].update(shares=0), "%c shares the bytes of %x, which has no buffer"),
+], ids=["offset", "read-later", "twice", "no-buffer"])
+def test_checker_rejects_wrong_in_place_results(edit, message):
+    g = residuals()
+    plan = one_block_per_node(g)
+    ids = {v.name: v.id for b in plan.blocks for v in b.outputs}
+    mem = planned(g, plan, [(ids["c"], ids["a"]), (ids["e"], ids["c"])])
+    with pytest.raises(df.InternalError, match=message):
+        _core.check_memory_plan(g, plan, broken(mem, edit))
 
 
 # ---- Random DAGs ------------------------------------------------------------------------

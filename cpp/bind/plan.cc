@@ -201,13 +201,16 @@ void bind_plan(py::module_& m) {
   }, py::arg("path"), py::arg("entries"), py::arg("merge") = true,
      "Adds entries (replacing equal keys) and writes the database atomically.");
 
-  m.def("plan_memory", [](const py::object& graph, const py::object& plan, int64_t alignment) {
+  m.def("plan_memory", [](const py::object& graph, const py::object& plan, int64_t alignment,
+                          const std::vector<std::pair<ValueId, ValueId>>& in_place) {
     GraphPtr g = bind::graph_of(graph);
     FusionPlan p = bind::plan_of(plan);
-    return bind::dict_of(*g, plan_memory(*g, p, alignment));
+    return bind::dict_of(*g, plan_memory(*g, p, alignment, true, in_place));
   }, py::arg("graph"), py::arg("plan"), py::arg("alignment") = 64,
+     py::arg("in_place") = std::vector<std::pair<ValueId, ValueId>>{},
      "Arena offsets for the intermediate tensors of a fusion plan: alignment, arena_bytes, "
-     "intermediate_bytes, naive_bytes, peak_bytes, and buffers (value, name, offset, size, first, last).");
+     "intermediate_bytes, naive_bytes, peak_bytes, and buffers (value, name, offset, size, first, last, "
+     "within, shares). in_place: (y, r) value pairs y may be written in place of r.");
   m.def("check_memory_plan", [](const py::object& graph, const py::object& plan, const py::dict& mem) {
     GraphPtr g = bind::graph_of(graph);
     check_memory_plan(*g, bind::plan_of(plan), bind::memory_plan_of(mem));

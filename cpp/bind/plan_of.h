@@ -60,6 +60,7 @@ inline py::dict dict_of(const Graph& g, const MemoryPlan& m) {
     b["first"] = s.first;
     b["last"] = s.last;
     b["within"] = s.within;  // -1: a buffer of its own
+    b["shares"] = s.shares;  // -1: not in place of another tensor
     bufs.append(b);
   }
   d["buffers"] = bufs;
@@ -79,6 +80,7 @@ inline MemoryPlan memory_plan_of(const py::dict& d) {
     s.first = b["first"].cast<int>();
     s.last = b["last"].cast<int>();
     if (b.contains("within")) s.within = b["within"].cast<ValueId>();
+    if (b.contains("shares")) s.shares = b["shares"].cast<ValueId>();
     m.buffers.push_back(s);
   }
   return m;

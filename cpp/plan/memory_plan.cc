@@ -90,7 +90,8 @@ int64_t run_in_concat(const Graph& g, ValueId x, ValueId u) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, bool concats_in_block) {
+MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, bool concats_in_block,
+                       const std::vector<std::pair<ValueId, ValueId>>& in_place) {
   if (alignment <= 0 || (alignment & (alignment - 1)) != 0)
     throw Error("memory plan: alignment must be a power of two, got " + std::to_string(alignment));
   std::vector<int> pos = block_positions(g, p);
@@ -178,10 +179,36 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, b
   slot_of.clear();
   for (size_t i = 0; i < m.buffers.size(); ++i) slot_of[m.buffers[i].value] = i;
 
-  // 2. Placement order: largest first (a Concat's inputs in its bytes are placed with it).
+  // 1c. Results in place of an input: y takes r's bytes. A chain (r <- y1 <- y2: a ResNet
+  // stage's residual stream) is one buffer, placed by its root and live over the union of
+  // its members' ranges; the members get the root's offset after placement.
+  std::set<ValueId> shared;  // r's already taken over
+  for (const auto& [y, r] : in_place) {
+    auto ys = slot_of.find(y), rs = slot_of.find(r);
+    if (ys == slot_of.end() || rs == slot_of.end() || y == r || taken.count(y) || taken.count(r) ||
+        shared.count(r))
+      continue;
+    BufferSlot &yb = m.buffers[ys->second], &rb = m.buffers[rs->second];
+    if (yb.shares != kNoValue || yb.size != rb.size || rb.last != yb.first) continue;
+    yb.shares = r;
+    shared.insert(r);
+  }
+  auto root_of = [&](size_t i) {
+    while (m.buffers[i].shares != kNoValue) i = slot_of.at(m.buffers[i].shares);
+    return i;
+  };
+  for (size_t i = 0; i < m.buffers.size(); ++i) {
+    if (m.buffers[i].shares == kNoValue) continue;
+    BufferSlot& root = m.buffers[root_of(i)];
+    root.first = std::min(root.first, m.buffers[i].first);
+    root.last = std::max(root.last, m.buffers[i].last);
+  }
+
+  // 2. Placement order: largest first (a Concat's inputs in its bytes are placed with it, a
+  // result in place of an input with the chain's root).
   std::vector<size_t> order;
   for (size_t i = 0; i < m.buffers.size(); ++i)
-    if (m.buffers[i].within == kNoValue) order.push_back(i);
+    if (m.buffers[i].within == kNoValue && m.buffers[i].shares == kNoValue) order.push_back(i);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const BufferSlot &x = m.buffers[a], &y = m.buffers[b];
     if (x.size != y.size) return x.size > y.size;
@@ -218,11 +245,14 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, b
       const BufferSlot& x = m.buffers[slot_of.at(t.within)];
       t.offset = x.offset + run_in_concat(g, t.within, t.value);
     }
+  for (size_t i = 0; i < m.buffers.size(); ++i)
+    if (m.buffers[i].shares != kNoValue) m.buffers[i].offset = m.buffers[root_of(i)].offset;
 
-  // The lower bound: bytes live during each block (a Concat's inputs in its bytes are its).
+  // The lower bound: bytes live during each block (a Concat's inputs in its bytes are its, a
+  // chain of in-place results is its root's).
   std::vector<int64_t> live_at(p.blocks.size() + 1, 0);
   for (const BufferSlot& s : m.buffers)
-    if (s.within == kNoValue)
+    if (s.within == kNoValue && s.shares == kNoValue)
       for (int t = s.first; t <= s.last; ++t) live_at[size_t(t)] += s.size;
   for (int64_t b : live_at) m.peak_bytes = std::max(m.peak_bytes, b);
 
@@ -298,9 +328,26 @@ void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m)
       if (x->second->first > t.first || x->second->last < t.last)
         fail(name_of(g, s.within) + "'s buffer is not kept while " + who + ", in it, is live");
     }
+    if (s.shares != kNoValue) {  // in place of r: r's bytes, handed over in r's last block
+      auto r = given.find(s.shares);
+      auto rt = truth.find(s.shares);
+      if (r == given.end() || rt == truth.end())
+        fail(who + " shares the bytes of " + name_of(g, s.shares) + ", which has no buffer");
+      for (const BufferSlot& o : m.buffers)
+        if (o.shares == s.shares && o.value != s.value)
+          fail(name_of(g, s.shares) + "'s bytes are taken over by two tensors");
+      if (r->second->offset != s.offset || rt->second.size != t.size)
+        fail(who + " shares the bytes of " + name_of(g, s.shares) + " but not its offset and size");
+      if (rt->second.last != t.first)
+        fail(who + " takes over the bytes of " + name_of(g, s.shares) + " in block " + std::to_string(t.first) +
+             ", but that tensor's last reader is block " + std::to_string(rt->second.last));
+      if (s.within != kNoValue || r->second->within != kNoValue)
+        fail(who + " shares the bytes of " + name_of(g, s.shares) + " inside a Concat's");
+    }
     BufferSlot a = t;
     a.offset = s.offset;
     a.within = s.within;
+    a.shares = s.shares;
     actual.push_back(a);
   }
   // No two tensors live at the same time share a byte. Sweep in order of first use so each
@@ -309,7 +356,8 @@ void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m)
   for (size_t i = 0; i < actual.size(); ++i)
     for (size_t j = i + 1; j < actual.size() && actual[j].first <= actual[i].last; ++j)
       if (overlaps_in_space(actual[i], actual[j]) && actual[i].within != actual[j].value &&
-          actual[j].within != actual[i].value)
+          actual[j].within != actual[i].value && actual[i].shares != actual[j].value &&
+          actual[j].shares != actual[i].value)
         fail(name_of(g, actual[i].value) + " [" + std::to_string(actual[i].offset) + ", +" + std::to_string(actual[i].size) +
              ") and " + name_of(g, actual[j].value) + " [" + std::to_string(actual[j].offset) + ", +" +
              std::to_string(actual[j].size) + ") overlap in memory while both are live (blocks " +

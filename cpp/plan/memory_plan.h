@@ -26,6 +26,10 @@ struct BufferSlot {
   // kNoValue for a buffer of its own. The Concat's buffer is then live from the first such
   // input's block (and a Concat its own block consumes has one too).
   ValueId within = kNoValue;
+  // A result computed in place of an input (an anchor's residual, read and written at the
+  // same index): this tensor takes over the bytes of `shares`, whose last reader is the block
+  // that writes this one; kNoValue otherwise. A chain of them is placed as one buffer.
+  ValueId shares = kNoValue;
 };
 
 struct MemoryPlan {
@@ -43,13 +47,19 @@ struct MemoryPlan {
 // channel Concat's inputs where they lie, as OpenCL's do: the buffer would only hold the
 // later inputs' bytes from the first one's block on). Needs static shapes: ShapeError names a
 // symbolic tensor. `alignment` must be a power of two.
-MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment = 64, bool concats_in_block = true);
+// `in_place`: (y, r) pairs a code generator may write in place (see BufferSlot::shares); a
+// pair is kept only where both are arena tensors of one size outside any Concat's bytes, r's
+// last reader is y's block, and neither is in another pair in the same role.
+MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment = 64, bool concats_in_block = true,
+                       const std::vector<std::pair<ValueId, ValueId>>& in_place = {});
 
 // Verifies a memory plan against the graph and plan, deriving lifetimes independently of
 // plan_memory (from the blocks' input/output lists): every intermediate has exactly one
 // aligned buffer of at least its size inside the arena, its recorded live range covers the
 // true one, and no two tensors live at the same time share a byte, but a Concat's input at its
-// run of the Concat's bytes (checked against the Concat, whose range covers the input's).
+// run of the Concat's bytes (checked against the Concat, whose range covers the input's), and
+// a tensor that shares another's bytes (at its offset, of its size, written in the block that
+// last reads the other).
 // InternalError if not.
 // plan_memory runs it itself in debug builds.
 void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m);

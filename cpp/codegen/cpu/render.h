@@ -21,6 +21,24 @@ struct EpilogueTypes {
   std::string text;                          // the struct definitions, in first-use order
 };
 
+// An epilogue of the form the prelude runs in registers (gemm_kernel.h EpDyn::act):
+// v = act(v + bias[j] (+ res[row * res_ld + j])), act 0 none, 1 relu, 2 clip to [lo, hi].
+struct AffineEpilogue {
+  bool ok = false;
+  ValueId bias = kNoValue, res = kNoValue;
+  int64_t res_ld = 0;
+  int act = 0;
+  double lo = 0, hi = 0;
+};
+AffineEpilogue affine_form(const Program& p);
+
+// (y, r) pairs of a module whose anchor may write y in place of its residual r (the memory
+// plan then gives y r's bytes): the anchor (a channels-last convolution, a MatMul or a Gemm)
+// adds r in an affine epilogue at the very index it stores y, r is read nowhere else in its
+// block and by no later block, and both are arena tensors of one size.
+std::vector<std::pair<ValueId, ValueId>> residuals_in_place(const Graph& g, const ModulePlan& mp,
+                                                            const MemoryPlan& memory);
+
 // The function `static void <name>(const Ctx& x)` of one block.
 std::string render_block(const BlockPlan& b, const std::string& name, EpilogueTypes& types);
 // ConvShape / PoolShape literal of a Shape argument.

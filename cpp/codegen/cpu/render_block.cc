@@ -5,6 +5,7 @@
 #include "codegen/cpu/render.h"
 
 #include <algorithm>
+#include <map>
 #include <regex>
 
 #include "ir/errors.h"
@@ -50,17 +51,18 @@ bool term_is(const Term& t, int var, int64_t coef, const VarTable& vt) {
   return t.var == var && t.coef == coef && t.div == 1 && (t.mod == 0 || t.mod >= vt[var].range);
 }
 
+}  // namespace
+
 // The epilogue program when it is v = act(v + bias[j] + res[row * ld + j]) in vector mode
-// (in that order; the residual and act optional, act v_relu or Clip's v_min(hi, v_max(lo, .))): the
-// arguments of cg::make_ep_affine after the lambda and the row offset; "" otherwise, and the
-// kernel calls the lambda.
-std::string affine_epilogue(const Program& p) {
-  if (p.mode != Mode::Vector || p.inner < 0) return "";
+// (in that order; the residual and act optional, act v_relu or Clip's v_min(hi, v_max(lo, .))).
+AffineEpilogue affine_form(const Program& p) {
+  AffineEpilogue no;
+  if (p.mode != Mode::Vector || p.inner < 0) return no;
   const int j = p.inner;
   int row = -1;
   for (int k = 0; k < p.vars.size(); ++k)
     if (p.vars[k].name == "row") row = k;
-  std::string bias = "nullptr", res = "nullptr";
+  ValueId bias = kNoValue, res = kNoValue;
   int64_t ld = 0;
   int act = 0;
   double lo = 0, hi = 0;
@@ -81,7 +83,7 @@ std::string affine_epilogue(const Program& p) {
       case Instr::Kind::Load: {
         if (in.dtype != DType::F32 || in.stride != Stride::Contiguous || in.mode != Mode::Vector ||
             !in.index.affine() || in.index.c != 0)
-          return "";
+          return no;
         const std::vector<Term>& t = in.index.terms;
         Pending l{here, false, 0};
         if (t.size() == 1 && term_is(t[0], j, 1, p.vars)) {
@@ -91,14 +93,14 @@ std::string affine_epilogue(const Program& p) {
           l.residual = true;
           l.ld = t[0].coef;
         } else {
-          return "";
+          return no;
         }
         if (last == kNoRef) {  // a bias added to the accumulator before the Define (Conv's, Gemm's)
           const Instr* acc = k + 1 < p.code.size() ? &p.code[k + 1] : nullptr;
-          if (l.residual || bias != "nullptr" || !acc || acc->kind != Instr::Kind::Acc || acc->acc_op != "add" ||
+          if (l.residual || bias != kNoValue || !acc || acc->kind != Instr::Kind::Acc || acc->acc_op != "add" ||
               acc->args.size() != 1 || acc->args[0] != here)
-            return "";
-          bias = ptr(in.value);
+            return no;
+          bias = in.value;
           ++k;
         } else {
           loads.push_back(l);
@@ -106,24 +108,24 @@ std::string affine_epilogue(const Program& p) {
         break;
       }
       case Instr::Kind::Define:
-        if (last != kNoRef) return "";
+        if (last != kNoRef) return no;
         last = here;
         break;
       case Instr::Kind::Compute: {
-        if (last == kNoRef || in.dtype != DType::F32 || in.ew.kind != Ew::Kind::Call || act != 0) return "";
+        if (last == kNoRef || in.dtype != DType::F32 || in.ew.kind != Ew::Kind::Call || act != 0) return no;
         const Ew& e = in.ew;
         if (e.name == "v_add" && e.kids.size() == 2) {  // v + a pending load, either order (IEEE + commutes)
           const int other = arg_is(in, e.kids[0], last) ? 1 : arg_is(in, e.kids[1], last) ? 0 : -1;
-          if (other < 0 || e.kids[other].kind != Ew::Kind::Arg) return "";
+          if (other < 0 || e.kids[other].kind != Ew::Kind::Arg) return no;
           const Ref r = in.args.at(e.kids[other].arg);
           auto it = std::find_if(loads.begin(), loads.end(), [&](const Pending& l) { return l.ref == r; });
-          if (it == loads.end() || res != "nullptr") return "";  // bias, then residual, then act
+          if (it == loads.end() || res != kNoValue) return no;  // bias, then residual, then act
           if (it->residual) {
-            res = ptr(p.code[r].value);
+            res = p.code[r].value;
             ld = it->ld;
           } else {
-            if (bias != "nullptr") return "";
-            bias = ptr(p.code[r].value);
+            if (bias != kNoValue) return no;
+            bias = p.code[r].value;
           }
           loads.erase(it);
         } else if (e.name == "v_relu" && e.kids.size() == 1 && arg_is(in, e.kids[0], last)) {
@@ -133,21 +135,40 @@ std::string affine_epilogue(const Program& p) {
                    literal_of(p, in, e.kids[1].kids[0], lo) && arg_is(in, e.kids[1].kids[1], last)) {
           act = 2;
         } else {
-          return "";
+          return no;
         }
         last = here;
         break;
       }
       case Instr::Kind::Acc:  // the end: v = the last value
-        if (!in.acc_op.empty() || in.args.size() != 1 || in.args[0] != last || k + 1 != p.code.size()) return "";
+        if (!in.acc_op.empty() || in.args.size() != 1 || in.args[0] != last || k + 1 != p.code.size()) return no;
         break;
       default:
-        return "";
+        return no;
     }
   }
-  if (!loads.empty() || bias == "nullptr") return "";
-  return bias + ", " + res + ", " + std::to_string(ld) + "L, " + std::to_string(act) + ", " +
-         literal(lo, DType::F32) + ", " + literal(hi, DType::F32);
+  if (!loads.empty() || bias == kNoValue) return no;
+  AffineEpilogue a;
+  a.ok = true;
+  a.bias = bias;
+  a.res = res;
+  a.res_ld = ld;
+  a.act = act;
+  a.lo = lo;
+  a.hi = hi;
+  return a;
+}
+
+namespace {
+
+// The arguments of cg::make_ep_affine after the lambda and the row offset for an affine
+// epilogue; "" otherwise, and the kernel calls the lambda.
+std::string affine_epilogue(const Program& p) {
+  const AffineEpilogue a = affine_form(p);
+  if (!a.ok) return "";
+  return ptr(a.bias) + ", " + (a.res == kNoValue ? std::string("nullptr") : ptr(a.res)) + ", " +
+         std::to_string(a.res_ld) + "L, " + std::to_string(a.act) + ", " + literal(a.lo, DType::F32) + ", " +
+         literal(a.hi, DType::F32);
 }
 
 }  // namespace
@@ -478,6 +499,72 @@ class BlockRenderer {
 };
 
 }  // namespace
+
+namespace {
+
+// How many times block b names value v: loads and stores of its programs, anchor arguments,
+// GEMM operands, transposes.
+int mentions(const BlockPlan& b, ValueId v) {
+  int n = 0;
+  auto prog = [&](const Program& p) {
+    for (const Instr& in : p.code)
+      if ((in.kind == Instr::Kind::Load || in.kind == Instr::Kind::Store) && in.value == v) ++n;
+  };
+  for (const Stage& s : b.stages) {
+    switch (s.kind) {
+      case Stage::Kind::Loop:
+        prog(s.loop.body);
+        n += s.loop.value == v;
+        break;
+      case Stage::Kind::Transpose:
+        n += (s.transpose.in == v) + (s.transpose.out == v);
+        break;
+      case Stage::Kind::Anchor: {
+        const AnchorStage& a = s.anchor;
+        for (const std::vector<AnchorArg>* args : {&a.args, &a.second})
+          for (const AnchorArg& x : *args) {
+            n += (x.kind == AnchorArg::Kind::Buffer && x.value == v);
+            for (ValueId u : x.values) n += u == v;
+          }
+        n += (a.gemm.a == v) + (a.gemm.b == v) + (a.y == v);
+        prog(a.gemm.a_prog);
+        prog(a.ep.prog);
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+std::vector<std::pair<ValueId, ValueId>> residuals_in_place(const Graph& g, const ModulePlan& mp,
+                                                            const MemoryPlan& memory) {
+  std::map<ValueId, const BufferSlot*> slot;
+  for (const BufferSlot& s : memory.buffers) slot[s.value] = &s;
+  std::vector<std::pair<ValueId, ValueId>> pairs;
+  for (size_t bi = 0; bi < mp.blocks.size(); ++bi) {
+    const BlockPlan& b = mp.blocks[bi];
+    for (const Stage& s : b.stages) {
+      if (s.kind != Stage::Kind::Anchor) continue;
+      const AnchorStage& a = s.anchor;
+      if (a.kind != AnchorKind::NhwcConv && a.kind != AnchorKind::MatMul && a.kind != AnchorKind::Gemm) continue;
+      if (!a.ep.present || a.ep.stores || a.y == kNoValue) continue;
+      const AffineEpilogue af = affine_form(a.ep.prog);
+      if (!af.ok || af.res == kNoValue || af.res_ld != a.ep.C || af.res == a.y) continue;
+      auto ys = slot.find(a.y), rs = slot.find(af.res);
+      if (ys == slot.end() || rs == slot.end()) continue;
+      const BufferSlot &yb = *ys->second, &rb = *rs->second;
+      if (yb.size != rb.size || rb.last != static_cast<int>(bi) || yb.first != static_cast<int>(bi) ||
+          yb.within != kNoValue || rb.within != kNoValue)
+        continue;
+      if (g.value(a.y).type.dtype != DType::F32 || g.value(af.res).type.dtype != DType::F32) continue;
+      if (mentions(b, af.res) != 1) continue;  // the residual load only
+      pairs.emplace_back(a.y, af.res);
+    }
+  }
+  return pairs;
+}
 
 std::string render_block(const BlockPlan& b, const std::string& name, EpilogueTypes& types) {
   return BlockRenderer(b, types).render(name);

@@ -4,6 +4,8 @@
 #include <set>
 
 #include "codegen/cpu/render.h"
+
+#include <cstdlib>
 #include "codegen/counts.h"
 #include "codegen/module.h"
 #include "ir/errors.h"
@@ -224,10 +226,24 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
 namespace dnnf {
 
 GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenOptions& opt) {
-  const MemoryPlan memory = plan_memory(g, p);
+  MemoryPlan memory = plan_memory(g, p);
   cg::LowerOptions lo;
   lo.gemm_prologues = opt.prologues;
-  return cg::cpu::render_module(g, cg::plan_module(g, p, memory, lo), memory, opt.isa);
+  cg::ModulePlan mp = cg::plan_module(g, p, memory, lo);
+  // Residuals added in place (an anchor's output in the bytes of the residual its epilogue
+  // adds, which dies there): the output is then written over lines the epilogue has just read
+  // instead of lines fetched for writing. ResNet-50's 1x1 convolutions with their shortcut
+  // (Xeon, 1 thread, caches flushed): 64->256 on 56x56 0.81 -> 0.63 ms, 128->512 on 28x28
+  // 0.73 -> 0.62. The kernels plan again over the new offsets. DNNF_RESIDUAL_IN_PLACE=0 turns
+  // it off (for comparisons).
+  const char* env = std::getenv("DNNF_RESIDUAL_IN_PLACE");
+  const std::vector<std::pair<ValueId, ValueId>> in_place =
+      env && env[0] == '0' ? std::vector<std::pair<ValueId, ValueId>>{} : cg::cpu::residuals_in_place(g, mp, memory);
+  if (!in_place.empty()) {
+    memory = plan_memory(g, p, memory.alignment, true, in_place);
+    mp = cg::plan_module(g, p, memory, lo);
+  }
+  return cg::cpu::render_module(g, mp, memory, opt.isa);
 }
 
 }  // namespace dnnf

@@ -222,6 +222,16 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
   const int M = s.M, G = s.group, Cg = s.C / G, Mg = M / G, taps = g.taps();
   if (xs.n < 1 || xs.n > 8 || (xs.n > 1 && G != 1)) throw std::invalid_argument("conv_direct: bad input segments");
   const long pixels = static_cast<long>(s.N) * g.out_plane();
+  if constexpr (gemm::IsEpDyn<Ep>::value) {
+    // y in place of the epilogue's residual, over several chunks (whose partial sums would
+    // overwrite the residual before the last chunk's epilogue reads it): computed aside, copied.
+    if (w.chunks().size() > 1 && ep.res && ep.res + ep.r0 * ep.res_ld == y && ep.res_ld == M) {
+      float* aside = gemm::detail::scratch(4, static_cast<size_t>(pixels) * M);
+      conv_direct_f32(s, xs, w, aside, ep);
+      std::copy(aside, aside + pixels * M, y);
+      return;
+    }
+  }
   const long tiles = (pixels + kMR - 1) / kMR;
   const int T = get_num_threads();
   // A task owns a band of m-blocks and a run of tiles. Each tile's rows are set up once and

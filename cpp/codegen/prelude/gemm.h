@@ -333,6 +333,18 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
     kc = choose_kc(K, blk.kc);
   }
   const int nk = num_kblocks(K, kc);
+  if constexpr (IsEpDyn<Ep>::value) {
+    // C in place of the epilogue's residual (the code generator gives them one buffer where
+    // the residual dies here): with several k-blocks the partial sums would overwrite the
+    // residual before the last k-block's epilogue reads it, so C is computed aside and
+    // copied (rare: K beyond one k-block).
+    if (nk > 1 && !opt.accumulate && ep.res && ep.res + ep.r0 * ep.res_ld == c && ep.res_ld == ldc) {
+      float* aside = scratch(3, static_cast<size_t>(M) * N);
+      gemm_run(M, N, K, asrc, bsrc, aside, N, ep, opt);
+      for (int i = 0; i < M; ++i) std::copy(aside + static_cast<long>(i) * N, aside + static_cast<long>(i + 1) * N, c + i * ldc);
+      return;
+    }
+  }
   const int m_pad = round_up(M, kMR), n_pad = round_up(N, kNR);
   const int pm = m_pad / kMR, pn = n_pad / kNR;
   const int nc_blk = std::max(kNR, blk.nc / kNR * kNR);
