@@ -285,7 +285,7 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
       for (long ti = t0; ti < t1; ++ti) {
         const long p0 = ti * kMR;
         const int m = static_cast<int>(std::min<long>(kMR, pixels - p0));
-        if (fixed) {  // MR pixels of one output row, every window inside the input
+        if (fixed) {  // MR pixels of one output row
           const long plane = g.out_plane(), nimg = p0 / plane, r = p0 - nimg * plane;
           const int x0 = static_cast<int>(r % g.out[2]), y0 = static_cast<int>((r / g.out[2]) % g.out[1]);
           const int z0 = static_cast<int>(r / (static_cast<long>(g.out[2]) * g.out[1]));
@@ -294,15 +294,43 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
           const bool x_in = ix >= 0 && (x0 + kMR - 1) * g.stride[2] - g.pad[2] + g.k[2] <= g.in[2];
           const bool zy_in = iz >= 0 && iz + (g.k[0] - 1) * g.dil[0] < g.in[0] && iy >= 0 &&
                              iy + (g.k[1] - 1) * g.dil[1] < g.in[1];
-          if (m == kMR && x0 + kMR <= g.out[2] && x_in && zy_in) {
+          if (m == kMR && x0 + kMR <= g.out[2]) {
             const float* base[64];
-            const float* o = x + ((nimg * g.in[0] + iz) * static_cast<long>(g.in[1]) * g.in[2] +
-                                  static_cast<long>(iy) * g.in[2] + ix) * C + cfirst;
             int nt = 0;
-            for (int kz = 0; kz < g.k[0]; ++kz)
-              for (int ky = 0; ky < g.k[1]; ++ky)
-                base[nt++] = o + (static_cast<long>(kz) * g.dil[0] * g.in[1] + static_cast<long>(ky) * g.dil[1]) *
-                                     g.in[2] * C;
+            if (x_in && zy_in) {
+              const float* o = x + ((nimg * g.in[0] + iz) * static_cast<long>(g.in[1]) * g.in[2] +
+                                    static_cast<long>(iy) * g.in[2] + ix) * C + cfirst;
+              for (int kz = 0; kz < g.k[0]; ++kz)
+                for (int ky = 0; ky < g.k[1]; ++ky)
+                  base[nt++] = o + (static_cast<long>(kz) * g.dil[0] * g.in[1] + static_cast<long>(ky) * g.dil[1]) *
+                                       g.in[2] * C;
+            } else {
+              // A tile at the border (a window in the padding): each tap row's span of input
+              // pixels is copied with zeros for the padding, and the same kernel runs on the
+              // copies. Run generically (tile(): a tap at a time over C channels, a pointer per
+              // pixel) these tiles took half of a stem's time for a quarter of its tiles.
+              const int span = (kMR - 1) * g.stride[2] + g.k[2];
+              const long row = static_cast<long>(span) * C;
+              thread_local std::vector<float> staged;
+              staged.resize(static_cast<size_t>(g.k[0]) * g.k[1] * row);
+              for (int kz = 0; kz < g.k[0]; ++kz)
+                for (int ky = 0; ky < g.k[1]; ++ky) {
+                  float* d = staged.data() + nt * row;
+                  base[nt++] = d;
+                  const int zz = iz + kz * g.dil[0], yy = iy + ky * g.dil[1];
+                  const int lo = std::max(0, -ix), hi = std::min(span, g.in[2] - ix);  // pixels inside
+                  if (zz < 0 || zz >= g.in[0] || yy < 0 || yy >= g.in[1] || hi <= lo) {
+                    std::fill(d, d + row, 0.0f);
+                    continue;
+                  }
+                  std::fill(d, d + static_cast<long>(lo) * C, 0.0f);
+                  const float* src =
+                      x + ((nimg * g.in[0] + zz) * static_cast<long>(g.in[1]) * g.in[2] + static_cast<long>(yy) * g.in[2] +
+                           ix + lo) * C + cfirst;
+                  std::copy(src, src + static_cast<long>(hi - lo) * C, d + static_cast<long>(lo) * C);
+                  std::fill(d + static_cast<long>(hi) * C, d + row, 0.0f);
+                }
+            }
             for (int mb = mb0; mb < mb1; ++mb) {
               const int m0 = gi * Mg + mb * kNR, n = std::min(kNR, Mg - mb * kNR);
               direct::tile_fixed_any(g.stride[2] * C, base, nt, g.k[2] * cn, w.block(gi, mb, c0), y + p0 * M + m0,
