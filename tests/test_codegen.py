@@ -80,13 +80,17 @@ def case_concat_inner():
 
 def case_transposes():
     # Transposes that move the innermost dim (NCHW -> NHWC and back, rank 3 and 2, sizes off
-    # the 32-element tiles of cg::transpose): a blocked copy when their input is in memory.
+    # the 32-element tiles of cg::transpose): a blocked copy when their input is in memory;
+    # a dim of 2-4 moved last (3, 4 and 2 channels; chunks of 4096 pixels) is interleaved.
     x, z, w = f32(2, 3, 5, 37), f32(7, 45, 33), f32(45, 70)
+    x4, v = f32(1, 4, 70, 80), f32(5, 2, 9)
     return model([h.make_node("Transpose", ["x"], ["y0"], perm=[0, 2, 3, 1]),
                   h.make_node("Transpose", ["y0"], ["y1"], perm=[0, 3, 1, 2]),
                   h.make_node("Transpose", ["z"], ["y2"], perm=[2, 0, 1]),
-                  h.make_node("Transpose", ["w"], ["y3"])],
-                 {"x": x, "z": z, "w": w}, ["y0", "y1", "y2", "y3"])
+                  h.make_node("Transpose", ["w"], ["y3"]),
+                  h.make_node("Transpose", ["x4"], ["y4"], perm=[0, 2, 3, 1]),
+                  h.make_node("Transpose", ["v"], ["y5"], perm=[0, 2, 1])],
+                 {"x": x, "z": z, "w": w, "x4": x4, "v": v}, ["y0", "y1", "y2", "y3", "y4", "y5"])
 
 
 def case_gather_where_int():
@@ -301,7 +305,7 @@ def test_a_transpose_of_a_value_in_memory_is_a_blocked_copy():
     outs, gen = run(ecg, feeds, planner="none")
     stages = [s for k in gen["kernels"] for s in k["stages"]]
     assert sorted(stages) == ["transpose f32[10395]", "transpose f32[1110]", "transpose f32[1110]",
-                              "transpose f32[3150]"], stages
+                              "transpose f32[22400]", "transpose f32[3150]", "transpose f32[90]"], stages
     assert_matches_reference(ecg, feeds, outs)
 
 

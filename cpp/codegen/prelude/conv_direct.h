@@ -89,7 +89,8 @@ inline void tile(const float* const* rows, const int* tap, int ntap, int cc, con
   gemm::finish_tile<kMR, kNV>(acc, c, ldc, m, n, load_c, last, ep, row0, col0);
 }
 
-// The same for MR pixels of one output row whose windows lie inside the input, with the
+// The same for MR pixels of one output row (the first m of them stored), their windows read
+// from x or from a copy with the padding as zeros, with the
 // input's step from one output pixel to the next (PS = x stride * C floats) known at compile
 // time: row i of tap row t reads base[t] + i * PS + k, so every broadcast is an immediate
 // offset from one pointer per tap row. tile() keeps a pointer per pixel row (14 on AVX-512,
@@ -107,8 +108,8 @@ inline void tile(const float* const* rows, const int* tap, int ntap, int cc, con
 #endif
 template <int PS, class Ep>
 [[DNNF_NO_PREDICTIVE_COMMONING gnu::noinline]] void tile_fixed(const float* const* base, int ntap, int cc,
-                                                               const float* __restrict b, float* c, long ldc, int n,
-                                                               const Ep& ep, long row0, long col0) {
+                                                               const float* __restrict b, float* c, long ldc, int m,
+                                                               int n, const Ep& ep, long row0, long col0) {
   using namespace simd;
   vf acc[kMR][kNV];
   gemm::zero_tile(acc);
@@ -118,21 +119,21 @@ template <int PS, class Ep>
 #pragma GCC unroll 1
     for (int k = 0; k < cc; ++k) gemm::k_step(acc, bp + k * kNR, [&](int i) { return a[i * PS + k]; });
   }
-  gemm::finish_tile<kMR, kNV>(acc, c, ldc, kMR, n, false, true, ep, row0, col0);
+  gemm::finish_tile<kMR, kNV>(acc, c, ldc, m, n, false, true, ep, row0, col0);
 }
 
 // PS values with a tile_fixed instance: stride 1 or 2 over 1 to 4 channels.
 inline bool fixed_stride(int ps) { return ps == 1 || ps == 2 || ps == 3 || ps == 4 || ps == 6 || ps == 8; }
 template <class Ep>
 inline void tile_fixed_any(int ps, const float* const* base, int ntap, int cc, const float* b, float* c, long ldc,
-                           int n, const Ep& ep, long row0, long col0) {
+                           int m, int n, const Ep& ep, long row0, long col0) {
   switch (ps) {
-    case 1: return tile_fixed<1>(base, ntap, cc, b, c, ldc, n, ep, row0, col0);
-    case 2: return tile_fixed<2>(base, ntap, cc, b, c, ldc, n, ep, row0, col0);
-    case 3: return tile_fixed<3>(base, ntap, cc, b, c, ldc, n, ep, row0, col0);
-    case 4: return tile_fixed<4>(base, ntap, cc, b, c, ldc, n, ep, row0, col0);
-    case 6: return tile_fixed<6>(base, ntap, cc, b, c, ldc, n, ep, row0, col0);
-    default: return tile_fixed<8>(base, ntap, cc, b, c, ldc, n, ep, row0, col0);
+    case 1: return tile_fixed<1>(base, ntap, cc, b, c, ldc, m, n, ep, row0, col0);
+    case 2: return tile_fixed<2>(base, ntap, cc, b, c, ldc, m, n, ep, row0, col0);
+    case 3: return tile_fixed<3>(base, ntap, cc, b, c, ldc, m, n, ep, row0, col0);
+    case 4: return tile_fixed<4>(base, ntap, cc, b, c, ldc, m, n, ep, row0, col0);
+    case 6: return tile_fixed<6>(base, ntap, cc, b, c, ldc, m, n, ep, row0, col0);
+    default: return tile_fixed<8>(base, ntap, cc, b, c, ldc, m, n, ep, row0, col0);
   }
 }
 
@@ -285,30 +286,33 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
       for (long ti = t0; ti < t1; ++ti) {
         const long p0 = ti * kMR;
         const int m = static_cast<int>(std::min<long>(kMR, pixels - p0));
-        if (fixed) {  // MR pixels of one output row
-          const long plane = g.out_plane(), nimg = p0 / plane, r = p0 - nimg * plane;
-          const int x0 = static_cast<int>(r % g.out[2]), y0 = static_cast<int>((r / g.out[2]) % g.out[1]);
-          const int z0 = static_cast<int>(r / (static_cast<long>(g.out[2]) * g.out[1]));
-          const int iz = z0 * g.stride[0] - g.pad[0], iy = y0 * g.stride[1] - g.pad[1];
-          const int ix = x0 * g.stride[2] - g.pad[2];
-          const bool x_in = ix >= 0 && (x0 + kMR - 1) * g.stride[2] - g.pad[2] + g.k[2] <= g.in[2];
-          const bool zy_in = iz >= 0 && iz + (g.k[0] - 1) * g.dil[0] < g.in[0] && iy >= 0 &&
-                             iy + (g.k[1] - 1) * g.dil[1] < g.in[1];
-          if (m == kMR && x0 + kMR <= g.out[2]) {
+        if (fixed) {
+          // The tile's pixels as runs within one output row (a tile wraps at a row's end, the
+          // last one may be short), each run one call of the fixed-stride kernel storing its
+          // pixels: a whole tile inside the input reads x in place; any other run reads a copy
+          // of each tap row's span of input pixels, zeros for the padding. Run generically
+          // (tile(): a tap at a time over C channels, a pointer per pixel) the border tiles
+          // took half of a stem's time for a quarter of its tiles.
+          for (int done = 0; done < m;) {
+            const long p = p0 + done, plane = g.out_plane(), nimg = p / plane, r = p - nimg * plane;
+            const int x0 = static_cast<int>(r % g.out[2]), y0 = static_cast<int>((r / g.out[2]) % g.out[1]);
+            const int z0 = static_cast<int>(r / (static_cast<long>(g.out[2]) * g.out[1]));
+            const int len = std::min(m - done, g.out[2] - x0);
+            const int iz = z0 * g.stride[0] - g.pad[0], iy = y0 * g.stride[1] - g.pad[1];
+            const int ix = x0 * g.stride[2] - g.pad[2];
+            const bool x_in = ix >= 0 && (x0 + kMR - 1) * g.stride[2] - g.pad[2] + g.k[2] <= g.in[2];
+            const bool zy_in = iz >= 0 && iz + (g.k[0] - 1) * g.dil[0] < g.in[0] && iy >= 0 &&
+                               iy + (g.k[1] - 1) * g.dil[1] < g.in[1];
             const float* base[64];
             int nt = 0;
-            if (x_in && zy_in) {
+            if (len == kMR && x_in && zy_in) {
               const float* o = x + ((nimg * g.in[0] + iz) * static_cast<long>(g.in[1]) * g.in[2] +
                                     static_cast<long>(iy) * g.in[2] + ix) * C + cfirst;
               for (int kz = 0; kz < g.k[0]; ++kz)
                 for (int ky = 0; ky < g.k[1]; ++ky)
                   base[nt++] = o + (static_cast<long>(kz) * g.dil[0] * g.in[1] + static_cast<long>(ky) * g.dil[1]) *
                                        g.in[2] * C;
-            } else {
-              // A tile at the border (a window in the padding): each tap row's span of input
-              // pixels is copied with zeros for the padding, and the same kernel runs on the
-              // copies. Run generically (tile(): a tap at a time over C channels, a pointer per
-              // pixel) these tiles took half of a stem's time for a quarter of its tiles.
+            } else {  // the span of MR pixels' windows (those past len are computed, not stored)
               const int span = (kMR - 1) * g.stride[2] + g.k[2];
               const long row = static_cast<long>(span) * C;
               thread_local std::vector<float> staged;
@@ -333,11 +337,12 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
             }
             for (int mb = mb0; mb < mb1; ++mb) {
               const int m0 = gi * Mg + mb * kNR, n = std::min(kNR, Mg - mb * kNR);
-              direct::tile_fixed_any(g.stride[2] * C, base, nt, g.k[2] * cn, w.block(gi, mb, c0), y + p0 * M + m0,
-                                     M, n, ep, p0, m0);
+              direct::tile_fixed_any(g.stride[2] * C, base, nt, g.k[2] * cn, w.block(gi, mb, c0), y + p * M + m0,
+                                     M, len, n, ep, p, m0);
             }
-            continue;
+            done += len;
           }
+          continue;
         }
         // Each row's window origin; rows past m repeat the last pixel (computed, not stored).
         long org[kMR];  // offsets into x (of a tap at the origin, which may lie in the padding)
