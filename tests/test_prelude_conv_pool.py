@@ -31,13 +31,14 @@ COMMON = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{P
 SCALAR_FLAGS = ("-mavx2", "-mfma")  # the scalar dialect; ISA flags only let std::fma inline
 KINDS = ["conv", "conv_packed", "conv_transpose", "max_pool", "avg_pool", "global_avg",
          "global_max", "conv_nhwc", "max_pool_nhwc", "avg_pool_nhwc"]
-EPS = ["none", "bias_relu", "stores"]
+EPS = ["none", "bias_relu", "stores", "affine"]
 
 DRIVER = r"""
 #include "conv.h"
 #include "conv_nhwc.h"
 #include "pool.h"
 #include "pool_nhwc.h"
+#include "cg_support.h"
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -125,6 +126,17 @@ int main(int argc, char** argv) {
       if (global) run_global(EpBiasColRelu{b.data()});
       else if (kind >= 7) run(EpBiasColRelu{b.data()});
       else run(EpBiasRowRelu{b.data(), static_cast<int>(nb)});
+    } else if (ep == 3) {  // the code generator's recognised form: clip(v + bias + res, 0, 6)
+      std::vector<float> res(ny + 1);
+      for (long i = 0; i < ny; ++i) res[i] = static_cast<float>(i % 7) * 0.1f - 0.3f;
+      const float* bp = b.data();
+      const float* rp = res.data();
+      auto f = [bp, rp, cols](vf& v, long row, long j, int n) {
+        v = simd::v_add(v, gemm::load_lanes(bp + j, n));
+        v = simd::v_add(v, gemm::load_lanes(rp + row * cols + j, n));
+        v = simd::v_min(simd::v_set1(6.0f), simd::v_max(simd::v_set1(0.0f), v));
+      };
+      run(cg::make_ep_affine(f, 0L, bp, rp, cols, 2, 0.0f, 6.0f));
     } else {
       EpStorePlusOne e{z.data(), cols};
       global ? run_global(e) : run(e);
@@ -226,6 +238,10 @@ def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
         flat = _relu(flat + (bias[None, :] if glob or last else np.tile(bias, N)[:, None]))
     elif c.ep == "stores":
         flat = flat + 1
+    elif c.ep == "affine":  # channels last only: bias per column, a residual [pixels, M]
+        assert last, c
+        res = ((np.arange(rows * cols) % 7).astype(np.float32) * np.float32(0.1) - np.float32(0.3)).reshape(rows, cols)
+        flat = np.clip(flat + bias[None, :] + res, 0, 6)
     pad3 = lambda v, fill: list(v) + [fill] * (3 - len(v))  # noqa: E731
     # in = x's spatial, out = y's (also for ConvTranspose, as conv.h takes them)
     head = [KINDS.index(c.kind), EPS.index(c.ep), c.threads, nd, N, C, M, c.group,
@@ -368,7 +384,16 @@ def cases_x86() -> list[Case]:
         Case("conv_nhwc", (1, 40, 3, 8, 9), k=(1, 3, 3), M=32, pads=(0, 1, 1, 0, 1, 1),
              threads=2),
         # depthwise with whole channel vectors: the specialised interiors (k3/k5, stride 1/2;
-        # 8-pixel blocks, then the generic loop and the edges), epilogue in registers
+        # 8-pixel blocks, then the generic loop and the edges); with the recognised epilogue
+        # (bias, residual, clip) the interior stores to the output itself
+        Case("conv_nhwc", (2, 32, 13, 21), k=(3, 3), M=32, group=32, pads=(1,) * 4, ep="affine", threads=2),
+        Case("conv_nhwc", (1, 48, 12, 37), k=(3, 3), M=48, group=48, pads=(1, 1, 1, 1), strides=(2, 2),
+             ep="affine"),
+        Case("conv_nhwc", (1, 32, 11, 23), k=(5, 5), M=32, group=32, pads=(2,) * 4, ep="affine"),
+        Case("conv_nhwc", (1, 24, 9, 19), k=(3, 3), M=24, group=24, pads=(1,) * 4, ep="affine"),
+        Case("conv_nhwc", (2, 48, 7, 7), k=(5, 5), M=48, group=48, pads=(2,) * 4, ep="affine"),
+        Case("conv_nhwc", (1, 16, 13, 11), k=(3, 3), M=40, pads=(1,) * 4, ep="affine", threads=2),
+        Case("conv_nhwc", (1, 16, 13, 11), k=(1, 1), M=40, ep="affine"),
         Case("conv_nhwc", (1, 32, 13, 21), k=(3, 3), M=32, group=32, pads=(1,) * 4,
              ep="bias_relu", threads=2),
         Case("conv_nhwc", (2, 48, 12, 37), k=(3, 3), M=48, group=48, pads=(1, 1, 1, 1),
@@ -455,6 +480,7 @@ def cases_neon() -> list[Case]:
              out_pad=(1, 1)),
         Case("conv_nhwc", (1, 5, 9, 11), k=(3, 3), M=13, pads=(1, 1, 1, 1), strides=(2, 1),
              ep="bias_relu", threads=2),
+        Case("conv_nhwc", (1, 12, 9, 19), k=(3, 3), M=12, group=12, pads=(1,) * 4, ep="affine"),
         Case("conv_nhwc", (1, 3, 12, 12), k=(5, 5), M=6, pads=(2, 2, 2, 2), ep="stores"),
         Case("conv_nhwc", (1, 3, 10, 40), k=(3, 3), M=12, pads=(1, 1, 1, 1), strides=(2, 2),
              ep="bias_relu", threads=2),

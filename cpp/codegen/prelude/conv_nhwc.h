@@ -83,10 +83,34 @@ inline void window_rows(const window::Geom& g, const float* x, int C, long n, in
 // a plane larger than the caches (batches) streams from memory while this row computes
 // instead of stalling the next one (the access pattern, C-strided pixels over three rows,
 // is one the hardware prefetchers follow poorly).
+// Where the interior stores: the row's block buffer (finished later by the caller), or, for
+// the epilogue the code generator recognises (gemm_kernel.h EpDyn::act), straight to the
+// output row with the bias, residual and activation applied in registers: the buffer's trip
+// through L1 (evicted by the input by then, on wide channel counts) and the finish pass cost
+// a third of a 19x19x512 depthwise.
+struct DwOut {
+  float* y = nullptr;  // the output row's first pixel (y + row0 * C); null: the buffer
+  long row0 = 0;       // the output row's first pixel index (for the residual)
+  const float* bias = nullptr;
+  const float* res = nullptr;
+  long res_ld = 0, r0 = 0;
+  int act = 0;
+  float lo = 0, hi = 0;
+};
+template <class Ep>
+DwOut dw_out(const Ep& ep, float* y, long row0) {
+  if constexpr (gemm::IsEpDyn<Ep>::value && !gemm::ep_stores<Ep>) {
+    if (ep.act >= 0 && ep.bias) return {y, row0, ep.bias, ep.res, ep.res_ld, ep.r0, ep.act, ep.lo, ep.hi};
+  }
+  (void)ep;
+  (void)y;
+  return {nullptr, row0};
+}
+
 template <int KX, int SX>
 int depthwise_interior(const float* const* rows, const int* tap0, int nr, const float* wt, int C, int px,
                        int ox, int hi, float* buf, const float* const* pf = nullptr, int npf = 0,
-                       const float* pf_out = nullptr) {
+                       const float* pf_out = nullptr, const DwOut& out = {}) {
   constexpr int W = kVecWidth, U = 8, NIN = (U - 1) * SX + KX;
   const int nvk = C / W;
   const long cstep = C;
@@ -106,20 +130,37 @@ int depthwise_interior(const float* const* rows, const int* tap0, int nr, const 
 #pragma GCC unroll 8
       for (int u = 0; u < U; ++u) a[u] = simd::v_zero();
       for (int r = 0; r < nr; ++r) {
-        const float* xp = rows[r] + static_cast<long>(ox * SX - px) * C + c0;
-        const float* wp = wt + static_cast<long>(tap0[r]) * C + c0;
+        // One pointer stepped C floats per input pixel (not an offset register per pixel: with
+        // NIN of them GCC ran out of general registers and spilled them to vector ones).
+        const char* xp = reinterpret_cast<const char*>(rows[r] + static_cast<long>(ox * SX - px) * C + c0);
+        const char* wp = reinterpret_cast<const char*>(wt + static_cast<long>(tap0[r]) * C + c0);
+        const long bstep = cstep * static_cast<long>(sizeof(float));
         vf w[KX];
 #pragma GCC unroll 8
-        for (int k = 0; k < KX; ++k) w[k] = simd::v_loadu(wp + k * cstep);
+        for (int k = 0; k < KX; ++k, wp += bstep) w[k] = simd::v_loadu(reinterpret_cast<const float*>(wp));
 #pragma GCC unroll 32
         for (int i = 0; i < NIN; ++i) {
-          const vf xv = simd::v_loadu(xp + i * cstep);
+          const vf xv = simd::v_loadu(reinterpret_cast<const float*>(xp));
+          xp += bstep;
+          __asm__("" : "+r"(xp));  // keep the step an add on one register
 #pragma GCC unroll 8
           for (int u = 0; u < U; ++u) {
             const int k = i - u * SX;
             if (k >= 0 && k < KX) a[u] = simd::v_fma(xv, w[k], a[u]);
           }
         }
+      }
+      if (out.y) {
+        const vf b = simd::v_loadu(out.bias + c0), lo = simd::v_set1(out.lo), hv = simd::v_set1(out.hi);
+#pragma GCC unroll 8
+        for (int u = 0; u < U; ++u) {
+          vf v = simd::v_add(a[u], b);
+          if (out.res) v = simd::v_add(v, simd::v_loadu(out.res + (out.row0 + ox + u + out.r0) * out.res_ld + c0));
+          if (out.act == 1) v = simd::v_relu(v);
+          if (out.act == 2) v = simd::v_min(hv, simd::v_max(lo, v));
+          simd::v_storeu(out.y + static_cast<long>(ox + u) * C + c0, v);
+        }
+        continue;
       }
 #pragma GCC unroll 8
       for (int u = 0; u < U; ++u) simd::v_storeu(buf + (static_cast<long>(ox + u) * nvk + cv) * W, a[u]);
@@ -202,10 +243,11 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
   const int full = C / W;
   const long step = static_cast<long>(sx) * C;
   // The common shapes, specialised (the pixels they leave go through the loop below).
+  const DwOut direct = dw_out(ep, y + row0 * C, row0);
   if (full * W == C && dx == 1) {
     auto spec = [&](auto kx, auto sxc) {
       ox = depthwise_interior<decltype(kx)::value, decltype(sxc)::value>(rows.data(), tap0.data(), nr, wt, C, px,
-                                                                         lo, hi, buf, pf, npf, y + row0 * C);
+                                                                         lo, hi, buf, pf, npf, y + row0 * C, direct);
     };
     using I1 = std::integral_constant<int, 1>;
     using I2 = std::integral_constant<int, 2>;
@@ -216,6 +258,7 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
     else if (KX == 5 && sx == 1) spec(I5{}, I1{});
     else if (KX == 5 && sx == 2) spec(I5{}, I2{});
   }
+  const int interior_end = ox;  // pixels [lo, interior_end) went through depthwise_interior
   for (; ox + U <= hi && full > 0; ox += U) {
     for (int cv = 0; cv < full; ++cv) {
       const int c0 = cv * W;
@@ -241,6 +284,12 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
     }
   }
   for (; ox < OX; ++ox) edge(ox, 0);
+  if (direct.y && interior_end > lo) {  // [lo, interior_end) is stored already
+    finish_block(ep, buf, nvk, y + row0 * C, C, lo, C, row0, 0);
+    finish_block(ep, buf + static_cast<long>(interior_end) * nvk * W, nvk, y + (row0 + interior_end) * C, C,
+                 OX - interior_end, C, row0 + interior_end, 0);
+    return;
+  }
   finish_block(ep, buf, nvk, y + row0 * C, C, OX, C, row0, 0);
 }
 
