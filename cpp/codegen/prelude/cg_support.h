@@ -115,14 +115,10 @@ inline void par_rows(long rows, long work_per_row, F f) {
   });
 }
 
-// y = x transposed by perm (x row-major with dims d, rank r <= 8, r >= 2), for a
-// materialised Transpose that moves x's innermost dim (a layout border such as NCHW ->
-// NHWC): element-wise, its loop would gather along the vector. Instead 2-D tiles of the two
-// dims innermost in x and in y, so reads and writes both run along memory within a tile.
-// A dim of 2-4 moved last (an image's channels at a layout border: NCHW -> NHWC on RGB): per
-// index of the dims before it, [c, rest] -> [rest, c] with c known at compile time, which
-// compilers turn into vector loads and shuffles (3x224x224: 79 -> 14 us, Xeon, 1 thread;
-// the tiles below handle a 3-row tile element by element).
+// transpose() of a dim of 2-4 moved last (an image's channels at a layout border: NCHW ->
+// NHWC on RGB): per index of the dims before it, [c, rest] -> [rest, c] with c known at
+// compile time, which compilers turn into vector loads and shuffles (3x224x224: 79 -> 14 us,
+// Xeon, 1 thread; transpose's tiles moved a 3-row tile element by element).
 template <int C, class T>
 void interleave_few(const T* __restrict x, T* __restrict y, long outer, long rest) {
   par_rows(outer * ((rest + 4095) / 4096), 4096 * C, [&](long t0, long t1) {
@@ -137,6 +133,10 @@ void interleave_few(const T* __restrict x, T* __restrict y, long outer, long res
     }
   });
 }
+// y = x transposed by perm (x row-major with dims d, rank r <= 8, r >= 2), for a
+// materialised Transpose that moves x's innermost dim (a layout border such as NCHW ->
+// NHWC): element-wise, its loop would gather along the vector. Instead 2-D tiles of the two
+// dims innermost in x and in y, so reads and writes both run along memory within a tile.
 template <class T>
 void transpose(const T* x, T* y, int r, const long* d, const int* perm) {
   {  // perm = (0 .. k-1, k+1 .. r-1, k) with d[k] in 2..4: interleave_few

@@ -249,7 +249,8 @@ template <int MRK, int NVK, class AAt>
 
 // A range of packed weights to bring into L2 while a tile computes (the next block's, where
 // a block of B is read by few tiles and so would otherwise come from memory right when it
-// is needed): `lines` 64-byte lines from p, a line per k-step until done.
+// is needed): `lines` 64-byte lines from p, at least a line per k-step (a burst at the start
+// of each KU-chunk), until done.
 struct BAhead {
   const char* p = nullptr;
   long lines = 0;
