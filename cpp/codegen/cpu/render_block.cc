@@ -148,15 +148,7 @@ AffineEpilogue affine_form(const Program& p) {
     }
   }
   if (!loads.empty() || bias == kNoValue) return no;
-  AffineEpilogue a;
-  a.ok = true;
-  a.bias = bias;
-  a.res = res;
-  a.res_ld = ld;
-  a.act = act;
-  a.lo = lo;
-  a.hi = hi;
-  return a;
+  return {true, bias, res, ld, act, lo, hi};
 }
 
 namespace {

@@ -60,11 +60,9 @@ inline void tile(const float* const* rows, const int* tap, int ntap, int cc, con
   using namespace simd;
   vf acc[kMR][kNV];
   gemm::zero_tile(acc);
-  // Lines to prefetch per k-step (at most 4), so that `next` is covered by the last tap.
-  const long ksteps = std::max(1L, static_cast<long>(ntap) * cc);
-  const int per_k = static_cast<int>(std::min(4L, (next.lines + ksteps - 1) / ksteps));
-  const char* np = next.p;
-  const char* const nend = next.p + next.lines * 64;
+  // `next` a few lines per k-step (at most 4), covered by the last tap. The k-loop comes twice
+  // so that the loop without it keeps its registers (a pointer per pixel row already).
+  const int per_k = next.per(static_cast<long>(ntap) * cc, 0, 4);
   for (int t = 0; t < ntap; ++t) {
     const float* a[kMR];
 #pragma GCC unroll 32
@@ -74,12 +72,11 @@ inline void tile(const float* const* rows, const int* tap, int ntap, int cc, con
       for (int i = 0; i < kMR; ++i)
         for (int k = 0; k < cc; k += 16) __builtin_prefetch(a[i] + pf + k, 0, 2);
     }
-    if (np < nend) {
+    if (next.lines > 0) {
 #pragma GCC unroll 4
       for (int k = 0; k < cc; ++k) {
         gemm::k_step(acc, bp + k * kNR, [&](int i) { return a[i][k]; });
-        for (int q = 0; q < per_k; ++q, np += 64)
-          if (np < nend) __builtin_prefetch(np, 0, 2);
+        next.issue(per_k);
       }
       continue;
     }
@@ -226,7 +223,7 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
   if constexpr (gemm::IsEpDyn<Ep>::value) {
     // y in place of the epilogue's residual, over several chunks (whose partial sums would
     // overwrite the residual before the last chunk's epilogue reads it): computed aside, copied.
-    if (w.chunks().size() > 1 && ep.res && ep.res + ep.r0 * ep.res_ld == y && ep.res_ld == M) {
+    if (w.chunks().size() > 1 && ep.res_is(y, M)) {
       float* aside = gemm::detail::scratch(4, static_cast<size_t>(pixels) * M);
       conv_direct_f32(s, xs, w, aside, ep);
       std::copy(aside, aside + pixels * M, y);
@@ -399,11 +396,11 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
         for (int mb = mb0; mb < mb1; ++mb) {
           const int m0 = gi * Mg + mb * kNR, n = std::min(kNR, Mg - mb * kNR);
           direct::BAhead next;
-          if (stream_b && mb + 1 == mb1) {  // this run's share of the next m-block's chunk
+          if (stream_b && mb + 1 == mb1) {  // this tile's share of the next m-block's chunk
             const float* nb0 = w.block(gi, mb, c0) + w.per_block();
-            const long lines = static_cast<long>(taps) * cn * kNR * 4 / 64, j = ti - t0, nr = t1 - t0;
-            if (nb0 < w.end()) next = {reinterpret_cast<const char*>(nb0) + lines * j / nr * 64,
-                                       lines * (j + 1) / nr - lines * j / nr};
+            if (nb0 < w.end())
+              next = direct::BAhead{reinterpret_cast<const char*>(nb0), static_cast<long>(taps) * cn * kNR * 4 / 64}
+                         .share(ti - t0, t1 - t0);
           }
           direct::tile(rows.data(), tap.data(), nt, seg, w.block(gi, mb, c0), y + p0 * M + m0, M, m, n, !first,
                        last, ep, p0, m0, mb == mb0 ? pf : 0, next);

@@ -338,7 +338,7 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
     // the residual dies here): with several k-blocks the partial sums would overwrite the
     // residual before the last k-block's epilogue reads it, so C is computed aside and
     // copied (rare: K beyond one k-block).
-    if (nk > 1 && !opt.accumulate && ep.res && ep.res + ep.r0 * ep.res_ld == c && ep.res_ld == ldc) {
+    if (nk > 1 && !opt.accumulate && ep.res_is(c, ldc)) {
       float* aside = scratch(3, static_cast<size_t>(M) * N);
       gemm_run(M, N, K, asrc, bsrc, aside, N, ep, opt);
       for (int i = 0; i < M; ++i) std::copy(aside + static_cast<long>(i) * N, aside + static_cast<long>(i + 1) * N, c + i * ldc);
@@ -510,11 +510,9 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
           }
           for (int jr = jc; jr < jend; jr += kNR) {
             BAhead next;
-            if (ahead.lines > 0) {  // this tile's share of the next block
-              const long q = static_cast<long>((ir - r0) / kMR) * ((jend - jc + kNR - 1) / kNR) + (jr - jc) / kNR;
-              const long l0 = ahead.lines * q / block_tiles, l1 = ahead.lines * (q + 1) / block_tiles;
-              next = {ahead.p + l0 * 64, l1 - l0};
-            }
+            if (ahead.lines > 0)  // this tile's share of the next block
+              next = ahead.share(static_cast<long>((ir - r0) / kMR) * ((jend - jc + kNR - 1) / kNR) + (jr - jc) / kNR,
+                                 block_tiles);
             run_tile(kcp, ablk + static_cast<size_t>(ir - r0) * kcp,
                      bblk + static_cast<size_t>(jr - jc) * kcp, c + ir * ldc + jr, ldc,
                      std::min(kMR, r1 - ir), std::min(kNR, jend - jr), load_c, last, ep, ir, jr, next);

@@ -115,6 +115,10 @@ struct EpDyn {
   int act = -1;
   float lo = 0.0f, hi = 0.0f;
   void apply(vf& v, long row, long col, int n) const { vec(f, v, row + r0, col, n); }
+  // Whether the residual is the output itself (C at c, rows ldc apart): the code generator
+  // gives them one buffer where the residual dies (a kernel storing partial sums must then
+  // compute aside).
+  bool res_is(const float* c, long ldc) const { return res && res + r0 * res_ld == c && res_ld == ldc; }
   // One row segment: the values src[0, n) (any alignment) are y[row, col0 .. col0 + n);
   // applies the epilogue and stores them to dst unless S. Row kernels (the window engine)
   // make one call per output row instead of one per vector: a one-row tile, so that each
@@ -247,13 +251,26 @@ template <int MRK, int NVK, class AAt>
   }
 }
 
-// A range of packed weights to bring into L2 while a tile computes (the next block's, where
-// a block of B is read by few tiles and so would otherwise come from memory right when it
-// is needed): `lines` 64-byte lines from p, at least a line per k-step (a burst at the start
-// of each KU-chunk), until done.
+// A range of packed weights to bring into L2 while tiles compute (the next block's, where a
+// block of B is read by few tiles and so would otherwise come from memory right when it is
+// needed): `lines` 64-byte lines from p. The block's tiles each take a share, and a tile
+// issues its share a few lines at a time over its k-steps.
 struct BAhead {
   const char* p = nullptr;
   long lines = 0;
+  // Share q of `parts` equal ones.
+  BAhead share(long q, long parts) const {
+    const long l0 = lines * q / parts, l1 = lines * (q + 1) / parts;
+    return {p + l0 * 64, l1 - l0};
+  }
+  // Lines to issue per group so that `groups` groups cover them, within [lo, hi].
+  int per(long groups, long lo, long hi) const {
+    return static_cast<int>(std::min(hi, std::max(lo, (lines + groups - 1) / std::max(1L, groups))));
+  }
+  // Requests the next n lines (into L2) and moves past them.
+  void issue(int n) {
+    for (; n > 0 && lines > 0; --n, --lines, p += 64) __builtin_prefetch(p, 0, 2);
+  }
 };
 
 // C[0..m, 0..n) (+)= A-panel * B-panel over kc_pad steps; on the last k-block the epilogue
@@ -267,15 +284,10 @@ inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __r
   constexpr int W = kVecWidth;
   vf acc[MRK][NVK];
   zero_tile(acc);
-  // Lines of `next` per KU-chunk of k-steps (at least a line per step), issued chunk by chunk.
-  const int per_chunk = static_cast<int>(
-      std::min<long>(4 * kKU, std::max<long>(kKU, (next.lines * kKU + kc_pad - 1) / std::max(1, kc_pad))));
-  const char* np = next.p;
-  const char* const nend = next.p + next.lines * 64;
+  // `next` a burst per KU-chunk of k-steps (at least a line per step).
+  const int per_chunk = next.per(kc_pad / kKU, kKU, 4 * kKU);
   for (int kb = 0; kb < kc_pad; kb += kKU) {
-    if (np < nend) {
-      for (int q = 0; q < per_chunk && np < nend; ++q, np += 64) __builtin_prefetch(np, 0, 2);
-    }
+    if (next.lines > 0) next.issue(per_chunk);
     DNNF_PRAGMA_UNROLL(DNNF_GEMM_UNROLL)
     for (int kk = 0; kk < kKU; ++kk) {
       if constexpr (W >= 8) {
