@@ -1,6 +1,7 @@
 """The cross-framework benchmark harness (benchmarks/), on a tiny built-in CNN.
 
-One harness run (eager, ONNX Runtime, Inductor, a framework that raises, dnnfusion) is
+One harness run (eager, ONNX Runtime, Inductor, a framework that raises, dnnfusion and its
+AVX2 column) is
 shared by the tests; it takes ~30-60 s on 2 busy cores, most of it Inductor's C++ compile.
 No timing assertions: only that the machinery produces well-formed results.
 """
@@ -19,7 +20,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from harness import cell, counting, models, report, runner  # noqa: E402
 
-FWS = ["eager", "ort", "inductor", "selftest_raise", "dnnfusion"]
+FWS = ["eager", "ort", "inductor", "selftest_raise", "dnnfusion", "dnnfusion_avx2"]
 
 
 @pytest.fixture(scope="module")
@@ -100,15 +101,38 @@ def test_failing_framework_gives_reason(run):
     assert _cells(res, "dnnfusion")
 
 
+def _check_dnnfusion_cell(c, isa):
+    assert c["status"] == "ok", c.get("reason")
+    assert c["correct"] is True and c["max_rel_err"] <= 1e-3
+    stats = c["details"]["stats"]
+    assert stats["isa"] == isa
+    # cold: the cell's own empty cache, so the C++ compiler ran; then warm from that cache
+    assert stats["cache_hit"] == 0
+    assert c["compile_s"] > 0
+    assert c["details"]["compile_warm_cache_hit"] is True
+    assert 0 < c["details"]["compile_warm_s"] < c["compile_s"]
+
+
 def test_dnnfusion_column(run):
-    import dnnfusion
+    from dnnfusion import _core
+
+    res, out = run
+    (c,) = _cells(res, "dnnfusion")
+    _check_dnnfusion_cell(c, _core.cpu_features()["isa"])
+    tables = pathlib.Path(res["paths"]["tables"]).read_text()
+    assert "Warm compile s" in tables
+
+
+def test_dnnfusion_avx2_column(run):
+    from dnnfusion import _core
 
     res, _ = run
-    (c,) = _cells(res, "dnnfusion")
-    if hasattr(dnnfusion, "compile"):
-        assert c["status"] in ("ok", "wrong", "error")
+    (c,) = _cells(res, "dnnfusion_avx2")
+    best = _core.cpu_features()["isa"]
+    if best == "avx512":
+        _check_dnnfusion_cell(c, "avx2")
     else:
-        assert c["status"] == "n/a" and "not implemented yet" in c["reason"]
+        assert c["status"] == "n/a" and f"best instruction set is {best}" in c["reason"]
 
 
 def test_timeout_and_crash_are_cells(tmp_path):

@@ -140,6 +140,24 @@ def render(result: dict) -> str:
         rows.append(row)
     w(table(["model"] + fws, rows))
     w("\n")
+    warm_fws = [fw for fw in fws if any(((cmap.get((m, fw, t0)) or {}).get("details") or {}).get("compile_warm_s")
+                                        is not None for m in models)]
+    if warm_fws:
+        w(f"\nWarm compile s (the same model compiled again in the cell, from the caches its cold "
+          f"compile above filled; '(N profiling)': seconds spent measuring yellow pairs the cold "
+          f"compile's budget left; {t0} thread{'s' if t0 > 1 else ''})\n\n")
+        rows = []
+        for m in models:
+            row = [m]
+            for fw in warm_fws:
+                d = ((cmap.get((m, fw, t0)) or {}).get("details") or {})
+                ws = d.get("compile_warm_s")
+                ps = d.get("compile_warm_profile_s") or 0.0
+                row.append("-" if ws is None else f"{ws:.2g}" + ("" if d.get("compile_warm_cache_hit") else " (miss)")
+                           + (f" ({ps:.2g} profiling)" if ps >= 0.01 else ""))
+            rows.append(row)
+        w(table(["model"] + warm_fws, rows))
+        w("\n")
     w(f"\nCorrectness vs PyTorch eager: max relative error ({t0} thread{'s' if t0 > 1 else ''}; "
       f"tolerance rtol={result['args']['rtol']})\n\n")
     rows = []

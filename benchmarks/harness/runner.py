@@ -52,6 +52,7 @@ def cell_env(threads: int, celldir: pathlib.Path) -> dict:
               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"):
         env[k] = str(threads)
     env["TORCHINDUCTOR_CACHE_DIR"] = str(celldir / "inductor_cache")  # fresh: honest compile time
+    env["DNNF_CACHE_DIR"] = str(celldir / "dnnfusion_cache")  # the same for dnnfusion's kernels
     env.setdefault("PYTHONWARNINGS", "ignore")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
