@@ -371,3 +371,21 @@ def test_batch_run(tmp_path):
         assert c["status"] == "ok" and c["correct"], c
     assert pathlib.Path(res["paths"]["json"]).name.endswith("-b3.json")
     assert "Latency, 1 thread, batch 3" in pathlib.Path(res["paths"]["tables"]).read_text()
+
+
+def test_ratio_table_geomean_skips_failed_cells():
+    """dnnfusion over each framework per model, and the geomean over models where both cells
+    are correct: a wrong or failed cell is a '-', not a number in the mean."""
+    def cell(m, fw, ms, status="ok"):
+        return {"model": m, "framework": fw, "threads": 2, "status": status,
+                "latency_ms": {"median": ms} if ms is not None else None}
+
+    res = {"models": ["a", "b", "c"], "frameworks": ["ort", "dnnfusion"], "threads": [2],
+           "cells": [cell("a", "ort", 10.0), cell("a", "dnnfusion", 5.0),
+                     cell("b", "ort", 4.0), cell("b", "dnnfusion", 8.0),
+                     cell("c", "ort", 1.0), cell("c", "dnnfusion", 100.0, status="wrong")]}
+    text = report.ratio_table(res, 2)
+    lines = {ln.split()[0]: ln.split()[1:] for ln in text.strip().splitlines()[2:] if ln.strip()}
+    assert lines["a"] == ["0.50"] and lines["b"] == ["2.00"] and lines["c"] == ["-"]
+    assert lines["geomean"] == ["(n)", "1.00", "(2)"]
+    assert report.ratio_table({"models": ["a"], "frameworks": ["ort"], "threads": [2], "cells": []}, 2) == ""

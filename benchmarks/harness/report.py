@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from typing import Any
 
 from . import roofline
@@ -102,6 +103,43 @@ def roofline_table(result: dict, t: int, cmap: dict | None = None) -> str:
     return head + table(["model", "GFLOP", "MB", "bound ms"] + fws, rows) + "\n"
 
 
+def ratio_table(result: dict, t: int, cmap: dict | None = None) -> str:
+    """dnnfusion's median latency over each other framework's, per model at t threads, and
+    their geometric mean over the models where both cells are correct (n says how many):
+    below 1, dnnfusion is faster. '' when the run has no dnnfusion column or nothing to
+    compare it with."""
+    cmap = cmap if cmap is not None else _cell_map(result["cells"])
+    fws = result["frameworks"]
+    ours = [fw for fw in fws if fw.startswith("dnnfusion")]
+    others = [fw for fw in fws if not fw.startswith("dnnfusion") and fw != "selftest_raise"]
+    pairs = [(d, o) for d in ours for o in others]
+    if not pairs:
+        return ""
+
+    def ms(m: str, fw: str) -> float | None:
+        c = cmap.get((m, fw, t))
+        lat = (c or {}).get("latency_ms")
+        return lat["median"] if lat and c["status"] == "ok" else None
+
+    rows, logs = [], {p: [] for p in pairs}
+    for m in result["models"]:
+        row = [m]
+        for d, o in pairs:
+            a, b = ms(m, d), ms(m, o)
+            if a is None or b is None:
+                row.append("-")
+                continue
+            row.append(f"{a / b:.2f}")
+            logs[(d, o)].append(math.log(a / b))
+        rows.append(row)
+    rows.append(["geomean (n)"] + [f"{math.exp(sum(v) / len(v)):.2f} ({len(v)})" if v else "-"
+                                   for v in logs.values()])
+    short = {"dnnfusion": "dnnf", "dnnfusion_avx2": "dnnf-avx2"}
+    head = (f"\nRelative time, {t} thread{'s' if t > 1 else ''}: dnnfusion's median / the other "
+            "framework's (below 1: dnnfusion faster); geomean over the models where both are correct\n\n")
+    return head + table(["model"] + [f"{short.get(d, d)}/{o}" for d, o in pairs], rows) + "\n"
+
+
 def render(result: dict) -> str:
     models = result["models"]
     fws = result["frameworks"]
@@ -122,6 +160,8 @@ def render(result: dict) -> str:
         rows = [[m] + [latency_cell(cmap.get((m, fw, t))) for fw in fws] for m in models]
         w(table(["model"] + fws, rows))
         w("\n")
+    for t in threads:
+        w(ratio_table(result, t, cmap))
     for t in threads:
         w(roofline_table(result, t, cmap))
     t0 = threads[0]
