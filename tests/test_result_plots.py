@@ -47,6 +47,17 @@ def test_counts_and_speedups_are_the_results_numbers():
     assert "Test CPU" in viz.result_origin(r) and "2026-11-22" in viz.result_origin(r)
 
 
+def test_speedups_leave_out_other_dnnfusion_builds():
+    """The harness's dnnfusion_avx2 column is dnnfusion's own AVX2 code, not a peer: no
+    "speed-up over dnnfusion_avx2" bar; with eager as the base it is compared like the rest."""
+    r = _tiny_result()
+    r["frameworks"] += ["dnnfusion_avx2", "eager"]
+    r["cells"] += [_cell("a", "dnnfusion_avx2", 2, 3.0, 3), _cell("a", "eager", 2, 12.0, 20)]
+    assert viz.speedups(r, 2) == {"ort": {"a": 2.0, "b": 9.0}, "eager": {"a": 6.0}}
+    assert viz.speedups(r, 2, over="eager") == {"ort": {"a": 1 / 3}, "dnnfusion": {"a": 1 / 6},
+                                                 "dnnfusion_avx2": {"a": 0.25}}
+
+
 def test_layer_count_chart_names_every_model_and_framework():
     r = viz.load_results(FULL)
     text = _texts(viz.plot_layer_counts(viz.kernel_counts(r), title=viz.result_origin(r)))

@@ -90,10 +90,12 @@ def median_ms(result: dict, model: str, fw: str, threads: int) -> float | None:
 
 
 def speedups(result: dict, threads: int, over: str = "dnnfusion") -> dict[str, dict[str, float]]:
-    """framework -> {model: its latency / `over`'s latency} for the cells both measured."""
+    """framework -> {model: its latency / `over`'s latency} for the cells both measured. Other
+    builds of dnnfusion in the run (``dnnfusion_avx2``: the AVX2 code on an AVX-512 machine)
+    are not peers and are left out."""
     out: dict[str, dict[str, float]] = {}
     for fw in result["frameworks"]:
-        if fw == over:
+        if fw == over or (over.startswith("dnnfusion") and fw.startswith("dnnfusion")):
             continue
         for m in result["models"]:
             a, b = median_ms(result, m, fw, threads), median_ms(result, m, over, threads)
