@@ -429,6 +429,12 @@ CASES: dict[str, Case] = {
         "%c: f32[1,8] = const [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]\n%s: f32[4,8] = Add(%x, %c)\n"
         "%r: f32[4,8] = Softmax(%s) {axis=-1}\nreturn %r",
         "a shift that varies along the softmax axis changes the result"),
+    # ---- activations written out -----------------------------------------------------------
+    "mish": Case(
+        "%s: f32[4,8] = Softplus(%x)\n%t: f32[4,8] = Tanh(%s)\n%r: f32[4,8] = Mul(%t, %x)\nreturn %r",
+        "%r: f32[4,8] = Mish(%x)\nreturn %r",
+        "%s: f32[4,8] = Softplus(%x)\n%t: f32[4,8] = Tanh(%s)\n%r: f32[4,8] = Mul(%t, %y)\nreturn %r",
+        "y tanh(softplus(x)) is not mish of anything"),
 }
 
 
@@ -522,3 +528,12 @@ def test_symbolic_shapes_are_left_to_op_count():
     out, fired = rewrite_traced(g)
     assert fired == ["neg_neg"]
     assert [n.op for n in out.nodes] == ["MatMul", "Mul"]
+
+
+def test_mish_is_left_when_its_parts_are_read_elsewhere():
+    """With the Softplus also read by another node, replacing the Mul and Tanh by a Mish would
+    compute more (the Softplus stays), so the rule does not fire."""
+    g = graph("%s: f32[4,8] = Softplus(%x)\n%t: f32[4,8] = Tanh(%s)\n%r: f32[4,8] = Mul(%x, %t)\n"
+              "%q: f32[4,8] = Add(%s, %y)\nreturn %r, %q")
+    out, fired = rewrite_traced(g)
+    assert "mish" not in fired and text(out) == text(g)

@@ -89,6 +89,8 @@ const std::vector<AlgebraRule>& algebra_rules() {
       {"matmul_scale_in_left",    "Mul(MatMul(a, b), $s)",                       "MatMul(Mul(a, $s), b)",       "(A B) s = (A s) B"},
       {"matmul_scale_in_right",   "Mul(MatMul(a, b), $s)",                       "MatMul(a, Mul(b, $s))",       "(A B) s = A (B s)"},
       {"softmax_shift",           "Softmax@r(Add(a, $s))",                       "Softmax@r(a)",                "softmax(a + s) = softmax(a)"},
+      // Activations exported as their definitions: one operator computes them more cheaply.
+      {"mish",                    "Mul(a, Tanh(Softplus(a)))",                   "Mish(a)",                     "a tanh(softplus(a)) = mish(a): e^a and one division instead of exp, log1p and tanh"},
       // clang-format on
   };
   return rules;

@@ -20,7 +20,7 @@ int64_t elementwise_cost(OpKind k) {
     case OpKind::Sin: case OpKind::Cos: case OpKind::Pow: return 8;
     case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::Softplus: case OpKind::Elu:
     case OpKind::Selu: return 10;
-    case OpKind::Mish: return 20;
+    case OpKind::Mish: return 15;  // one exp, one division, three multiply/adds (simd_math_body.h)
     case OpKind::Sqrt: case OpKind::Div: case OpKind::Reciprocal: case OpKind::Mod: return 4;
     case OpKind::HardSwish: case OpKind::HardSigmoid: case OpKind::BatchNormalization: return 3;
     case OpKind::Identity: case OpKind::Dropout: case OpKind::Cast: case OpKind::Constant: return 0;
