@@ -104,13 +104,17 @@ def test_failing_framework_gives_reason(run):
 def _check_dnnfusion_cell(c, isa):
     assert c["status"] == "ok", c.get("reason")
     assert c["correct"] is True and c["max_rel_err"] <= 1e-3
-    stats = c["details"]["stats"]
+    stats = c["details"]["stats"]  # the model timed: the second compile's
     assert stats["isa"] == isa
     # cold: the cell's own empty cache, so the C++ compiler ran; then warm from that cache
-    assert stats["cache_hit"] == 0
+    assert c["details"]["compile_cold_cache_hit"] is False
     assert c["compile_s"] > 0
-    assert c["details"]["compile_warm_cache_hit"] is True
     assert 0 < c["details"]["compile_warm_s"] < c["compile_s"]
+    assert c["details"]["compile_warm_cache_hit"] == bool(stats["cache_hit"])
+    if c["details"]["compile_warm_profile_s"] == 0:
+        # nothing left to measure (profile="auto" settled every yellow pair in the cold
+        # compile): the same plan, so the same code, found in the cache
+        assert c["details"]["compile_warm_cache_hit"] is True
 
 
 def test_dnnfusion_column(run):
