@@ -288,8 +288,8 @@ def prepare_dnnfusion_avx2(ctx: Context) -> Prepared:
 
     best = _core.cpu_features()["isa"]
     if best != "avx512":
-        raise NotAvailable(f"this CPU's best instruction set is {best}: the dnnfusion column is the "
-                           "AVX2 code" if best == "avx2" else f"this CPU lacks AVX2 (best: {best})")
+        raise NotAvailable(f"this CPU's best instruction set is {best}: "
+                           + ("the dnnfusion column is the AVX2 code" if best == "avx2" else "it lacks AVX2"))
     return prepare_dnnfusion(ctx, isa="avx2")
 
 
