@@ -10,6 +10,7 @@ float64 NumPy, including that C's padding columns (ldc > N) are never written.
 from __future__ import annotations
 
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ SCALAR_FLAGS = ("-mavx2", "-mfma")  # the scalar dialect; ISA flags only let std
 
 DRIVER = r"""
 #include "gemm.h"
+#include <cstdint>
 #include <cstdio>
 #include <type_traits>
 #include <vector>
@@ -126,6 +128,16 @@ int main(int argc, char** argv) {
     std::fwrite(C.data(), 4, static_cast<size_t>(c.M) * c.ldc, out);
   }
   std::printf("tile %d %d %d\n", kMR, kNR, kKU);
+  // large_alloc.h: a small buffer's and a 5 MiB buffer's offsets from 64 B and 2 MiB, after
+  // writing every byte of both (memory usable to its end, freed with std::free).
+  unsigned char* small = static_cast<unsigned char*>(alloc_aligned(100));
+  unsigned char* big = static_cast<unsigned char*>(alloc_aligned(5u << 20));
+  for (size_t i = 0; i < 100; ++i) small[i] = static_cast<unsigned char>(i);
+  for (size_t i = 0; i < (5u << 20); ++i) big[i] = static_cast<unsigned char>(i);
+  std::printf("alloc %d %d\n", static_cast<int>(reinterpret_cast<uintptr_t>(small) % 64),
+              static_cast<int>(reinterpret_cast<uintptr_t>(big) % (2u << 20)));
+  std::free(small);
+  std::free(big);
   return 0;
 }
 """
@@ -272,6 +284,9 @@ def cases_x86() -> list[Case]:
         # few row panels with the machine's own blocking: column steps of a quarter of L2,
         # the next block prefetched (next k-block, next column step, next task's columns)
         cs.append(Case(49, 1100, 600, packed=1, threads=threads, ep="bias_col"))
+        # many row panels (BERT's 128 rows: every tile shares the next block's prefetch) over
+        # several k-blocks, with the packed B over 2 MiB (large_alloc.h's huge-page path)
+        cs.append(Case(130, 800, 700, packed=1, threads=threads, ep="bias_col"))
     for threads in (1, 2):
         cs.append(Case(200, 150, 100, threads=threads))
         cs.append(Case(129, 300, 70, threads=threads, mc=32, nc=64, ep="bias_col"))
@@ -355,6 +370,18 @@ def test_gemm_matches_numpy(results, isa):
         if not (got[:, c.N:] == want[:, c.N:].astype(np.float32)).all():
             failures.append(f"{c.id}: wrote into C's padding columns")
     assert not failures, "\n".join(failures)
+
+
+def test_large_buffers_are_aligned(results):
+    """alloc_aligned (large_alloc.h, the packed weights' and the arena's memory): 64-byte
+    aligned, and a buffer of 2 MiB or more on a 2 MiB boundary (where transparent huge pages
+    can back it), every byte writable, on every dialect that ran."""
+    ran = {isa: [int(x) for x in r.stdout.split("alloc")[1].split()[:2]]
+           for isa, r in results.items() if isinstance(r, Results)}
+    assert "scalar" in ran, results
+    huge = os.environ.get("DNNF_HUGEPAGES", "1")[:1] != "0"  # DNNF_HUGEPAGES=0: 64 B only
+    for isa, (small, big) in ran.items():
+        assert small == 0 and (big == 0 if huge else big % 64 == 0), (isa, small, big)
 
 
 def test_tiles_are_the_documented_ones(results):

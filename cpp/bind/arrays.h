@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/prelude/large_alloc.h"
 #include "bind/numpy_tensor.h"
 #include "ir/errors.h"
 #include "ir/graph.h"
@@ -53,9 +54,7 @@ inline std::vector<py::array> contiguous_inputs(const Graph& g, const std::vecto
 inline py::array aligned_array(const TensorType& t) {
   std::vector<py::ssize_t> shape;
   for (int64_t d : t.dims()) shape.push_back(static_cast<py::ssize_t>(d));
-  size_t n = std::max<size_t>(64, (t.nbytes() + 63) / 64 * 64);
-  void* p = std::aligned_alloc(64, n);
-  if (!p) throw std::bad_alloc();
+  void* p = alloc_aligned(std::max<size_t>(64, t.nbytes()));  // huge pages from 2 MiB
   py::capsule owner(p, [](void* q) { std::free(q); });
   return py::array(py::dtype(numpy_name(t.dtype)), shape, {}, p, owner);
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "codegen/prelude/large_alloc.h"
 #include "ir/errors.h"
 
 namespace dnnf {
@@ -25,10 +26,16 @@ std::string type_str(DType dt, const std::vector<int64_t>& shape) {
   return t.str();
 }
 
+// The arena and outputs: 64-byte aligned, on huge pages from 2 MiB (large_alloc.h: the
+// kernels stream activations through them).
 std::shared_ptr<char> aligned_bytes(size_t n) {
-  size_t rounded = std::max(kAlign, (n + kAlign - 1) / kAlign * kAlign);
-  void* p = std::aligned_alloc(kAlign, rounded);
-  if (!p) throw Error("cannot allocate " + std::to_string(rounded) + " bytes");
+  static_assert(kAlign == 64, "alloc_aligned aligns to 64 bytes");
+  void* p;
+  try {
+    p = alloc_aligned(std::max(kAlign, n));
+  } catch (const std::bad_alloc&) {
+    throw Error("cannot allocate " + std::to_string(n) + " bytes");
+  }
   return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { std::free(q); });
 }
 

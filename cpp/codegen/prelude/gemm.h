@@ -28,6 +28,7 @@
 
 #include "gemm_epilogue.h"
 #include "gemm_kernel.h"
+#include "large_alloc.h"
 #include "parallel.h"
 
 namespace dnnf::gemm {
@@ -105,12 +106,7 @@ struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
 };
 using Buffer = std::unique_ptr<float, FreeDeleter>;
-inline float* alloc_floats(size_t n) {
-  size_t bytes = (n * sizeof(float) + 63) / 64 * 64 + 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw std::bad_alloc();
-  return static_cast<float*>(p);
-}
+inline float* alloc_floats(size_t n) { return static_cast<float*>(alloc_aligned(n * sizeof(float))); }
 // Per-thread scratch that only grows: packing buffers are reused across calls (a fresh
 // multi-megabyte malloc would page-fault on every call). Slots: 0 packed B, 1 shared packed
 // A, 2 a task's own A block (or streamed B block), 3 one row of a BRows source; 5-7 Winograd's
@@ -374,8 +370,6 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
     if (R < target) Cc = std::min(pn, (target + R - 1) / R);
   }
   const bool share_a = a_pre || Cc > 1 || n_pad > nc_blk;
-  // Row panels per task up to which a pre-packed B's next block is prefetched (see BAhead).
-  constexpr int kAheadPanels = 8;
   const int nc_ahead = std::min(nc_blk, std::max(kNR, static_cast<int>(cache_bytes(2) / 4 / (4L * kc)) / kNR * kNR));
 
   // Phase 1: shared packing, split into jobs over k-blocks x panel chunks.
@@ -438,12 +432,12 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
     // next panel requested meanwhile, so reading A from memory overlaps the FMAs
     // instead of preceding them (a whole block packed first waits on memory, then computes).
     const bool per_panel = !share_a && !stream_b && c1 - c0 <= nc_blk;
-    // With the next block prefetched (2 to kAheadPanels row panels, pre-packed B), two blocks
+    // With the next block prefetched (two or more row panels, pre-packed B), two blocks
     // share L2: column blocks of a quarter of L2 each. One panel (a batch-1 Linear layer)
     // reads each block once, with nothing to overlap: prefetching the next block there only
     // competed with the current one (1x4096x4096 1.23 -> 1.44 ms, 2 threads).
-    const bool few_panels = b_pre && r1 - r0 > kMR && r1 - r0 <= kAheadPanels * kMR;
-    const int nc_step = few_panels ? nc_ahead : nc_blk;
+    const bool ahead_b = b_pre && r1 - r0 > kMR;
+    const int nc_step = ahead_b ? nc_ahead : nc_blk;
     for (int jc = c0; jc < c1; jc += nc_step) {
       const int jend = std::min(c1, jc + nc_step);
       for (int p = 0; p < nk; ++p) {
@@ -461,15 +455,18 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
           pack_b_block(bsrc, tl, pc, kcb, kcp, jc, jend - jc);
         }
         const bool load_c = opt.accumulate || p > 0, last = p == nk - 1;
-        // Pre-packed B read by few row panels (weights at batch 1: ResNet's last stage, 49
-        // rows): its block is fetched from memory by the first panel's tiles and from L2 by
-        // the rest. The block that comes next on this thread (the next k-block, else the next
-        // column block, else the next task's first) is prefetched into L2 meanwhile, spread
-        // over this block's tiles, so that memory and the FMAs overlap. Measured (Xeon,
-        // AVX-512, 1 thread, weights cold): 49x512x2048 0.86-1.03 -> 0.78-0.82 ms.
+        // Pre-packed B (weights): its block is fetched from memory by the first panel's tiles
+        // and from L2 by the rest. The block that comes next on this thread (the next k-block,
+        // else the next column block, else the next task's first) is prefetched into L2
+        // meanwhile, spread over this block's tiles, so that memory and the FMAs overlap.
+        // Measured (Xeon, AVX-512, 1 thread, weights cold): 49x512x2048 0.86-1.03 -> 0.78-0.82
+        // ms; then for every row count, not only up to 8 panels, and spread evenly over the
+        // tiles' k-steps (BAhead::per): BERT's 128x3072x768 4.03 -> 3.70, 128x768x3072 4.06
+        // -> 3.74 (2 threads 1.98 -> 1.75), ViT's 197 rows unchanged, 196x1024x256 0.61 ->
+        // 0.54, 49x2048x512 0.77 -> 0.68 ms.
         BAhead ahead;
         long block_tiles = 1;
-        if (few_panels) {
+        if (ahead_b) {
           int jn = jc, pn2 = p + 1, cend = c1;
           if (pn2 == nk) {
             pn2 = 0;

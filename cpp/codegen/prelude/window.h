@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "gemm_kernel.h"
+#include "large_alloc.h"
 #include "parallel.h"
 #include "simd.h"
 
@@ -225,9 +226,7 @@ inline float* scratch(int slot, size_t n) {
   Slot& s = slots[slot];
   if (s.cap < n) {
     size_t cap = std::max(n, s.cap + s.cap / 2);
-    void* p = std::aligned_alloc(64, (cap * sizeof(float) + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    s.buf.reset(static_cast<float*>(p));
+    s.buf.reset(static_cast<float*>(alloc_aligned(cap * sizeof(float))));
     s.cap = cap;
   }
   return s.buf.get();
