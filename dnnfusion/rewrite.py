@@ -186,6 +186,7 @@ DEFAULT_PASSES: list[Pass] = [
     fold_matmul_scale,                # the rules leave the attention scale on Q: into its weights
     combine_sibling_matmuls,          # Q/K/V projections of one input -> one wider GEMM
     split_to_slices,                  # after fold_matmul_scale, which looks through Splits
+    eliminate_common_subexpressions,  # the weight rewrites above repeat equal weights per layer
     eliminate_dead_code,              # whatever the passes above made unreachable
 ]
 

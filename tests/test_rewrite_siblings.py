@@ -332,3 +332,50 @@ def test_a_split_with_an_empty_part_stays():
     p = g.graph.add_constant("p", np.array([6, 0], np.int64))
     g.graph.set_outputs(g.graph.add_node("Split", [x, p], {"axis": 1}, 2, "sp", ["a", "b"]))
     assert ops(rw.split_to_slices(g)) == ["Split"]
+
+
+def _shared_layers(equal: bool = True) -> df.ECG:
+    """Two layers whose Q and K weights are equal bytes in separate constants (what an export
+    of ALBERT's shared layers gives once the weights are rewritten per layer); with `equal`
+    false, the second Q weight differs in its last element."""
+    rng = np.random.default_rng(7)
+    q, k = (rng.standard_normal((16, 16)).astype("<f4") for _ in range(2))
+    wq, wk = q.tobytes().hex(), k.tobytes().hex()
+    q2 = q.copy()
+    q2[-1, -1] += 1.0
+    wq2 = wq if equal else q2.tobytes().hex()
+    return df.parse(f"""
+graph shared(%x: f32[4,16]) {{
+  %wq1: f32[16,16] = const 0x{wq}
+  %wk1: f32[16,16] = const 0x{wk}
+  %wq2: f32[16,16] = const 0x{wq2}
+  %wk2: f32[16,16] = const 0x{wk}
+  %q1: f32[4,16] = MatMul(%x, %wq1) @"q1"
+  %k1: f32[4,16] = MatMul(%x, %wk1) @"k1"
+  %s1: f32[4,16] = Mul(%q1, %k1) @"s1"
+  %q2: f32[4,16] = MatMul(%s1, %wq2) @"q2"
+  %k2: f32[4,16] = MatMul(%s1, %wk2) @"k2"
+  %s2: f32[4,16] = Mul(%q2, %k2) @"s2"
+  return %s2
+}}
+""")
+
+
+def test_layers_sharing_weights_share_one_constant_and_one_packing():
+    """CSE merges equal weights of any size (the last pass merges the combined Q/K weights
+    the sibling rewrite made per layer), and the module packs each weight once: the generated
+    source declares one packed B, and its values match the reference."""
+    g = _shared_layers()
+    out, _ = rw.rewrite(g)
+    mms = [n for n in out.nodes if n.op == "MatMul"]
+    assert len(mms) == 2
+    assert mms[0].inputs[1].name == mms[1].inputs[1].name, [m.inputs[1].name for m in mms]
+    weights = [c.name for c in out.constants if len(c.shape) == 2]
+    assert weights == [mms[0].inputs[1].name], weights
+    m = df.compile(g, threads=1)
+    assert m.source().count("dnnf::gemm::PackedB ") == 1
+    x = np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
+    np.testing.assert_allclose(m.run(x)[0], g.run_reference(x)[0], rtol=2e-4, atol=2e-4)
+    # Unequal weights stay apart.
+    kept, _ = rw.rewrite(_shared_layers(equal=False))
+    assert len([c for c in kept.constants if len(c.shape) == 2]) == 2

@@ -19,6 +19,11 @@ int ModuleState::constant(ValueId v) {
 
 int ModuleState::pack(PackedConstant p) {
   p.constant = constant(p.value);
+  // One slot per constant and layout: a weight that several anchors read the same way
+  // (ALBERT's 12 layers share theirs) is packed once, stays one copy in memory and in cache.
+  for (size_t i = 0; i < packed.size(); ++i)
+    if (packed[i].kind == p.kind && packed[i].constant == p.constant && packed[i].ints == p.ints)
+      return static_cast<int>(i);
   packed.push_back(std::move(p));
   return static_cast<int>(packed.size()) - 1;
 }

@@ -34,7 +34,7 @@ struct ModuleState {
   std::map<ValueId, int> const_index;
   std::vector<PackedConstant> packed;
   int constant(ValueId v);  // index in the constants array
-  int pack(PackedConstant p);  // a new packed slot
+  int pack(PackedConstant p);  // its packed slot (one per constant and layout)
 };
 
 // Where a value outside the block lives (a block input or output).

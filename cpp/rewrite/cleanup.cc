@@ -1,7 +1,9 @@
 // Classic clean-ups (paper §4.2 "other optimizations"): dead code, common
 // subexpressions, no-op removal and layout-chain collapse.
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "ir/errors.h"
@@ -54,34 +56,42 @@ Graph eliminate_dead_code(const Graph& g) {
 
 namespace {
 
-// Two constants are the same value when type and bytes agree (small ones only: comparing
-// weights byte by byte is not worth it).
+// Two constants are the same value when type and bytes agree. Weights too: the weight
+// rewrites (fold_matmul_scale, combine_sibling_matmuls) make one new constant per layer, equal
+// where the layers share their weights (ALBERT), and one copy is one packing, in memory and
+// in cache. Constants are grouped by type and first bytes, so unequal weights are rarely
+// compared and then differ early.
 bool same_constant(const Value& a, const Value& b) {
-  if (!a.constant || !b.constant || a.type != b.type || a.type.numel() > 64) return false;
-  return std::equal(a.constant->as<uint8_t>(), a.constant->as<uint8_t>() + a.constant->nbytes(),
-                    b.constant->as<uint8_t>());
+  if (!a.constant || !b.constant || a.type != b.type) return false;
+  const size_t n = a.constant->nbytes();
+  return n == 0 || std::memcmp(a.constant->data, b.constant->data, n) == 0;
+}
+
+std::string constant_key(const Value& v) {
+  const size_t n = std::min<size_t>(16, v.constant->nbytes());
+  return v.type.str() + "|" + (n ? std::string(static_cast<const char*>(v.constant->data), n) : std::string());
 }
 
 }  // namespace
 
 Graph eliminate_common_subexpressions(const Graph& g) {
-  // Canonical id of every value of the new graph: equal small constants share one.
-  std::vector<ValueId> canon;
   std::map<std::tuple<OpKind, std::vector<ValueId>, size_t>, std::vector<NodeId>> seen;
   Rebuilder rb(g);
   Graph& d = rb.dst();
-  auto canonical = [&](ValueId v) {
-    if (v == kNoValue) return v;
-    const Value& val = d.value(v);
-    if (!val.constant) return v;
-    for (ValueId c : d.constants())
-      if (c < v && same_constant(d.value(c), val)) return c;
-    return v;
-  };
+  // Equal constants: every one reads as the first (the others are left dead).
+  std::map<std::string, std::vector<ValueId>> groups;
+  for (ValueId c : g.constants()) {
+    std::vector<ValueId>& group = groups[constant_key(g.value(c))];
+    auto same = std::find_if(group.begin(), group.end(),
+                             [&](ValueId e) { return same_constant(g.value(e), g.value(c)); });
+    if (same != group.end()) {
+      rb.alias(c, rb.map(*same));
+    } else {
+      group.push_back(c);
+    }
+  }
   for (const Node& n : g.nodes()) {
-    std::vector<ValueId> ins;
-    for (ValueId in : rb.map(n.inputs)) ins.push_back(canonical(in));
-    auto key = std::make_tuple(n.op, ins, n.outputs.size());
+    auto key = std::make_tuple(n.op, rb.map(n.inputs), n.outputs.size());
     bool merged = false;
     for (NodeId prev : seen[key]) {
       const Node& p = d.node(prev);

@@ -38,6 +38,13 @@ std::vector<ValueId> Rebuilder::copy(const Node& n) {
   return outs;
 }
 
+void Rebuilder::alias(ValueId old, ValueId now) {
+  if (dst_.value(now).type != src_.value(old).type)
+    throw InternalError("rebuild: alias for '" + src_.value(old).name + "' has type " + dst_.value(now).type.str() +
+                        ", expected " + src_.value(old).type.str());
+  map_.at(static_cast<size_t>(old)) = now;
+}
+
 void Rebuilder::replace(const Node& n, const std::vector<ValueId>& outs) {
   if (outs.size() != n.outputs.size())
     throw InternalError("rebuild: replacing node '" + n.name + "' with the wrong output count");

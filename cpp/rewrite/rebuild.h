@@ -23,6 +23,8 @@ class Rebuilder {
   std::vector<ValueId> copy(const Node& n);
   // Declares that `n`'s outputs are now `outs` (values of the new graph).
   void replace(const Node& n, const std::vector<ValueId>& outs);
+  // Declares that source value `old` (an input or a constant) is now `now`, of the same type.
+  void alias(ValueId old, ValueId now);
   // Emits a new node into the new graph (types inferred).
   ValueId emit(OpKind op, const std::vector<ValueId>& inputs, Attrs attrs = {},
                const std::string& name = "");
