@@ -432,11 +432,14 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
     // next panel requested meanwhile, so reading A from memory overlaps the FMAs
     // instead of preceding them (a whole block packed first waits on memory, then computes).
     const bool per_panel = !share_a && !stream_b && c1 - c0 <= nc_blk;
-    // With the next block prefetched (two or more row panels, pre-packed B), two blocks
+    // With the next block prefetched (pre-packed B, two or more row panels), two blocks
     // share L2: column blocks of a quarter of L2 each. One panel (a batch-1 Linear layer)
     // reads each block once, with nothing to overlap: prefetching the next block there only
-    // competed with the current one (1x4096x4096 1.23 -> 1.44 ms, 2 threads).
-    const bool ahead_b = b_pre && r1 - r0 > kMR;
+    // competed with the current one (1x4096x4096 1.23 -> 1.44 ms, 2 threads). Over 8 panels
+    // only where A is packed once for all column blocks (share_a): else the narrower column
+    // blocks repack A twice as often (361x512x512, a 1x1 convolution at 19x19: 0.98 -> 1.04
+    // ms with, 1.00 without).
+    const bool ahead_b = b_pre && r1 - r0 > kMR && (share_a || r1 - r0 <= 8 * kMR);
     const int nc_step = ahead_b ? nc_ahead : nc_blk;
     for (int jc = c0; jc < c1; jc += nc_step) {
       const int jend = std::min(c1, jc + nc_step);
