@@ -24,7 +24,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import report  # noqa: E402
 
 
-def merge(results: list[dict]) -> dict:
+def _sources(r: dict, file: str) -> list[dict]:
+    """The runs behind one input: itself, or, for a merged file, the runs it was merged from
+    (so that merging a merged file again keeps every run's start time and revision)."""
+    meta = r["meta"]
+    if meta.get("merged_from"):
+        return [dict(m, file=m.get("file") or f"{file} (merged)") for m in meta["merged_from"]]
+    return [{"file": file, "started": meta.get("started"), "git": meta.get("git"),
+             "cpu": (meta.get("cpu") or {}).get("model_name"),
+             "frameworks": r["frameworks"], "threads": r["threads"]}]
+
+
+def merge(results: list[dict], files: list[str] | None = None) -> dict:
     if not results:
         raise ValueError("nothing to merge")
     batches = {int(r["args"].get("batch") or 1) for r in results}
@@ -57,10 +68,8 @@ def merge(results: list[dict]) -> dict:
         for t, v in ((r["meta"].get("roofline") or {}).get("per_threads") or {}).items():
             roof.setdefault(t, v)
     return {
-        "meta": {"merged_from": [{"started": r["meta"].get("started"), "git": r["meta"].get("git"),
-                                  "cpu": (r["meta"].get("cpu") or {}).get("model_name"),
-                                  "frameworks": r["frameworks"], "threads": r["threads"]}
-                                 for r in results],
+        "meta": {"merged_from": [m for i, r in enumerate(results)
+                                 for m in _sources(r, files[i] if files else f"input {i + 1}")],
                  "cpu": first["meta"].get("cpu"), "versions": first["meta"].get("versions"),
                  "env": first["meta"].get("env"),
                  **({"roofline": {"per_threads": roof}} if roof else {})},
@@ -83,7 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
             results.append(json.loads(Path(f).read_text()))
         except (OSError, ValueError) as e:
             raise SystemExit(f"cannot read {f}: {e}")
-    merged = merge(results)
+    merged = merge(results, args.files)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-merged"
@@ -91,8 +100,8 @@ def main(argv: list[str] | None = None) -> dict:
     report.write_cells_csv(out / f"{stamp}-cells.csv", merged)
     report.write_counts_csv(out / f"{stamp}-counts.csv", merged)
     text = "Merged from:\n" + "".join(
-        f"  {f}: started {m['started']}, git {m['git']}, frameworks {','.join(m['frameworks'])}, "
-        f"threads {m['threads']}\n" for f, m in zip(args.files, merged["meta"]["merged_from"])) + "\n"
+        f"  {m['file']}: started {m['started']}, git {m['git']}, frameworks {','.join(m['frameworks'])}, "
+        f"threads {m['threads']}\n" for m in merged["meta"]["merged_from"]) + "\n"
     text += report.render(merged)
     (out / f"{stamp}-tables.txt").write_text(text)
     if not args.quiet:

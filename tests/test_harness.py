@@ -302,6 +302,14 @@ def test_merge_runs(run, tmp_path):
     # the first run's measured roofline is kept (its table is in the merged tables)
     assert merged["meta"]["roofline"]["per_threads"]["1"] == res["meta"]["roofline"]["per_threads"]["1"]
     assert "Roofline, 1 thread" in tables
+    # a merged file merged again lists the runs behind it, not itself (no start time)
+    c = tmp_path / "c.json"
+    c.write_text(json.dumps(other))
+    again = merge_results.main([next((tmp_path / "out").glob("*-merged.json")).as_posix(), str(c),
+                                "--out", str(tmp_path / "out2"), "--quiet"])
+    runs = again["meta"]["merged_from"]
+    assert [pathlib.Path(m["file"]).name for m in runs] == ["a.json", "b.json", "c.json"], runs
+    assert all(m["started"] == res["meta"]["started"] for m in runs), runs
 
 
 def test_rounds_keep_each_cells_least_disturbed_run():
