@@ -7,6 +7,12 @@
 
 namespace dnnf {
 
+bool TensorData::same_as(const TensorData& o) const {
+  if (type != o.type) return false;
+  const size_t n = nbytes();
+  return n == 0 || std::memcmp(data, o.data, n) == 0;
+}
+
 std::shared_ptr<TensorData> TensorData::copy_of(TensorType type, const void* bytes) {
   auto buf = std::make_shared<std::vector<uint8_t>>(type.nbytes());
   if (!buf->empty()) std::memcpy(buf->data(), bytes, buf->size());

@@ -22,6 +22,8 @@ struct TensorData {
   template <typename T> const T* as() const { return static_cast<const T*>(data); }
   // Copies `bytes` into a new owned buffer.
   static std::shared_ptr<TensorData> copy_of(TensorType type, const void* bytes);
+  // The same type and bytes (a constant repeated by an export or a rewrite).
+  bool same_as(const TensorData& o) const;
   // Reads the elements as int64 (integer or bool dtypes) or double (any numeric dtype).
   std::vector<int64_t> to_ints() const;
   std::vector<double> to_doubles() const;

@@ -1,7 +1,6 @@
 // Classic clean-ups (paper §4.2 "other optimizations"): dead code, common
 // subexpressions, no-op removal and layout-chain collapse.
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
@@ -62,9 +61,7 @@ namespace {
 // in cache. Constants are grouped by type and first bytes, so unequal weights are rarely
 // compared and then differ early.
 bool same_constant(const Value& a, const Value& b) {
-  if (!a.constant || !b.constant || a.type != b.type) return false;
-  const size_t n = a.constant->nbytes();
-  return n == 0 || std::memcmp(a.constant->data, b.constant->data, n) == 0;
+  return a.constant && b.constant && a.type == b.type && a.constant->same_as(*b.constant);
 }
 
 std::string constant_key(const Value& v) {

@@ -270,8 +270,7 @@ class Matcher {
     if (a == kNoValue || b == kNoValue) return false;
     const Value& x = g_.value(a);
     const Value& y = g_.value(b);
-    return x.constant && y.constant && x.type == y.type && x.type.numel() <= kMaxInspected &&
-           std::memcmp(x.constant->data, y.constant->data, x.constant->nbytes()) == 0;
+    return x.constant && y.constant && x.type.numel() <= kMaxInspected && x.constant->same_as(*y.constant);
   }
 
   bool sigil_ok(Pattern::Sigil s, ValueId v) const {

@@ -38,10 +38,6 @@ TensorPtr concat_constants(const std::vector<TensorPtr>& parts, size_t axis) {
   return TensorData::copy_of(TensorType{t0.dtype, shape}, bytes.data());
 }
 
-bool same_bytes(const TensorData& a, const TensorData& b) {
-  return a.type == b.type && std::memcmp(a.data, b.data, a.nbytes()) == 0;
-}
-
 // How the siblings' operand at one input position of a hoisted operator becomes the wide
 // operator's: the same value for all (it broadcasts along the axis), or constants put side
 // by side along the axis.
@@ -157,7 +153,7 @@ class Combiner {
         const Value& v = g_.value(g_.node(n).inputs[p]);
         if (v.id == v0) continue;
         const Value& a = g_.value(v0);
-        if (!(a.constant && v.constant && same_bytes(*a.constant, *v.constant))) return false;
+        if (!(a.constant && v.constant && a.constant->same_as(*v.constant))) return false;
       }
       op.kind = Operand::Shared;
       return true;
