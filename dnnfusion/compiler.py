@@ -383,8 +383,9 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     (default; ``$DNNF_PROFILE`` overrides it) measures the pairs no profiling database settles
     as the code they become, fused and apart, within ``profile_seconds`` (default
     ``$DNNF_PROFILE_SECONDS`` or 5; largest intermediates first), and caches the results per
-    CPU and ISA beside the kernel cache, so later compiles use them and measure the rest;
-    ``"off"`` settles them by the analytic estimate. ``explain()`` says for each yellow pair
+    CPU and ISA beside the kernel cache, so later compiles use them; compiling the same model
+    again with no larger budget measures nothing more (a warm compile reuses the plan and the
+    kernels; ``python -m dnnfusion profile`` measures everything); ``"off"`` settles them by the analytic estimate. ``explain()`` says for each yellow pair
     whether it was measured now, cached, read from a database or estimated, and
     ``stats["profile"]`` counts them (:mod:`dnnfusion.profiling`).
 

@@ -18,7 +18,9 @@ Two ways in:
 * ``compile(..., profile="auto")`` (the default on the CPU): keys of the model being
   compiled that no database settles are measured within a time budget, largest
   intermediate first, and cached per CPU and ISA next to the kernel cache
-  (:func:`machine_db`), so later compiles use them and measure the rest.
+  (:func:`machine_db`), so later compiles use them. What the budget left unmeasured is
+  recorded too (:func:`spent_path`): compiling the same model again with no larger budget
+  measures nothing more, so its plan and kernels come from the caches (a warm compile).
 * ``python -m dnnfusion profile`` (:func:`profile`): every yellow key of the given models,
   merged into a database file (the shipped one by default).
 """
@@ -26,6 +28,7 @@ Two ways in:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import statistics
 import tempfile
@@ -309,6 +312,52 @@ class AutoProfile:
     failed_keys: set = field(default_factory=set)
     over_budget: dict = field(default_factory=dict)  # key -> OverBudget: too long to measure
     seconds: float = 0.0
+    spent_earlier: float | None = None  # the budget an earlier compile spent on these keys
+
+
+def spent_path(isa: str) -> Path:
+    """Beside :func:`machine_db`: the sets of keys earlier compiles left to the estimate when
+    their budget ran out, each with that budget, so that compiling the same model again does
+    not measure on (a warm compile is a cache hit, and the plan does not change under it)."""
+    db = machine_db(isa)
+    return db.with_name(db.stem + ".spent.json")
+
+
+def _unsettled(ecg: ECG, fusion: Any) -> list[tuple]:
+    """The keys ``fusion`` settled by the estimate that a measurement could settle."""
+    return sorted({_key(*t) for t in yellow_pairs(ecg, fusion) if t[2]["bucket"] != "?"})
+
+
+def _spent_tag(keys: list[tuple], threads: int) -> str:
+    return hashlib.sha256(json.dumps([threads, keys]).encode()).hexdigest()[:32]
+
+
+def _read_spent(path: Path) -> dict[str, float]:
+    """The record, or nothing when it is missing, unreadable or not what this module writes
+    (a truncated file from a crash only costs a new measurement)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(k, str) and isinstance(v, (int, float))
+            and not isinstance(v, bool) and v >= 0}
+
+
+def _record_spent(path: Path, tag: str, seconds: float) -> None:
+    """Adds one entry, replacing the file atomically; a cache directory that cannot be written
+    only means the next compile measures again."""
+    try:
+        data = _read_spent(path)
+        data[tag] = max(seconds, data.get(tag, 0.0))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
@@ -320,8 +369,20 @@ def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
     does), merges them
     into :func:`machine_db`, re-plans with ``replan(databases)`` and repeats for the yellow
     pairs the new plan meets, until none is left unmeasured. Returns what it did and the
-    final plan. A candidate that cannot be compiled keeps the estimate."""
+    final plan. A candidate that cannot be compiled keeps the estimate.
+
+    Where an earlier compile on this machine (same ISA and threads) ended with exactly the keys
+    ``fusion`` leaves to the estimate, with a budget no smaller than ``seconds``, nothing is
+    measured (:func:`spent_path`)."""
     out = AutoProfile(db=str(machine_db(isa)))
+    record = spent_path(isa)
+    keys = _unsettled(ecg, fusion)
+    if keys:
+        earlier = _read_spent(record).get(_spent_tag(keys, threads))
+        if earlier is not None and earlier >= seconds:
+            out.unmeasured = keys
+            out.spent_earlier = earlier
+            return out, fusion
     dbs = list(dbs)
     t0 = time.perf_counter()
     tried: set[tuple] = set()
@@ -359,6 +420,9 @@ def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
             dbs.append(out.db)
         fusion = replan(dbs)
     out.seconds = time.perf_counter() - t0
+    left = _unsettled(ecg, fusion)
+    if left:
+        _record_spent(record, _spent_tag(left, threads), seconds)
     return out, fusion
 
 
@@ -366,13 +430,16 @@ def stats(result: AutoProfile | None, mode: str, yellow: dict[str, int]) -> dict
     """compile's ``stats["profile"]``: ``yellow`` (:func:`annotate`'s counts of the final
     plan's yellow pairs: measured, cached, database, estimated), the database entries this
     compile measured (``measured_keys``), its seconds, the candidates that failed, how many
-    keys kept the estimate because measuring them would pass the budget, and the database."""
+    keys kept the estimate because measuring them would pass the budget, the budget an earlier
+    compile of the same model spent (``budget_spent_earlier``: nothing was measured now, see
+    :func:`spent_path`), and the database."""
     r = result
     return {"mode": mode, **yellow,
             "measured_keys": len(r.measured) if r else 0,
             "seconds": r.seconds if r else 0.0,
             "failed": r.failed if r else [],
             "over_budget": len(r.over_budget) if r else 0,
+            "budget_spent_earlier": r.spent_earlier if r else None,
             "db": r.db if r else None}
 
 
@@ -404,13 +471,17 @@ def annotate(fusion: Any, result: AutoProfile | None, seconds: float) -> dict[st
                 why += " (not measured: its candidate failed to build or run, see stats['profile']['failed'])"
             elif r.profile_key["bucket"] == "?":
                 why += " (not measured: the intermediate's size is symbolic)"
+            elif result.spent_earlier is not None:
+                why += (f" (not measured: an earlier compile of this model on this machine spent its "
+                        f"profiling budget of {result.spent_earlier:g} s; a larger profile_seconds "
+                        "measures more, `python -m dnnfusion profile` measures all)")
             elif key in result.over_budget:
                 why += (f" (not measured: {result.over_budget[key]} would pass "
                         f"compile's profiling budget of {seconds:g} s; `python -m dnnfusion profile` "
                         "measures it)")
             else:
                 why += (f" (not measured: compile's profiling budget of {seconds:g} s was spent; "
-                        "compiling again measures more, `python -m dnnfusion profile` measures all)")
+                        "a larger profile_seconds measures more, `python -m dnnfusion profile` measures all)")
             counts["estimated"] += 1
         elif why.startswith("profile:"):
             counts["database"] += 1

@@ -5,6 +5,8 @@ their key; compile caches them per CPU and ISA and says in explain() where each 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -249,6 +251,31 @@ def test_a_built_candidate_is_measured_past_the_budget_when_that_is_cheap(monkey
     assert p["measured"] == 1 and p["estimated"] >= 1 and p["failed"] == [], p
     assert len(df.plan.read_profile_db(profiling.machine_db("scalar"))) == 1
     assert "measured while compiling" in m.explain() and "budget of 0.01 s was spent" in m.explain()
+
+
+def test_compiling_again_with_no_larger_budget_measures_nothing_more(monkeypatch, tmp_path):
+    """What a compile's budget left unmeasured is recorded: compiling the same model again
+    with the same budget measures nothing (a warm compile: the same plan, the cached kernels,
+    explain() says why), a larger budget measures the rest, and a damaged record only costs
+    a measurement."""
+    m = _auto(monkeypatch, tmp_path, profile_seconds=0.01)
+    p = m.stats["profile"]
+    assert p["measured_keys"] == 1 and p["estimated"] >= 1 and p["budget_spent_earlier"] is None, p
+    record = profiling.spent_path("scalar")
+    assert record.is_file() and record.parent == profiling.machine_db("scalar").parent
+    m2 = _auto(monkeypatch, tmp_path, profile_seconds=0.01)
+    p2 = m2.stats["profile"]
+    assert p2["measured_keys"] == 0 and p2["estimated"] == p["estimated"] and p2["budget_spent_earlier"] == 0.01
+    assert p2["seconds"] == 0.0 and m2.stats["cache_hit"], p2
+    assert [len(b.nodes) for b in m2.plan.blocks] == [len(b.nodes) for b in m.plan.blocks]
+    assert "not measured: an earlier compile of this model on this machine spent its profiling budget " \
+           "of 0.01 s" in m2.explain()
+    record.write_text('{"truncated')
+    m3 = _auto(monkeypatch, tmp_path, profile_seconds=0.01)
+    assert m3.stats["profile"]["budget_spent_earlier"] is None  # profiled again, and recorded again
+    assert list(json.loads(record.read_text()).values()) == [0.01]
+    m4 = _auto(monkeypatch, tmp_path, profile_seconds=60)
+    assert m4.stats["profile"]["estimated"] == 0 and m4.stats["profile"]["budget_spent_earlier"] is None
 
 
 @pytest.mark.parametrize("runs_s,build_s,pays", [(0.0, 0.2, False), (0.0, 1.0, True), (0.5, 1.0, False),
