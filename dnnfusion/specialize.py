@@ -25,18 +25,30 @@ def _proto(model: Any) -> Any:
     return model
 
 
+def _inputs(model: Any) -> tuple[list[Any], set[str]]:
+    """The graph's inputs (ValueInfoProto) and its initializers' names: a file's from its wire
+    format without parsing the weights (frontends.onnx_wire), else from the whole proto."""
+    if isinstance(model, (str, os.PathLike)):
+        from dnnfusion.frontends.onnx_wire import graph_inputs
+
+        got = graph_inputs(model)
+        if got is not None:
+            return got
+    proto = _proto(model)
+    return list(proto.graph.input), {t.name for t in proto.graph.initializer}
+
+
 def onnx_inputs(model: Any) -> tuple[list[str], dict[str, list[tuple[int, str]]]]:
     """An ONNX model's graph inputs (initializers excluded) in order, and those with symbolic
     dimensions: input name -> [(axis, dim name)]; a dimension with neither a value nor a name
     gets a name of its own."""
     try:
-        proto = _proto(model)
+        inputs, inits = _inputs(model)
     except Exception:  # noqa: BLE001 - load() reports a bad file clearly
         return [], {}
-    inits = {t.name for t in proto.graph.initializer}
     names: list[str] = []
     out: dict[str, list[tuple[int, str]]] = {}
-    for vi in proto.graph.input:
+    for vi in inputs:
         if vi.name in inits:
             continue
         names.append(vi.name)
@@ -50,10 +62,9 @@ def onnx_inputs(model: Any) -> tuple[list[str], dict[str, list[tuple[int, str]]]
 
 def static_dims(model: Any) -> dict[str, list[int]]:
     """The graph inputs' dimensions as the file gives them (symbolic ones as 1), by name."""
-    proto = _proto(model)
-    inits = {t.name for t in proto.graph.initializer}
+    inputs, inits = _inputs(model)
     return {vi.name: [int(d.dim_value) if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim]
-            for vi in proto.graph.input if vi.name not in inits}
+            for vi in inputs if vi.name not in inits}
 
 
 def shapes_of_examples(names: list[str], symbolic: dict[str, list[tuple[int, str]]],
