@@ -92,6 +92,9 @@ void bind_runtime(py::module_& m) {
   m.def("hint_prelude_units", &hint_prelude_units, py::arg("units"),
         "Prelude units (group.epilogue) a later compile will likely name: a compile that builds "
         "units it lacks builds these too, on the CPUs it leaves idle; [] clears them.");
+  m.def("prelude_build_seconds", &prelude_build_seconds,
+        "Seconds this process spent building the precompiled header and prelude units (caches "
+        "every later compile reuses), included in the compile times that built them.");
   m.def("compile_shared", [](const std::string& source, const std::vector<std::string>& flags, double timeout_s,
                              const std::string& pch_header) {
     py::gil_scoped_release unlocked;  // compiling takes seconds; let other threads run

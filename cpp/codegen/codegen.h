@@ -42,6 +42,11 @@ inline constexpr const char* kModuleCommonHeader = "module_common.h";
 // and links them, and the header that defines them is the module's first include.
 inline constexpr const char* kPreludeUnitsLine = "// dnnf-prelude-units:";
 inline constexpr const char* kPreludeUnitSources = "prelude_unit_sources.h";
+// A CPU module's kernels compile whole, or split into DNNF_PARTS translation units compiled
+// in parallel and linked (runtime/compiler.cc), each defining the kernels of part DNNF_PART
+// and part 0 the entry points; compile_shared splits a source that has this guard.
+inline constexpr const char* kPartsGuard =
+    "#ifndef DNNF_PARTS\n#define DNNF_PARTS 1\n#define DNNF_PART 0\n#endif\n";
 
 struct CodegenOptions {
   // The dialect: "avx512" | "avx2" | "neon" | "scalar". The emitted text is the same for the

@@ -35,6 +35,7 @@
 #endif
 
 #include "ir/errors.h"
+#include "runtime/compile_parts.h"
 #include "runtime/prelude_units.h"
 #include "runtime/process.h"
 
@@ -317,7 +318,19 @@ std::string precompiled_header(const Compiler& cc, const std::vector<std::string
   return ::lstat((pdir + "/" + name).c_str(), &st) == 0 ? pdir : "";
 }
 
+std::mutex prelude_seconds_mu;
+double prelude_seconds = 0;
+void add_prelude_seconds(double s) {
+  std::lock_guard<std::mutex> lock(prelude_seconds_mu);
+  prelude_seconds += s;
+}
+
 }  // namespace
+
+double prelude_build_seconds() {
+  std::lock_guard<std::mutex> lock(prelude_seconds_mu);
+  return prelude_seconds;
+}
 
 CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
                                double timeout_s, bool load_it, const std::string& pch_header) {
@@ -381,9 +394,11 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
 
   // Neither the precompiled header nor the prelude units are part of the key: with or without
   // them the object runs the same code.
+  const auto t_prelude = std::chrono::steady_clock::now();
   const std::string pch = precompiled_header(cc, all_flags, pch_header, dir, timeout_s);
   const std::vector<std::string> units =
       prelude_unit_objects(cc, all_flags, prelude_units_named(source), pch_header, pch, dir, timeout_s);
+  add_prelude_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_prelude).count());
   auto command_for = [&](const std::string& pch_dir, bool link_units) {
     std::vector<std::string> argv = cc.argv;
     for (const char* a : {"-shared", "-fPIC", "-o"}) argv.push_back(a);
@@ -397,7 +412,21 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   };
   bool link_units = !units.empty();
   std::vector<std::string> argv = command_for(pch, link_units);
-  ProcessResult r = run_process(argv, timeout_s);
+  // In parts, in parallel, where the source allows and the machine has CPUs for it; on any
+  // failure the whole compile below runs and reports (a compile error is the source's own).
+  ProcessResult r;
+  const int parts = compile_parts_for(source);
+  std::vector<std::string> defines;
+  if (!pch.empty()) defines.push_back("-I" + pch);
+  if (link_units) defines.push_back("-DDNNF_LINK_UNITS");
+  if (parts > 1 &&
+      compile_in_parts(cc.argv, tmp_src, tmp_so, defines, link_units ? units : std::vector<std::string>{}, all_flags,
+                       parts, timeout_s)) {
+    r.started = true;
+    r.status = 0;
+  } else {
+    r = run_process(argv, timeout_s);
+  }
   auto failed_with = [&](std::initializer_list<const char*> words) {
     if (!r.started || r.timed_out || r.status == 0) return false;
     for (const char* w : words)

@@ -74,6 +74,11 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
 // own compile finds them. Names as on the units line (others are ignored); {} clears them.
 void hint_prelude_units(const std::vector<std::string>& units);
 
+// Seconds this process has spent in compile_shared building the precompiled header and
+// prelude units (machine-wide caches every later compile reuses), so that callers timing a
+// compile can tell its own cost from that (profiling.py's budget).
+double prelude_build_seconds();
+
 // $DNNF_CACHE_DIR/kernels, else $XDG_CACHE_HOME/dnnfusion/kernels, else
 // ~/.cache/dnnfusion/kernels; created mode 0700. CompileError if the directory is not the
 // user's own: owned by someone else, writable by group or others, a symlink, or inside a

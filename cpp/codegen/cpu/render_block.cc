@@ -188,7 +188,7 @@ class BlockRenderer {
 
   std::string render(const std::string& name) {
     std::string fn = "// block " + std::to_string(b_.block) + ": " + std::to_string(b_.operators) +
-                     " operators\nstatic void " + name + "(const Ctx& x) {\n";
+                     " operators\nvoid " + name + "(const Ctx& x) {\n";
     for (const Buffer& buf : b_.buffers) {
       const std::string t = ctype(buf.dtype), c = buf.written ? "" : "const ";
       fn += "  " + c + t + "* const " + ptr(buf.value) + " = reinterpret_cast<" + c + t + "*>(" + where(buf.where) +

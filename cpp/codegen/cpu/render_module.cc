@@ -111,6 +111,33 @@ std::string location(const Location& l) {
   throw InternalError("codegen: a graph output copied from neither an input nor a constant");
 }
 
+// The kernels as one source that compiles whole or as DNNF_PARTS translation units in
+// parallel (runtime/compiler.cc, a module's compile on a 2-CPU machine took 6-9 s in one
+// compiler process): every kernel is declared, and defined in the part whose share of the
+// estimated compile work its start falls in; contiguous runs, so that kernels of one stage of
+// a network, which share epilogue and template instantiations, stay together. The work of a
+// kernel: its text, and more for each call into a prelude template (an instantiation).
+std::string split_kernels(const std::vector<std::string>& bodies, const std::vector<KernelInfo>& infos) {
+  std::vector<long> weight;
+  long total = 0;
+  for (const std::string& b : bodies) {
+    long w = static_cast<long>(b.size());
+    for (size_t at = b.find("dnnf::"); at != std::string::npos; at = b.find("dnnf::", at + 6)) w += 2000;
+    weight.push_back(w);
+    total += w;
+  }
+  std::string s;
+  for (const KernelInfo& k : infos) s += "void " + k.function + "(const Ctx& x);\n";
+  s += "\n";
+  long start = 0;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    s += "#if DNNF_PART == " + std::to_string(start) + " * DNNF_PARTS / " + std::to_string(std::max(1L, total)) + "\n";
+    s += bodies[i] + "#endif\n\n";
+    start += weight[i];
+  }
+  return s;
+}
+
 }  // namespace
 
 GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const MemoryPlan& memory, const std::string& isa) {
@@ -125,7 +152,7 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
   gm.passes = counts.passes;
   gm.intermediate_bytes_written = counts.intermediate_bytes_written;
   gm.output_bytes_written = counts.output_bytes_written;
-  std::string kernels;
+  std::vector<std::string> bodies;
   EpilogueTypes epilogue_types;
   for (const BlockPlan& b : mp.blocks) {
     KernelInfo info;
@@ -136,9 +163,10 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
     const Counts bc = count_block(g, b);
     info.passes = bc.passes;
     info.intermediate_bytes_written = bc.intermediate_bytes_written;
-    kernels += render_block(b, info.function, epilogue_types) + "\n";
+    bodies.push_back(render_block(b, info.function, epilogue_types));
     gm.kernels.push_back(std::move(info));
   }
+  std::string kernels = split_kernels(bodies, gm.kernels);
   std::string copies;
   for (const ModulePlan::Copy& c : mp.copies) {
     const std::string src = c.from_output >= 0 ? "out[" + std::to_string(c.from_output) + "]" : location(c.from);
@@ -172,15 +200,18 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
     s += "#endif\n";
   }
   s += "\n";
+  s += kPartsGuard;
   s += "#define DNNF_EXPORT __attribute__((visibility(\"default\")))\n\n";
-  s += "namespace {\nnamespace V = dnnf::simd;\nnamespace S = dnnf::simd_scalar;\nnamespace cg = dnnf::cg;\n\n";
+  s += "namespace __attribute__((visibility(\"hidden\"))) dnnf_module {\n";
+  s += "namespace V = dnnf::simd;\nnamespace S = dnnf::simd_scalar;\nnamespace cg = dnnf::cg;\n\n";
   s += "struct State {\n  const void* c[" + std::to_string(std::max<size_t>(1, mp.constants.size())) + "] = {};\n";
   s += members;
   s += "};\n\n";
   s += "struct Ctx {\n  const void* const* in;\n  void* const* out;\n  char* arena;\n  char* scratch;\n  State* st;\n};\n\n";
   s += epilogue_types.text;
   s += kernels;
-  s += "}  // namespace\n\n";
+  s += "}  // namespace dnnf_module\n\n";
+  s += "#if DNNF_PART == 0\nusing namespace dnnf_module;\n\n";
   s += "extern \"C\" DNNF_EXPORT int dnnf_abi_version(void) { return " + std::to_string(kGeneratedAbiVersion) + "; }\n\n";
   s += "extern \"C\" DNNF_EXPORT void* dnnf_create(const void* const* constants, char* err, int errlen) {\n";
   s += "  State* st = nullptr;\n  try {\n    st = new State();\n";
@@ -217,6 +248,7 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
   s += "extern \"C\" DNNF_EXPORT int dnnf_run_timed(void* state, const void* const* in, void* const* out,\n";
   s += "                        void* arena, int num_threads, double* seconds, char* err, int errlen) {\n";
   s += "  return run_all(state, in, out, arena, num_threads, seconds, err, errlen);\n}\n";
+  s += "#endif  // DNNF_PART == 0\n";
   gm.source = std::move(s);
   return gm;
 }

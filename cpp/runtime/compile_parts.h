@@ -1,0 +1,23 @@
+// A generated CPU module compiled as several translation units in parallel and linked
+// (codegen.h kPartsGuard): a module's compile was one compiler process, 6-9 s of a cold
+// compile on a 2-CPU machine while the other CPU idled.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace dnnf {
+
+// How many parts to compile `source` in: 1 (whole) unless it has the parts guard; else the
+// CPUs this process may use, at most 8 and at most one per 4 kernels. DNNF_COMPILE_PARTS=N
+// sets it (1: whole).
+int compile_parts_for(const std::string& source);
+
+// Compiles src as `parts` objects at once (`cc` + "-c -fPIC", `defines` (the precompiled
+// header's -I, -D...), -DDNNF_PARTS/-DDNNF_PART, `flags`), then links them with `link` (unit
+// objects) into `so` with `flags`. False if any step fails; the caller then compiles whole,
+// so that an error is reported as the source's own. The objects are removed either way.
+bool compile_in_parts(const std::vector<std::string>& cc, const std::string& src, const std::string& so,
+                      const std::vector<std::string>& defines, const std::vector<std::string>& link,
+                      const std::vector<std::string>& flags, int parts, double timeout_s);
+
+}  // namespace dnnf
