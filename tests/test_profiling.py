@@ -241,11 +241,18 @@ def test_compile_auto_skips_a_measurement_that_would_pass_the_budget(monkeypatch
     assert not profiling.machine_db("scalar").exists()
 
 
+def _prelude_counts_as_the_candidates(monkeypatch):
+    """The fresh cache's precompiled header and prelude units counted as the first candidate's
+    own build (seconds), as if the model's own compile did not need them."""
+    monkeypatch.setattr(profiling._core, "prelude_build_seconds", lambda: 0.0)
+
+
 def test_a_built_candidate_is_measured_past_the_budget_when_that_is_cheap(monkeypatch, tmp_path):
-    """The first candidate is built whatever the budget (no build time to go by yet). Its build
-    in a fresh cache (the precompiled header included) takes seconds; measuring it takes a
-    fraction of that, so it is measured although the 10 ms budget has passed, and cached: a
-    compile used to spend the build and then estimate anyway. Nothing else is built."""
+    """The first candidate is built whatever the budget (no build time to go by yet). When its
+    build took seconds and measuring it takes a fraction of that, it is measured although the
+    10 ms budget has passed, and cached: a compile used to spend the build and then estimate
+    anyway. Nothing else is built."""
+    _prelude_counts_as_the_candidates(monkeypatch)
     m = _auto(monkeypatch, tmp_path, profile_seconds=0.01)
     p = m.stats["profile"]
     assert p["measured"] == 1 and p["estimated"] >= 1 and p["failed"] == [], p
@@ -253,11 +260,25 @@ def test_a_built_candidate_is_measured_past_the_budget_when_that_is_cheap(monkey
     assert "measured while compiling" in m.explain() and "budget of 0.01 s was spent" in m.explain()
 
 
+def test_the_prelude_build_is_not_the_candidates(monkeypatch, tmp_path):
+    """The header and units a fresh cache builds while the first candidate compiles are the
+    model's (its own compile needs them): their seconds are taken off the candidate's build,
+    so they no longer make a measurement past the budget look cheap (U-Net's cold compile
+    spent 4.6 s so). Here they are made to look a minute long: nothing is measured."""
+    calls = iter(range(0, 10**6, 60))
+    monkeypatch.setattr(profiling._core, "prelude_build_seconds", lambda: float(next(calls)))
+    m = _auto(monkeypatch, tmp_path, profile_seconds=0.01)
+    p = m.stats["profile"]
+    assert p["measured_keys"] == 0 and p["over_budget"] >= 1 and p["failed"] == [], p
+    assert "would pass compile's profiling budget of 0.01 s" in m.explain()
+
+
 def test_compiling_again_with_no_larger_budget_measures_nothing_more(monkeypatch, tmp_path):
     """What a compile's budget left unmeasured is recorded: compiling the same model again
     with the same budget measures nothing (a warm compile: the same plan, the cached kernels,
     explain() says why), a larger budget measures the rest, and a damaged record only costs
     a measurement."""
+    _prelude_counts_as_the_candidates(monkeypatch)  # the first compile measures one key
     m = _auto(monkeypatch, tmp_path, profile_seconds=0.01)
     p = m.stats["profile"]
     assert p["measured_keys"] == 1 and p["estimated"] >= 1 and p["budget_spent_earlier"] is None, p

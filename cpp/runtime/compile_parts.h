@@ -8,7 +8,7 @@
 namespace dnnf {
 
 // How many parts to compile `source` in: 1 (whole) unless it has the parts guard; else the
-// CPUs this process may use, at most 8 and at most one per 4 kernels. DNNF_COMPILE_PARTS=N
+// CPUs this process may use, at most 8 and at most one per 48 kernels. DNNF_COMPILE_PARTS=N
 // sets it (1: whole).
 int compile_parts_for(const std::string& source);
 

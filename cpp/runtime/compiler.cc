@@ -43,6 +43,9 @@ namespace dnnf {
 
 namespace {
 
+std::mutex prelude_seconds_mu;
+double prelude_seconds = 0;
+
 // Bump when the layout of cached objects or the meaning of a key changes.
 constexpr const char* kCacheFormat = "dnnf-kernel-cache-1";
 constexpr size_t kMaxDiagnostics = 4000;  // characters of compiler output in an error
@@ -298,8 +301,24 @@ std::string precompiled_header(const Compiler& cc, const std::vector<std::string
     if (failed.count(key)) return "";
   }
   struct stat st;
-  if (::lstat((pdir + "/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_size > 0)
-    return pdir;
+  auto built = [&] {
+    return ::lstat((pdir + "/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+           st.st_size > 0;
+  };
+  if (built()) return pdir;
+  // One build at a time in this process: a compile that waited uses the one just built.
+  static std::mutex building;
+  std::lock_guard<std::mutex> one_build(building);
+  if (built()) return pdir;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failed.count(key)) return "";
+  }
+  const auto t_build = std::chrono::steady_clock::now();
+  struct Timed {
+    std::chrono::steady_clock::time_point t0;
+    ~Timed() { add_prelude_build_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); }
+  } timed{t_build};
   const std::string tmp = dir + "/tmp.pch." + key.substr(0, 16) + "." + std::to_string(::getpid()) + "." + random_tag();
   if (::mkdir(tmp.c_str(), 0700) != 0) return "";
   std::vector<std::string> argv = cc.argv;
@@ -318,14 +337,12 @@ std::string precompiled_header(const Compiler& cc, const std::vector<std::string
   return ::lstat((pdir + "/" + name).c_str(), &st) == 0 ? pdir : "";
 }
 
-std::mutex prelude_seconds_mu;
-double prelude_seconds = 0;
-void add_prelude_seconds(double s) {
+}  // namespace
+
+void add_prelude_build_seconds(double s) {
   std::lock_guard<std::mutex> lock(prelude_seconds_mu);
   prelude_seconds += s;
 }
-
-}  // namespace
 
 double prelude_build_seconds() {
   std::lock_guard<std::mutex> lock(prelude_seconds_mu);
@@ -394,11 +411,9 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
 
   // Neither the precompiled header nor the prelude units are part of the key: with or without
   // them the object runs the same code.
-  const auto t_prelude = std::chrono::steady_clock::now();
   const std::string pch = precompiled_header(cc, all_flags, pch_header, dir, timeout_s);
   const std::vector<std::string> units =
       prelude_unit_objects(cc, all_flags, prelude_units_named(source), pch_header, pch, dir, timeout_s);
-  add_prelude_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_prelude).count());
   auto command_for = [&](const std::string& pch_dir, bool link_units) {
     std::vector<std::string> argv = cc.argv;
     for (const char* a : {"-shared", "-fPIC", "-o"}) argv.push_back(a);

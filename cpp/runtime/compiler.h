@@ -78,6 +78,7 @@ void hint_prelude_units(const std::vector<std::string>& units);
 // prelude units (machine-wide caches every later compile reuses), so that callers timing a
 // compile can tell its own cost from that (profiling.py's budget).
 double prelude_build_seconds();
+void add_prelude_build_seconds(double seconds);  // where the header or units are built
 
 // $DNNF_CACHE_DIR/kernels, else $XDG_CACHE_HOME/dnnfusion/kernels, else
 // ~/.cache/dnnfusion/kernels; created mode 0700. CompileError if the directory is not the

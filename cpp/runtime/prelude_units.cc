@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -92,6 +93,24 @@ std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vec
       missing.push_back(u);
   }
   if (missing.empty()) return objects;
+  // One batch at a time in this process (profiling builds its candidates on two threads):
+  // a compile that waited finds what the other built, instead of building it again beside it.
+  static std::mutex building;
+  std::lock_guard<std::mutex> one_batch(building);
+  missing.erase(std::remove_if(missing.begin(), missing.end(),
+                               [&](const std::string& u) {
+                                 const std::string o = udir + "/" + u + ".o";
+                                 return ::lstat(o.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                                        st.st_uid == ::geteuid() && st.st_size > 0;
+                               }),
+                missing.end());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::string& u : units)
+      if (failed.count(key + "/" + u)) return {};
+  }
+  if (missing.empty()) return objects;
+  const auto t_batch = std::chrono::steady_clock::now();
   // Hinted units (hint_prelude_units) this cache lacks are built in the same batch, after the
   // missing ones, on CPUs the batch leaves idle; only the missing ones decide the result.
   const size_t needed = missing.size();
@@ -155,6 +174,7 @@ std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vec
   for (size_t t = 1; t < n; ++t) threads.emplace_back(worker);
   worker();
   for (auto& t : threads) t.join();
+  add_prelude_build_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_batch).count());
   bool all = true;
   for (size_t i = 0; i < missing.size(); ++i)
     if (!ok[i]) {
