@@ -1,7 +1,8 @@
 """Command line: ``python -m dnnfusion <command> [model]``. ``info`` reports on a model (default:
 the built-in network, ``dnnfusion.builtin.tiny_convnet``); ``run`` compiles one (default: a zoo
 model), checks it against PyTorch and ONNX Runtime, and times it beside them; ``report`` does
-the same and writes one self-contained HTML page about it."""
+the same and writes one self-contained HTML page about it; ``profile`` measures yellow fusion
+pairs into a database; ``warmup`` builds the prelude caches a machine's first compile needs."""
 
 from __future__ import annotations
 
@@ -381,6 +382,37 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def prelude_units() -> list[str]:
+    """Every prelude unit (group.kind) the prelude defines (prelude/prelude_units.h)."""
+    import re
+
+    from dnnfusion._paths import prelude_dir
+
+    header = os.path.join(prelude_dir(), "prelude_units.h")
+    groups = sorted(set(re.findall(r"#define DNNF_UNIT_([a-z]+)\(EP, D\)", open(header).read())))
+    if not groups:
+        raise Error(f"no prelude units are defined in {header}")
+    return [f"{g}.{k}" for g in groups for k in range(3)]
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from dnnfusion import _core
+    from dnnfusion._paths import prelude_dir
+
+    known = prelude_units()
+    units = args.units or known
+    unknown = [u for u in units if u not in known]
+    if unknown:
+        raise Error(f"no such prelude unit: {', '.join(unknown)} (the units: {' '.join(known)})")
+    for isa in args.isa or [_core.cpu_features()["isa"]]:
+        before, t0 = _core.prelude_build_seconds(), time.perf_counter()
+        _core.prebuild_prelude(isa, prelude_dir(), units)
+        built = _core.prelude_build_seconds() - before
+        print(f"{isa}: the precompiled header and {len(units)} prelude units are in {_core.kernel_cache_dir()} "
+              f"({time.perf_counter() - t0:.1f} s, {built:.1f} s of it building)")
+    return 0
+
+
 def _compile_args(p: argparse.ArgumentParser) -> None:
     """The arguments `run` and `report` share: which model and how to compile and time it."""
     p.add_argument("model", nargs="?", help="an .onnx file or a zoo model name "
@@ -432,6 +464,14 @@ def main(argv: list[str] | None = None) -> int:
     prof.add_argument("--min-seconds", type=float, default=0.3,
                       help="time each pair at least this long (interleaved runs, median)")
     prof.set_defaults(func=cmd_profile)
+    warm = sub.add_parser("warmup", help="build the precompiled header and the prelude units into "
+                          "the kernel cache now (a machine's first compile builds them: most of its "
+                          "time), e.g. when building a container image")
+    warm.add_argument("--isa", action="append", default=[], help="an instruction set (default: the "
+                      "best this CPU runs; repeat for more)")
+    warm.add_argument("--units", nargs="+", default=None, metavar="GROUP.KIND",
+                      help="only these units (default: all of them)")
+    warm.set_defaults(func=cmd_warmup)
     args = p.parse_args(argv)
     try:
         return args.func(args)

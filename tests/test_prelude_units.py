@@ -219,3 +219,27 @@ def test_hinted_units_are_built_beside_the_missing_ones(own_cache):
         assert sorted(p.name for p in own_cache.glob("units-*/*.o")) == ["resize.0.o", "roi.0.o"]
     finally:
         _core.hint_prelude_units([])
+
+
+def test_warmup_builds_what_a_later_compile_uses(own_cache, capsys, tmp_path, monkeypatch):
+    """`python -m dnnfusion warmup` builds the precompiled header and the units a machine's
+    first compile would (for this CPU's ISA, with the modules' flags): a model naming them then
+    builds nothing but its own module. Unknown unit names are a clear error."""
+    from dnnfusion import cli
+
+    g = tiny_convnet()
+    with monkeypatch.context() as mp:  # the units its module names, from a compile without them
+        mp.setenv("DNNF_CACHE_DIR", str(tmp_path / "whole"))
+        mp.setenv("DNNF_PRELUDE_UNITS", "0")
+        units = units_of(df.compile(g, profile="off").source())
+    assert cli.main(["warmup", "--units", *units]) == 0
+    assert f"the precompiled header and {len(units)} prelude units are in {own_cache}" in capsys.readouterr().out
+    assert sorted(p.stem for p in own_cache.glob("units-*/*.o")) == sorted(units)
+    assert list(own_cache.glob("pch-*/*.gch"))
+    before = _core.prelude_build_seconds()
+    m = df.compile(g, profile="off")
+    assert _core.prelude_build_seconds() == before  # nothing of the prelude built again
+    assert linked_units(m.library_path) == set(units)
+    assert cli.main(["warmup", "--units", "gemm.1", "nosuch.1"]) == 2
+    assert "no such prelude unit: nosuch.1" in capsys.readouterr().err
+    assert set(cli.prelude_units()) == {f"{g}.{k}" for g in UNITS for k in range(3)}

@@ -164,6 +164,13 @@ void bind_codegen(py::module_& m) {
   }, py::arg("generated"), py::arg("isa"), py::arg("prelude_dir"),
      "Compiles a generated module for `isa` into the kernel cache without loading it, whether "
      "or not this CPU runs that ISA; returns the object's path (CompileError on failure).");
+  m.def("prebuild_prelude", [](const std::string& isa, const std::string& prelude_dir,
+                               const std::vector<std::string>& units) {
+    py::gil_scoped_release unlocked;
+    prebuild_prelude(isa, prelude_dir, units);
+  }, py::arg("isa"), py::arg("prelude_dir"), py::arg("units"),
+     "Builds the precompiled header and the named prelude units for modules of `isa` on this "
+     "CPU into the kernel cache (python -m dnnfusion warmup).");
   m.def("prelude_hash", &prelude_hash, py::arg("dir"),
         "SHA-256 over the names and contents of the prelude headers in `dir`.");
 

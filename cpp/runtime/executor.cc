@@ -11,6 +11,7 @@
 
 #include "codegen/prelude/large_alloc.h"
 #include "ir/errors.h"
+#include "runtime/prelude_units.h"
 
 namespace dnnf {
 
@@ -110,6 +111,17 @@ std::string compile_module_only(const GeneratedModule& module, const std::string
                                 const std::string& prelude_dir) {
   return compile_shared(module.source, module_flags(isa, prelude_dir, false), 0, false,
                         prelude_dir + "/" + kModuleCommonHeader).path();
+}
+
+void prebuild_prelude(const std::string& isa, const std::string& prelude_dir, const std::vector<std::string>& units) {
+  std::string line = kPreludeUnitsLine;
+  for (const std::string& u : units) line += " " + u;
+  const std::string source = "// dnnfusion warmup: the precompiled header and prelude units\n" + line +
+                             "\n#include \"" + kModuleCommonHeader +
+                             "\"\nextern \"C\" int dnnf_warmup(void) { return 0; }\n";
+  if (prelude_units_named(source).size() != units.size())
+    throw Error("prelude unit names are group.kind, e.g. gemm.1 (got:" + line.substr(line.find(':') + 1) + ")");
+  compile_shared(source, module_flags(isa, prelude_dir), 0, false, prelude_dir + "/" + kModuleCommonHeader);
 }
 
 CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule module,

@@ -45,6 +45,12 @@ std::vector<std::string> module_flags(const std::string& isa, const std::string&
 std::string compile_module_only(const GeneratedModule& module, const std::string& isa,
                                 const std::string& prelude_dir);
 
+// Builds the precompiled header and the prelude `units` ("gemm.1", ...) for modules of `isa`
+// on this CPU into the kernel cache, as a module's first compile would (`python -m dnnfusion
+// warmup`), through a module that only names them. Error for a malformed unit name;
+// CompileError as compile_shared.
+void prebuild_prelude(const std::string& isa, const std::string& prelude_dir, const std::vector<std::string>& units);
+
 // The SHA-256 of every header in `dir` (names and contents, in name order). Generated code
 // is compiled with it as -DDNNF_PRELUDE_HASH, because the kernel cache keys on the source
 // and flags but cannot see what the source #includes.
