@@ -293,9 +293,11 @@ def test_compiling_again_with_no_larger_budget_measures_nothing_more(monkeypatch
     assert "not measured: an earlier compile of this model on this machine spent its profiling budget " \
            "of 0.01 s" in m2.explain()
     record.write_text('{"truncated')
+    assert profiling._read_spent(record) == {}
     m3 = _auto(monkeypatch, tmp_path, profile_seconds=0.01)
-    assert m3.stats["profile"]["budget_spent_earlier"] is None  # profiled again, and recorded again
-    assert list(json.loads(record.read_text()).values()) == [0.01]
+    assert m3.stats["profile"]["budget_spent_earlier"] is None  # not trusted: profiled again
+    if m3.stats["profile"]["estimated"]:  # left keys again: recorded again, readable
+        assert list(json.loads(record.read_text()).values()) == [0.01]
     m4 = _auto(monkeypatch, tmp_path, profile_seconds=60)
     assert m4.stats["profile"]["estimated"] == 0 and m4.stats["profile"]["budget_spent_earlier"] is None
 

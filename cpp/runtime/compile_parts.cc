@@ -35,7 +35,8 @@ int compile_parts_for(const std::string& source) {
 }
 
 bool compile_in_parts(const std::vector<std::string>& cc, const std::string& src, const std::string& so,
-                      const std::vector<std::string>& defines, const std::vector<std::string>& link,
+                      const std::vector<std::string>& defines,
+                      const std::function<std::vector<std::string>()>& link, bool need_link,
                       const std::vector<std::string>& flags, int parts, double timeout_s) {
   std::vector<std::string> objs;
   for (int i = 0; i < parts; ++i) objs.push_back(so + ".part" + std::to_string(i) + ".o");
@@ -46,8 +47,10 @@ bool compile_in_parts(const std::vector<std::string>& cc, const std::string& src
     argv.push_back(objs[static_cast<size_t>(i)]);
     argv.push_back(src);
     argv.insert(argv.end(), defines.begin(), defines.end());
-    argv.push_back("-DDNNF_PARTS=" + std::to_string(parts));
-    argv.push_back("-DDNNF_PART=" + std::to_string(i));
+    if (parts > 1) {
+      argv.push_back("-DDNNF_PARTS=" + std::to_string(parts));
+      argv.push_back("-DDNNF_PART=" + std::to_string(i));
+    }
     argv.insert(argv.end(), flags.begin(), flags.end());
     const ProcessResult r = run_process(argv, timeout_s);
     ok[static_cast<size_t>(i)] = r.started && !r.timed_out && r.status == 0;
@@ -57,12 +60,14 @@ bool compile_in_parts(const std::vector<std::string>& cc, const std::string& src
   build(0);
   for (auto& t : threads) t.join();
   bool all = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
+  const std::vector<std::string> units = link();
+  if (need_link && units.empty()) all = false;
   if (all) {
     std::vector<std::string> argv = cc;
     for (const char* a : {"-shared", "-fPIC", "-o"}) argv.push_back(a);
     argv.push_back(so);
     argv.insert(argv.end(), objs.begin(), objs.end());
-    argv.insert(argv.end(), link.begin(), link.end());
+    argv.insert(argv.end(), units.begin(), units.end());
     argv.insert(argv.end(), flags.begin(), flags.end());
     const ProcessResult r = run_process(argv, timeout_s);
     all = r.started && !r.timed_out && r.status == 0;

@@ -2,6 +2,7 @@
 // (codegen.h kPartsGuard): a module's compile was one compiler process, 6-9 s of a cold
 // compile on a 2-CPU machine while the other CPU idled.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,11 +14,14 @@ namespace dnnf {
 int compile_parts_for(const std::string& source);
 
 // Compiles src as `parts` objects at once (`cc` + "-c -fPIC", `defines` (the precompiled
-// header's -I, -D...), -DDNNF_PARTS/-DDNNF_PART, `flags`), then links them with `link` (unit
-// objects) into `so` with `flags`. False if any step fails; the caller then compiles whole,
-// so that an error is reported as the source's own. The objects are removed either way.
+// header's -I, -D...), -DDNNF_PARTS/-DDNNF_PART when parts > 1, `flags`), then links them with
+// the objects `link()` gives (prelude units; called once the parts are compiled, whether or
+// not they compiled, so that it may wait for units built meanwhile; `need_link`: an empty
+// answer fails) into `so` with `flags`. False if any step fails; the caller then compiles
+// whole, so that an error is reported as the source's own. The objects are removed either way.
 bool compile_in_parts(const std::vector<std::string>& cc, const std::string& src, const std::string& so,
-                      const std::vector<std::string>& defines, const std::vector<std::string>& link,
+                      const std::vector<std::string>& defines,
+                      const std::function<std::vector<std::string>()>& link, bool need_link,
                       const std::vector<std::string>& flags, int parts, double timeout_s);
 
 }  // namespace dnnf

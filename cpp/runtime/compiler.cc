@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -412,8 +413,30 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   // Neither the precompiled header nor the prelude units are part of the key: with or without
   // them the object runs the same code.
   const std::string pch = precompiled_header(cc, all_flags, pch_header, dir, timeout_s);
-  const std::vector<std::string> units =
-      prelude_unit_objects(cc, all_flags, prelude_units_named(source), pch_header, pch, dir, timeout_s);
+  const std::vector<std::string> named = prelude_units_named(source);
+  std::vector<std::string> units = prelude_unit_objects(cc, all_flags, named, pch_header, pch, dir, timeout_s, false);
+  // Units still to build are built beside the module's own compile, which needs them only to
+  // link (a plan that profiling changed named a unit the first plan did not: U-Net's module
+  // waited 5.7 s for it with one CPU idle).
+  const bool build_beside = units.empty() && !named.empty() && prelude_units_apply(all_flags, pch_header);
+  const bool will_link = build_beside || !units.empty();  // read before the builder may write `units`
+  std::thread builder;
+  bool builder_done = true;
+  if (build_beside) {
+    builder_done = false;
+    builder = std::thread([&] { units = prelude_unit_objects(cc, all_flags, named, pch_header, pch, dir, timeout_s); });
+  }
+  auto built_units = [&] {
+    if (!builder_done) {
+      builder.join();
+      builder_done = true;
+    }
+    return units;
+  };
+  struct Join {
+    std::function<void()> f;
+    ~Join() { f(); }
+  } join_on_exit{[&] { built_units(); }};
   auto command_for = [&](const std::string& pch_dir, bool link_units) {
     std::vector<std::string> argv = cc.argv;
     for (const char* a : {"-shared", "-fPIC", "-o"}) argv.push_back(a);
@@ -425,18 +448,21 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
     argv.insert(argv.end(), all_flags.begin(), all_flags.end());  // after the source, so -l flags link
     return argv;
   };
-  bool link_units = !units.empty();
-  std::vector<std::string> argv = command_for(pch, link_units);
-  // In parts, in parallel, where the source allows and the machine has CPUs for it; on any
-  // failure the whole compile below runs and reports (a compile error is the source's own).
+  // In parts, in parallel, where the source allows and the machine has CPUs for it (and as one
+  // part while units are built beside it); on any failure the whole compile below runs and
+  // reports (a compile error is the source's own).
   ProcessResult r;
   const int parts = compile_parts_for(source);
   std::vector<std::string> defines;
   if (!pch.empty()) defines.push_back("-I" + pch);
-  if (link_units) defines.push_back("-DDNNF_LINK_UNITS");
-  if (parts > 1 &&
-      compile_in_parts(cc.argv, tmp_src, tmp_so, defines, link_units ? units : std::vector<std::string>{}, all_flags,
-                       parts, timeout_s)) {
+  if (will_link) defines.push_back("-DDNNF_LINK_UNITS");
+  const bool in_parts = (parts > 1 || build_beside) &&
+                        compile_in_parts(cc.argv, tmp_src, tmp_so, defines, built_units, will_link, all_flags, parts,
+                                         timeout_s);
+  built_units();
+  bool link_units = !units.empty();
+  std::vector<std::string> argv = command_for(pch, link_units);
+  if (in_parts) {
     r.started = true;
     r.status = 0;
   } else {

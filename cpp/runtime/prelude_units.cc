@@ -59,13 +59,19 @@ std::vector<std::string> prelude_units_named(const std::string& source) {
 // the module compiles whole. Only for flags that carry the prelude's content hash, which the
 // key then covers, and a module that includes `header` first. Unit sources are three lines
 // written here from names prelude_units_named() checked.
-std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vector<std::string>& flags,
-                                      const std::vector<std::string>& units, const std::string& header,
-                                      const std::string& pch_dir, const std::string& dir, double timeout_s) {
-  if (units.empty() || header.empty() || (std::getenv("DNNF_PRELUDE_UNITS") && std::string(std::getenv("DNNF_PRELUDE_UNITS")) == "0")) return {};
+bool prelude_units_apply(const std::vector<std::string>& flags, const std::string& header) {
+  if (header.empty() || (std::getenv("DNNF_PRELUDE_UNITS") && std::string(std::getenv("DNNF_PRELUDE_UNITS")) == "0"))
+    return false;
   bool hashed = false;
   for (const auto& f : flags) hashed = hashed || f.rfind("-DDNNF_PRELUDE_HASH=", 0) == 0;
-  if (!hashed) return {};
+  return hashed;
+}
+
+std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vector<std::string>& flags,
+                                      const std::vector<std::string>& units, const std::string& header,
+                                      const std::string& pch_dir, const std::string& dir, double timeout_s,
+                                      bool build) {
+  if (units.empty() || !prelude_units_apply(flags, header)) return {};
   std::vector<std::string> compile_flags;  // what a compile without linking takes
   for (const auto& f : flags)
     if (f.rfind("-l", 0) != 0 && f.rfind("-L", 0) != 0 && f.rfind("-Wl,", 0) != 0) compile_flags.push_back(f);
@@ -93,6 +99,7 @@ std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vec
       missing.push_back(u);
   }
   if (missing.empty()) return objects;
+  if (!build) return {};
   // One batch at a time in this process (profiling builds its candidates on two threads):
   // a compile that waited finds what the other built, instead of building it again beside it.
   static std::mutex building;

@@ -15,9 +15,15 @@ std::vector<std::string> prelude_units_named(const std::string& source);
 // The object files of `units` for this compiler and these flags, built where missing into
 // units-<key>/ in the cache `dir` (with the hinted ones, hint_prelude_units); empty when any
 // cannot be built or units do not apply, and then the module compiles whole.
+// `build` false: only when all are built already (nothing is built, no failure remembered).
 std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vector<std::string>& flags,
                                               const std::vector<std::string>& units, const std::string& header,
-                                              const std::string& pch_dir, const std::string& dir, double timeout_s);
+                                              const std::string& pch_dir, const std::string& dir, double timeout_s,
+                                              bool build = true);
+
+// Whether a module compiled with `flags` and including `header` first can link units at all
+// (DNNF_PRELUDE_UNITS=0 and sources without the prelude hash cannot).
+bool prelude_units_apply(const std::vector<std::string>& flags, const std::string& header);
 
 // A random 16-hex-digit tag for temporary file names in the cache (compiler.cc).
 std::string random_tag();
