@@ -292,6 +292,13 @@ def cases_x86() -> list[Case]:
         cs.append(Case(129, 300, 70, threads=threads, mc=32, nc=64, ep="bias_col"))
         cs.append(Case(16, 500, 33, threads=threads, pro="rcp"))
         cs.append(Case(300, 20, 50, threads=threads, mc=20, ta=1, tb=1))
+    # one column block split by rows only on two threads (a 1x1 convolution's few output
+    # channels: each task packs its panels or reads A unpacked), over several k-blocks, with
+    # a row tail, a residual read where C is written, and three row panels on two threads
+    cs.append(Case(196, 96, 576, packed=1, threads=2, ep="bias_col", kc=128))
+    cs.append(Case(49, 160, 300, packed=1, threads=2, ep="residual"))
+    cs.append(Case(40, 24, 70, packed=1, threads=2, ep="relu"))
+    cs.append(Case(45, 50, 530, threads=2, kc=128, ep="chain"))
     # streamed B (one row block, many column blocks: each task packs its own B block)
     for threads in (1, 2):
         cs.append(Case(30, 700, 50, nc=64, threads=threads, ep="chain"))
