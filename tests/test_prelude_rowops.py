@@ -376,6 +376,9 @@ def cases_x86(rng) -> list[Case]:
            layer_norm_case(rng, (64, 768), 1), reduce_case(rng, "ReduceSum", (2, 40000), [1]),
            reduce_case(rng, "ReduceMean", (300, 7, 50), [1]),
            reduce_case(rng, "ReduceL2", (4, 300, 200), [0, 2]),
+           # fewer column blocks than threads (channels-last global pools): rows split in parts
+           reduce_case(rng, "ReduceMean", (1, 60, 90, 40), [1, 2], ep="bias_relu"),
+           reduce_case(rng, "ReduceMax", (1, 5000, 20), [1]), reduce_case(rng, "ReduceL2", (1, 6000, 24), [1]),
            arg_case(rng, (256, 300), 1, True, False), arg_case(rng, (4, 300, 40), 1, False, True),
            cumsum_case(rng, (40, 100, 20), 1, 0, 0), topk_case(rng, (300, 200), 1, 7, True),
            roi_case(rng, 1, 16, 20, 24, 12, 7, 7, 2, 0.25, "half_pixel", "avg"),

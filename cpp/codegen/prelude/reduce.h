@@ -22,6 +22,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "rowops.h"
 
@@ -204,7 +205,34 @@ void reduce_f32(int rank, const long* shape, unsigned axes_mask, const float* x,
   }
   if (ng == 3) {  // [k0, r, k1]: vectors across k1, then the epilogue over y as [R, C]
     const long k0 = g[0].size, r = g[1].size, k1 = g[2].size;
-    const long blocks = (k1 + kCols - 1) / kCols;
+    const long blocks = (k1 + kCols - 1) / kCols, units = k0 * blocks;
+    // Fewer column blocks than threads over a long reduced axis (a channels-last global pool:
+    // [1, H*W, C] with C <= 64 one block): the rows split into S parts, each summed into a
+    // partial of its own, merged in part order (the same sums for a given thread count).
+    const long T = get_num_threads();
+    const long S = units < T && r * std::min(k1, kCols) >= 4 * detail::kGrain
+                       ? std::min((T + units - 1) / units, std::max(1L, r / 64))
+                       : 1;
+    if (S > 1) {
+      std::vector<float> part(static_cast<size_t>(units * S * kCols));
+      parallel_for(static_cast<int>(units * S), [&](int t) {
+        const long u = t / S, s = t % S, o = u / blocks, j = (u % blocks) * kCols, n = std::min(kCols, k1 - j);
+        const long i0 = r * s / S, i1 = r * (s + 1) / S;
+        detail::reduce_cols<K, false>(x + (o * r + i0) * k1 + j, i1 - i0, k1, n, part.data() + t * kCols);
+      });
+      for (long u = 0; u < units; ++u) {
+        const long o = u / blocks, j = (u % blocks) * kCols, n = std::min(kCols, k1 - j);
+        float* yo = y + o * k1 + j;
+        for (long c = 0; c < n; c += W) {
+          const int m = static_cast<int>(std::min<long>(W, n - c));
+          vf acc = load_lanes(part.data() + u * S * kCols + c, m);
+          for (long q = 1; q < S; ++q) acc = Op::merge(acc, load_lanes(part.data() + (u * S + q) * kCols + c, m));
+          store_lanes(yo + c, Op::finish(acc, fcount), m);
+        }
+      }
+      detail::epilogue_pass(y, R, C, ep);
+      return;
+    }
     detail::parallel_rows(k0 * blocks, r * kCols, [&](long lo, long hi) {
       for (long u = lo; u < hi; ++u) {
         const long o = u / blocks, j = (u % blocks) * kCols, n = std::min(kCols, k1 - j);
