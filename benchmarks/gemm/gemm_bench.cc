@@ -87,8 +87,15 @@ int run(int threads, int reps, double budget, const std::string& variant,
         if (variant == "unfused") bias_gelu_pass(C.data(), bias.data(), M, N);
       }
     };
-    once();
-    once();  // warm-up: page faults, packing buffers, pool wake-up
+    // Warm-up: page faults, packing buffers, pool wake-up; with threads, for a quarter
+    // second: right after the pool starts, Linux ran its worker on the caller's core for
+    // ~130 ms (a 2-vCPU Zen 4 VM: 256^3 at 300 us per call, then 150 us), which made the
+    // first shape's median on 2 threads that of 1.
+    {
+      const auto w0 = Clock::now();
+      for (int i = 0; i < 2 || (threads > 1 && std::chrono::duration<double>(Clock::now() - w0).count() < 0.25); ++i)
+        once();
+    }
     std::vector<double> times;
     auto start = Clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
