@@ -5,7 +5,7 @@ against NumPy's matmul (OpenBLAS) and torch.matmul, in one run, with 1 and 2 thr
     python benchmarks/gemm_bench.py --threads 2 --shapes 1024x1024x1024 --budget 3
 
 Shapes are MxNxK (C[M,N] = A[M,K] B[K,N], row-major f32). Every cell is the median of
-repeated timed calls after two warm-up calls (at least 5 runs, at most --reps, stopping after
+repeated timed calls after warm-up (two calls; with threads, a quarter second) (at least 5 runs, at most --reps, stopping after
 --budget seconds); GFLOP/s = 2MNK / median. Percentages are of this machine's FMA peak as
 measured by the driver's probe (independent FMA chains in registers) in the same run, built
 for the same instruction set as the GEMM: `--isa` (default: the best this CPU runs, as
