@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import os
 import textwrap
 
 import numpy as np
@@ -19,6 +20,7 @@ from dnnfusion import _core
 from dnnfusion.builtin import tiny_convnet
 
 from codegen_runner import _opt_level_1, prelude_dir  # noqa: E402
+from dialects import compile_only, params  # noqa: E402
 
 P = importlib.import_module("dnnfusion.plan")
 
@@ -67,7 +69,8 @@ def independent_check(plan: P.FusionPlan, mem: dict) -> None:
     for vid, (first, last) in live.items():
         b = bufs[vid]
         assert b["first"] <= first and b["last"] >= last
-        assert b["offset"] % mem["alignment"] == 0
+        # a Concat's input placed in its bytes starts at its run, aligned as the plan's runs are
+        assert b["offset"] % (mem["alignment"] if b["within"] < 0 else mem.get("run_alignment", mem["alignment"])) == 0
         assert b["offset"] + b["size"] <= mem["arena_bytes"]
         if b["within"] >= 0:  # a Concat's input in the Concat's bytes: at its run, while they are kept
             x = bufs[b["within"]]
@@ -89,8 +92,23 @@ def independent_check(plan: P.FusionPlan, mem: dict) -> None:
                 assert (a["offset"] + a["size"] <= b["offset"] or b["offset"] + b["size"] <= a["offset"]), (a, b)
 
 
+FLAT_VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")  # the same bytes in the same order
+
+
+def bytes_of(graph, v: int, u: int) -> bool:
+    """Whether value v is u, or a chain of flat views of u."""
+    producer = {o.id: n for n in graph.nodes for o in n.outputs}
+    while v != u:
+        n = producer.get(v)
+        if n is None or n.op not in FLAT_VIEWS:
+            return False
+        v = n.inputs[0].id
+    return True
+
+
 def concat_run(graph, x: int, u: int) -> int:
-    """Where input u starts in the bytes of x = Concat(...) with only ones before its axis."""
+    """Where input u (or what an input is a flat view of) starts in the bytes of
+    x = Concat(...) with only ones before its axis."""
     (cat,) = [n for n in graph.nodes if n.outputs[0].id == x]
     assert cat.op == "Concat", cat.op
     shape = cat.outputs[0].shape
@@ -98,14 +116,14 @@ def concat_run(graph, x: int, u: int) -> int:
     assert all(d == 1 for d in shape[:axis]), shape
     at = 0
     for v in cat.inputs:
-        if v.id == u:
+        if bytes_of(graph, v.id, u):
             return at
         at += 4 * int(np.prod(v.shape))
     raise AssertionError(f"{u} is not an input of {x}")
 
 
-def planned(g, plan, in_place=()) -> dict:
-    mem = _core.plan_memory(g, plan, in_place=list(in_place))
+def planned(g, plan, in_place=(), run_alignment=0) -> dict:
+    mem = _core.plan_memory(g, plan, in_place=list(in_place), run_alignment=run_alignment)
     _core.check_memory_plan(g, plan, mem)
     independent_check(plan, mem)
     assert mem["peak_bytes"] <= mem["arena_bytes"] <= mem["naive_bytes"]
@@ -354,6 +372,89 @@ def test_a_concat_its_block_convolves_gets_a_buffer_holding_its_inputs():
     with _opt_level_1():  # this plan's module, run
         got = _core.CpuExecutable(g, gen, "scalar", 1, prelude_dir()).run([feeds["x"], feeds["y"]])[0]
     np.testing.assert_allclose(got, g.run_reference(**feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+RESHAPED_CONCAT = """
+graph heads(%x: f32[1,5,3,7], %y: f32[1,2,3,7]) {
+  %s: i64[3] = const [1, -1, 3]
+  %a: f32[1,5,3,7] = Relu(%x) @"a"
+  %b: f32[1,2,3,7] = Sigmoid(%y) @"b"
+  %ra: f32[1,35,3] = Reshape(%a, %s) @"ra"
+  %rb: f32[1,14,3] = Reshape(%b, %s) @"rb"
+  %c: f32[1,49,3] = Concat(%ra, %rb) {axis=1} @"c"
+  %d: f32[1,49,3] = Tanh(%c) @"d"
+  return %d
+}"""
+
+
+def run_plan(g, plan, isa, feeds):
+    """The plan's module for `isa` and its output, run here; compiled only (output None) where
+    this CPU lacks the dialect."""
+    gen = _core.generate_cpu(g, plan, isa)
+    with _opt_level_1():
+        if compile_only(isa):
+            assert os.path.getsize(_core.compile_only(gen, isa, prelude_dir())) > 0
+            return gen, None
+        return gen, _core.CpuExecutable(g, gen, isa, 2, prelude_dir()).run(list(feeds.values()))[0]
+
+
+@pytest.mark.parametrize("isa", params())
+def test_concat_of_reshaped_outputs_holds_them_at_unaligned_runs(isa):
+    """SSD's heads: Concat(Reshape(conv_k), ...) with the Reshapes in the Concat's block. The
+    memory plan places what each Reshape views (another block's output) at its run of the
+    Concat, at any element on the CPU (run_alignment 1: here %b starts 420 bytes in), so the
+    Concat's block has nothing to do; with the runs held to 64 bytes (OpenCL's rule) the Concat
+    is not assembled (all its inputs or none) and copies."""
+    g = df.parse(RESHAPED_CONCAT)
+    graph = g.graph if isinstance(g, df.ECG) else g
+    order = [n.name for n in graph.nodes]
+    block = {"a": 0, "b": 1, "ra": 2, "rb": 2, "c": 2, "d": 3}
+    plan = P.FusionPlan(graph, _core.finalize_plan(graph, [block[n] for n in order]))
+    mem = planned(g, plan)  # runs held to the arena's alignment: %b's is not, so none is placed
+    assert all(x["within"] == -1 for x in mem["buffers"]), mem["buffers"]
+    mem1 = planned(g, plan, run_alignment=1)
+    b = {x["name"]: x for x in mem1["buffers"]}
+    assert b["a"]["within"] == b["b"]["within"] == b["c"]["value"], mem1["buffers"]
+    assert b["b"]["offset"] == b["c"]["offset"] + 420 and mem1["run_alignment"] == 1
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((1, 5, 3, 7)).astype(np.float32),
+             "y": rng.standard_normal((1, 2, 3, 7)).astype(np.float32)}
+    gen, got = run_plan(g, plan, isa, feeds)
+    (cat,) = [k for k in gen.kernels if k["block"] == 2]
+    assert cat["stages"] == [] and gen.counts["passes"] == 3, gen.kernels
+    if not compile_only(isa):
+        np.testing.assert_allclose(got, g.run_reference(**feeds)[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("isa", params())
+def test_a_convolution_in_the_concat_block_stores_into_it_through_a_reshape(isa):
+    """The last head's convolution runs in the Concat's block: its output, viewed by a Reshape,
+    is stored straight into its run of the Concat (an unaligned one), and the other head, made
+    by another block, lies in the Concat already: one pass for the block, no copy loop."""
+    w = np.random.default_rng(4).standard_normal((6, 4, 3, 3)).astype("<f4") * 0.2
+    g = df.parse("\n".join([
+        "graph hd(%x: f32[1,4,5,5], %y: f32[1,2,3,7]) {",
+        f"  %w: f32[6,4,3,3] = const 0x{w.tobytes().hex()}",
+        "  %s: i64[3] = const [1, -1, 3]",
+        '  %b: f32[1,2,3,7] = Sigmoid(%y) @"b"',
+        '  %rb: f32[1,14,3] = Reshape(%b, %s) @"rb"',
+        f'  %k: f32[1,6,5,5] = Conv(%x, %w, _) {CONV} @"k"',
+        '  %rk: f32[1,50,3] = Reshape(%k, %s) @"rk"',
+        '  %c: f32[1,64,3] = Concat(%rb, %rk) {axis=1} @"c"',
+        '  %d: f32[1,64,3] = Tanh(%c) @"d"',
+        "  return %d", "}"]))
+    graph = g.graph if isinstance(g, df.ECG) else g
+    block = {"b": 0, "rb": 1, "k": 1, "rk": 1, "c": 1, "d": 2}
+    plan = P.FusionPlan(graph, _core.finalize_plan(graph, [block[n.name] for n in graph.nodes]))
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.standard_normal((1, 4, 5, 5)).astype(np.float32),
+             "y": rng.standard_normal((1, 2, 3, 7)).astype(np.float32)}
+    gen, got = run_plan(g, plan, isa, feeds)
+    (k,) = [k for k in gen.kernels if k["block"] == 1]
+    assert [s.split(" ")[0] for s in k["stages"]] == ["Conv"] and k["scratch_bytes"] == 0, k
+    assert gen.counts["passes"] == 3, gen.kernels
+    if not compile_only(isa):
+        np.testing.assert_allclose(got, g.run_reference(**feeds)[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("edit,message", [

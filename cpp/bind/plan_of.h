@@ -46,6 +46,7 @@ inline FusionPlan plan_of(const py::object& o) {
 inline py::dict dict_of(const Graph& g, const MemoryPlan& m) {
   py::dict d;
   d["alignment"] = m.alignment;
+  d["run_alignment"] = m.run_alignment;
   d["arena_bytes"] = m.arena_bytes;
   d["intermediate_bytes"] = m.intermediate_bytes;
   d["naive_bytes"] = m.naive_bytes;
@@ -70,6 +71,7 @@ inline py::dict dict_of(const Graph& g, const MemoryPlan& m) {
 inline MemoryPlan memory_plan_of(const py::dict& d) {
   MemoryPlan m;
   m.alignment = d["alignment"].cast<int64_t>();
+  m.run_alignment = d.contains("run_alignment") ? d["run_alignment"].cast<int64_t>() : m.alignment;
   m.arena_bytes = d["arena_bytes"].cast<int64_t>();
   for (py::handle h : d["buffers"]) {
     py::dict b = h.cast<py::dict>();

@@ -156,6 +156,26 @@ std::vector<IExpr> ExprBuilder::broadcast_index(ValueId in, const std::vector<IE
   return r;
 }
 
+// A Concat input's index along the axis. Where the output's index is a loop var i, the
+// input's is a var of its own, "(i - base)" with the input's length as its range (the
+// branch that reads the input has checked base <= i < base + len), so that the index
+// algebra keeps its terms: idx - base as a constant offset made every div/mod of a
+// reshaped input opaque (SSD's heads, [1, 126, 10, 10] -> [1, 600, 21] after the first
+// part, were read by gathers of an identity index).
+IExpr ExprBuilder::shifted(const IExpr& idx, int64_t base, int64_t len) {
+  VarTable& vt = prog_.vars;
+  if (base == 0 || !idx.affine() || idx.c != 0 || idx.terms.size() != 1) return add(idx, IExpr::constant(-base), vt);
+  const Term& t = idx.terms[0];
+  if (t.coef != 1 || t.div != 1 || (t.mod != 0 && t.mod < vt[t.var].range) || t.var == prog_.inner)
+    return add(idx, IExpr::constant(-base), vt);
+  auto it = shifted_.find({t.var, base});
+  if (it == shifted_.end()) {
+    const int v = vt.add("(" + vt[t.var].name + " - " + std::to_string(base) + "L)", len);
+    it = shifted_.emplace(std::make_pair(t.var, base), v).first;
+  }
+  return IExpr::var(it->second);
+}
+
 Ref ExprBuilder::eval(ValueId v, const std::vector<IExpr>& idx) { return eval_in(v, idx, prog_.mode); }
 
 Ref ExprBuilder::eval_scalar(ValueId v, const std::vector<IExpr>& idx) {
@@ -300,10 +320,10 @@ Ref ExprBuilder::eval_node(const Node& n, int out, const std::vector<IExpr>& idx
         if (!aligned) throw NeedScalar{"Concat along the vector"};
       }
       std::function<Ref(size_t, int64_t)> part = [&](size_t k, int64_t base) {
+        const int64_t len = dims_of(g_, n.inputs[k])[a];
         std::vector<IExpr> in = idx;
-        in[a] = add(idx[a], IExpr::constant(-base), vt);
+        in[a] = shifted(idx[a], base, len);
         if (k + 1 == n.inputs.size()) return eval_in(n.inputs[k], in, m);
-        int64_t len = dims_of(g_, n.inputs[k])[a];
         if (len == 0) return part(k + 1, base);
         IndexCmp below;
         below.a = idx[a];

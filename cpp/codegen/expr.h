@@ -89,12 +89,15 @@ class ExprBuilder {
                                      const std::vector<int64_t>& out_dims);
   std::string key(ValueId v, Mode m, const std::vector<IExpr>& idx) const;
   std::string fresh(const char* prefix = "t");
+  // idx - base where idx < base + len is known (a Concat input's part of the axis).
+  IExpr shifted(const IExpr& idx, int64_t base, int64_t len);
 
   const Graph& g_;
   const Leaves& leaves_;
   Program& prog_;
   int counter_ = 0;
   std::vector<std::map<std::string, Ref>> scopes_;
+  std::map<std::pair<int, int64_t>, int> shifted_;  // (var, base) -> the var "(var - base)"
 };
 
 }  // namespace dnnf::cg

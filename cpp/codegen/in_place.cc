@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "codegen/lower.h"
+#include "plan/memory_plan.h"
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
 
@@ -144,8 +145,10 @@ void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue)
 // in this block and read nowhere after it: each such u is materialised at its run of x's bytes
 // (an anchor or its epilogue stores it there, a pointwise loop computes it there), and x needs
 // no loop: no concatenated copy. At most one u not otherwise in memory (its loop replaces the
-// Concat's; an epilogue value it does not store cannot be); runs start on 64-byte boundaries,
-// as the arena's buffers do.
+// Concat's; an epilogue value it does not store cannot be); runs start where the memory plan
+// lets them (LowerOptions::concat_run_alignment: any element on the CPU, 64 bytes on OpenCL).
+// A u that is a flat view (Reshape, Flatten, Squeeze, Unsqueeze) made here of a value in memory
+// stands for that value: SSD's heads, Concat(Reshape(conv_k)...), place each conv_k's output.
 void BlockLowerer::find_assembly(const Node& cat, const std::set<NodeId>& in_epilogue) {
   if (cat.op != OpKind::Concat || in_epilogue.count(cat.id) || cat.outputs.size() != 1) return;
   const ValueId x = cat.outputs[0];
@@ -182,8 +185,26 @@ void BlockLowerer::find_assembly(const Node& cat, const std::set<NodeId>& in_epi
       const Location l = locate_(u);
       if (l.kind != Location::Kind::Arena || l.at != xl.at + at) return;
     } else {
+      // A flat view of a value (Reshape, ...; SSD's heads) made here and not copied is that
+      // value's bytes: place the value, or find it placed.
+      for (ValueId w = u; !materialised_.count(w) && !views_.count(w);) {
+        const NodeId q = g_.value(w).producer;
+        if (q < 0 || !inside_.count(q) || !flat_view(g_.node(q))) break;
+        w = g_.node(q).inputs[0];
+        if (std::find(b_.inputs.begin(), b_.inputs.end(), w) != b_.inputs.end() || block_outputs_.count(w)) {
+          const Location l = locate_(w);
+          if (l.kind != Location::Kind::Arena || l.at != xl.at + at) return;
+          u = kNoValue;
+          break;
+        }
+        if (materialised_.count(w)) u = w;
+      }
+      if (u == kNoValue) {  // placed by the memory plan
+        at += bytes;
+        continue;
+      }
       const NodeId p = g_.value(u).producer;
-      if (p < 0 || !inside_.count(p) || views_.count(u) || segments_.count(u) || at % 64 != 0) return;
+      if (p < 0 || !inside_.count(p) || views_.count(u) || segments_.count(u) || at % opt_.concat_run_alignment != 0) return;
       if (!materialised_.count(u) && (!can_materialise(u, in_epilogue) || ++computed > 1)) return;
       for (const auto& [y, rs] : assembled_)
         for (const auto& r : rs)

@@ -55,6 +55,9 @@ struct LowerOptions {
   // input (the OpenCL renderer's; the CPU target reads channels-last Concats in place, and its
   // channels-first convolutions one buffer).
   bool nchw_conv_segments = false;
+  // Where a value made in a block may start in an assembled Concat's bytes: the memory plan's
+  // MemoryPlan::run_alignment (the arena's alignment unless the target says otherwise).
+  int64_t concat_run_alignment = 64;
 };
 
 // The index of n's output as a function of an anchor's index (idx holds the indices of the

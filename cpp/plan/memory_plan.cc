@@ -64,8 +64,36 @@ int64_t bytes_of(const Graph& g, ValueId v) {
 
 std::string name_of(const Graph& g, ValueId v) { return "%" + g.value(v).name; }
 
+}  // namespace
+
+bool flat_view(const Node& n) {
+  switch (n.op) {
+    case OpKind::Reshape:
+    case OpKind::Flatten:
+    case OpKind::Squeeze:
+    case OpKind::Unsqueeze:
+    case OpKind::Identity:
+      return n.outputs.size() == 1 && !n.inputs.empty() && n.inputs[0] != kNoValue;
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+// Whether `v` is `u`, or a chain of flat views of it (the same bytes in the same order).
+bool views_bytes_of(const Graph& g, ValueId v, ValueId u) {
+  while (v != u) {
+    const NodeId p = g.value(v).producer;
+    if (p < 0 || !flat_view(g.node(p))) return false;
+    v = g.node(p).inputs[0];
+  }
+  return true;
+}
+
 // Where input `u` of Concat `x` starts in x's bytes (x with only ones before its axis, so each
-// input is one run of them), or -1 if x is not such a Concat of u.
+// input is one run of them), or -1 if x is not such a Concat of u. `u` may also be what an
+// input is a flat view of (SSD's heads: Concat(Reshape(conv), ...)): the same bytes.
 int64_t run_in_concat(const Graph& g, ValueId x, ValueId u) {
   const NodeId p = g.value(x).producer;
   if (p < 0 || g.node(p).op != OpKind::Concat || !g.value(x).type.is_static()) return -1;
@@ -79,7 +107,7 @@ int64_t run_in_concat(const Graph& g, ValueId x, ValueId u) {
   int64_t at = 0, found = -1;
   for (ValueId i : cat.inputs) {
     if (i == kNoValue || !g.value(i).type.is_static() || g.value(i).type.dtype != g.value(x).type.dtype) return -1;
-    if (i == u) {
+    if (views_bytes_of(g, i, u)) {
       if (found >= 0) return -1;  // read twice: two runs
       found = at;
     }
@@ -91,14 +119,17 @@ int64_t run_in_concat(const Graph& g, ValueId x, ValueId u) {
 }  // namespace
 
 MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, bool concats_in_block,
-                       const std::vector<std::pair<ValueId, ValueId>>& in_place) {
-  if (alignment <= 0 || (alignment & (alignment - 1)) != 0)
-    throw Error("memory plan: alignment must be a power of two, got " + std::to_string(alignment));
+                       const std::vector<std::pair<ValueId, ValueId>>& in_place, int64_t run_alignment) {
+  if (run_alignment == 0) run_alignment = alignment;
+  for (int64_t a : {alignment, run_alignment})
+    if (a <= 0 || (a & (a - 1)) != 0)
+      throw Error("memory plan: alignment must be a power of two, got " + std::to_string(a));
   std::vector<int> pos = block_positions(g, p);
   auto position_of_node = [&](NodeId n) { return pos.at(size_t(p.block_of.at(size_t(n)))); };
 
   MemoryPlan m;
   m.alignment = alignment;
+  m.run_alignment = run_alignment;
   // 1. Live ranges, from the graph's producer/consumer edges mapped to blocks.
   for (const Block& b : p.blocks)
     for (ValueId v : b.outputs) {
@@ -143,9 +174,19 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, b
         ok = false;
         break;
       }
+      // A flat view made in the Concat's block (a Reshape of another block's output) is read
+      // where its root lies: that root is what to place.
+      for (ValueId w = u; !slot_of.count(w);) {
+        const NodeId pr = g.value(w).producer;
+        if (pr < 0 || !flat_view(g.node(pr)) || g.is_graph_output(w) ||
+            p.block_of.at(size_t(pr)) != p.block_of.at(size_t(n.id)))
+          break;
+        w = g.node(pr).inputs[0];
+        if (slot_of.count(w)) u = w;
+      }
       auto us = slot_of.find(u);
       if (us != slot_of.end()) {
-        if (taken.count(u) || at % alignment != 0) ok = false;
+        if (taken.count(u) || at % run_alignment != 0) ok = false;
         runs.emplace_back(us->second, at);
         continue;
       }
@@ -265,7 +306,8 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, b
 void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m) {
   auto fail = [](const std::string& why) { throw InternalError("memory plan check: " + why); };
   std::vector<int> pos = block_positions(g, p);
-  if (m.alignment <= 0 || (m.alignment & (m.alignment - 1)) != 0) fail("alignment is not a power of two");
+  for (int64_t a : {m.alignment, m.run_alignment})
+    if (a <= 0 || (a & (a - 1)) != 0) fail("alignment is not a power of two");
   // True lifetimes from the blocks' own lists: written where it is a block output, read
   // wherever it is a block input.
   std::map<ValueId, BufferSlot> truth;
@@ -312,7 +354,8 @@ void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m)
     const BufferSlot& s = *it->second;
     std::string who = name_of(g, v);
     if (s.size < t.size) fail(who + " needs " + std::to_string(t.size) + " bytes, its buffer has " + std::to_string(s.size));
-    if (s.offset < 0 || s.offset % m.alignment != 0) fail(who + " has offset " + std::to_string(s.offset) + ", not aligned to " + std::to_string(m.alignment));
+    const int64_t align = s.within != kNoValue ? m.run_alignment : m.alignment;  // a run of a Concat: its own
+    if (s.offset < 0 || s.offset % align != 0) fail(who + " has offset " + std::to_string(s.offset) + ", not aligned to " + std::to_string(align));
     if (s.offset + t.size > m.arena_bytes) fail(who + " ends at " + std::to_string(s.offset + t.size) + ", past the arena (" + std::to_string(m.arena_bytes) + " bytes)");
     if (s.first > t.first || s.last < t.last)
       fail(who + " is live in blocks [" + std::to_string(t.first) + ", " + std::to_string(t.last) + "] but recorded as [" +

@@ -34,6 +34,10 @@ struct BufferSlot {
 
 struct MemoryPlan {
   int64_t alignment = 64;
+  // Where a Concat's input may start in the Concat's bytes (BufferSlot::within): the arena's
+  // alignment for a target whose buffers must all be aligned (OpenCL's sub-buffer offsets), 1
+  // (element alignment) on the CPU, whose kernels load and store unaligned.
+  int64_t run_alignment = 64;
   int64_t arena_bytes = 0;         // the arena to allocate (a multiple of alignment)
   int64_t intermediate_bytes = 0;  // sum of sizes: the memory without reuse or padding
   int64_t naive_bytes = 0;         // sum of sizes rounded up to the alignment: one buffer each
@@ -41,17 +45,23 @@ struct MemoryPlan {
   std::vector<BufferSlot> buffers;  // in value-id order
 };
 
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity: n's output is its data input's bytes in
+// their order, whatever the shapes (a Concat input made so from an arena tensor is placed by
+// placing that tensor).
+bool flat_view(const Node& n);
+
 // Greedy by size, best fit (see memory_plan.cc), after placing batch-1 Concats' inputs that
 // other blocks make in the Concat's bytes (BufferSlot::within). `concats_in_block`: a Concat
 // its own block consumes gets such a buffer too (off for a target whose convolutions read a
 // channel Concat's inputs where they lie, as OpenCL's do: the buffer would only hold the
 // later inputs' bytes from the first one's block on). Needs static shapes: ShapeError names a
-// symbolic tensor. `alignment` must be a power of two.
+// symbolic tensor. `alignment` must be a power of two; `run_alignment` (MemoryPlan::run_alignment;
+// 0: `alignment`) too.
 // `in_place`: (y, r) pairs a code generator may write in place (see BufferSlot::shares); a
 // pair is kept only where both are arena tensors of one size outside any Concat's bytes, r's
 // last reader is y's block, and neither is in another pair in the same role.
 MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment = 64, bool concats_in_block = true,
-                       const std::vector<std::pair<ValueId, ValueId>>& in_place = {});
+                       const std::vector<std::pair<ValueId, ValueId>>& in_place = {}, int64_t run_alignment = 0);
 
 // Verifies a memory plan against the graph and plan, deriving lifetimes independently of
 // plan_memory (from the blocks' input/output lists): every intermediate has exactly one

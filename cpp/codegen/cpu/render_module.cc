@@ -258,9 +258,12 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
 namespace dnnf {
 
 GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenOptions& opt) {
-  MemoryPlan memory = plan_memory(g, p);
+  // Concat runs at any element: the CPU's kernels load and store unaligned (SSD's six heads
+  // write into their Concat at runs of 2166 x 21 floats and so on).
+  MemoryPlan memory = plan_memory(g, p, 64, true, {}, 1);
   cg::LowerOptions lo;
   lo.gemm_prologues = opt.prologues;
+  lo.concat_run_alignment = memory.run_alignment;
   cg::ModulePlan mp = cg::plan_module(g, p, memory, lo);
   // Residuals added in place (an anchor's output in the bytes of the residual its epilogue
   // adds, which dies there): the output is then written over lines the epilogue has just read
@@ -272,7 +275,7 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
   const std::vector<std::pair<ValueId, ValueId>> in_place =
       env && env[0] == '0' ? std::vector<std::pair<ValueId, ValueId>>{} : cg::cpu::residuals_in_place(g, mp, memory);
   if (!in_place.empty()) {
-    memory = plan_memory(g, p, memory.alignment, true, in_place);
+    memory = plan_memory(g, p, memory.alignment, true, in_place, memory.run_alignment);
     mp = cg::plan_module(g, p, memory, lo);
   }
   return cg::cpu::render_module(g, mp, memory, opt.isa);
