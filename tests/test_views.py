@@ -281,3 +281,62 @@ def test_concat_assembled_in_place_writes_each_byte_once(case):
     else:
         assert written > cat_bytes, gen["kernels"]  # the inputs, then the Concat's copy
 
+
+# ---- A nearest integer upsampling is an index map ----------------------------------------
+def _upsample(ctm="asymmetric", nm="floor", scales=(1.0, 1.0, 2.0, 2.0), sizes=None, then="concat"):
+    """x [1, 4, 3, 5] -> Resize (nearest) -> `then`: "concat" with y along the channels, then a
+    3x3 convolution (YOLOv4's upsample into its route Concat); "add": + z (FPN's top-down
+    path), then the convolution."""
+    x = f32(1, 4, 3, 5)
+    inits = [("w", f32(6, 7 if then == "concat" else 4, 3, 3))]
+    if sizes is None:
+        inits.append(("sc", np.array(scales, np.float32)))
+        rs = h.make_node("Resize", ["x", "", "sc"], ["u"], mode="nearest", coordinate_transformation_mode=ctm,
+                         nearest_mode=nm)
+    else:
+        inits.append(("sz", np.array(sizes, np.int64)))
+        rs = h.make_node("Resize", ["x", "", "", "sz"], ["u"], mode="nearest", coordinate_transformation_mode=ctm,
+                         nearest_mode=nm)
+    out = [int(d * s) for d, s in zip((3, 5), scales[2:])] if sizes is None else list(sizes[2:])
+    other = f32(1, 3 if then == "concat" else 4, *out)
+    mid = (h.make_node("Concat", ["u", "y"], ["m"], axis=1) if then == "concat" else
+           h.make_node("Add", ["u", "y"], ["m"]))
+    return model([rs, mid, h.make_node("Conv", ["m", "w"], ["o"], pads=[1, 1, 1, 1])], {"x": x, "y": other},
+                 [("o", [1, 6, *out])], inits)
+
+
+UPSAMPLES = {  # case: (arguments, an index map: no Resize kernel)
+    "asymmetric_floor": (dict(), True),  # PyTorch's nearest interpolate
+    "half_pixel_round": (dict(ctm="half_pixel", nm="round_prefer_floor", scales=(1.0, 1.0, 3.0, 2.0)), True),
+    "sizes_pytorch_half_pixel": (dict(ctm="pytorch_half_pixel", nm="round_prefer_ceil", sizes=(1, 4, 6, 15)), True),
+    "half_pixel_floor": (dict(ctm="half_pixel", nm="floor"), False),  # reads o / k - 1/4: not floor(o / k)
+    "align_corners": (dict(ctm="align_corners", nm="round_prefer_floor"), False),
+    "fractional": (dict(scales=(1.0, 1.0, 2.0, 1.5)), False),
+    "read_by_an_add": (dict(then="add"), False),  # the kernel runs, the Add its epilogue
+}
+
+
+# The index maps in every dialect (the kernel's cases are the ONNX node suite's); the fusing
+# planner and one kernel per operator, the two ends of what a plan asks of the code.
+@pytest.mark.parametrize("planner,isa", planner_params(["dnnfusion", "none"]))
+@pytest.mark.parametrize("case", sorted(c for c, (_, index_map) in UPSAMPLES.items() if index_map))
+def test_upsample_matches_reference(case, planner, isa):
+    ecg, feeds = _upsample(**UPSAMPLES[case][0])
+    if lacks_here(isa):
+        compile_only(ecg, planner, isa)
+        return
+    outs, _ = run(ecg, feeds, planner=planner, isa=isa)
+    assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", sorted(UPSAMPLES))
+def test_integer_nearest_upsampling_runs_no_kernel(case):
+    """An integer nearest upsampling whose coordinates read floor(o / k) is composed into its
+    reader's loads (here the Concat's, written once, straight from x); any other Resize, or one
+    an elementwise op of its block reads, runs the Resize kernel."""
+    args, index_map = UPSAMPLES[case]
+    ecg, feeds = _upsample(**args)
+    outs, gen = run(ecg, feeds, planner="dnnfusion")
+    assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
+    stages = [s for k in gen["kernels"] for s in k["stages"]]
+    assert any(s.startswith("Resize") for s in stages) != index_map, stages

@@ -297,27 +297,7 @@ void lower_resize(BlockLowerer& bl, const Node& n, Stage& st) {
   for (int64_t a : c.has_attr("axes") ? c.attr_ints("axes") : std::vector<int64_t>{}) axes.push_back(a < 0 ? a + r : a);
   if (!c.has_attr("axes"))
     for (int64_t a = 0; a < r; ++a) axes.push_back(a);
-  // Per-axis scale, as the oracle's _resize_targets resolves scales / sizes.
-  std::vector<double> scale(static_cast<size_t>(r), 1.0);
-  TensorPtr sc = n.inputs.size() > 2 && n.inputs[2] != kNoValue ? c.const_input(2) : nullptr;
-  TensorPtr sz = n.inputs.size() > 3 && n.inputs[3] != kNoValue ? c.const_input(3) : nullptr;
-  if (sc && sc->type.numel() > 0) {
-    std::vector<double> s = sc->to_doubles();
-    for (size_t i = 0; i < axes.size() && i < s.size(); ++i) scale[axes[i]] = s[i];
-  } else if (sz && sz->type.numel() > 0) {
-    std::vector<int64_t> s = sz->to_ints();
-    for (size_t i = 0; i < axes.size() && i < s.size(); ++i)
-      scale[axes[i]] = static_cast<double>(s[i]) / static_cast<double>(id[axes[i]]);
-    const std::string policy = c.attr_string("keep_aspect_ratio_policy", "stretch");
-    if (policy != "stretch" && !axes.empty()) {
-      double common = scale[axes[0]];
-      for (int64_t a : axes) common = policy == "not_larger" ? std::min(common, scale[a]) : std::max(common, scale[a]);
-      for (int64_t a : axes) scale[a] = common;
-    }
-  } else {
-    throw UnsupportedOperatorError("Resize with computed scales or sizes (node '" + n.name +
-                                   "'): code generation needs them as constants in the model");
-  }
+  const std::vector<double> scale = resize_scales(g, n);
   const std::string ctm = c.attr_string("coordinate_transformation_mode", "half_pixel");
   const std::string mode = c.attr_string("mode", "nearest");
   const std::string nm = c.attr_string("nearest_mode", "round_prefer_floor");

@@ -94,7 +94,26 @@ BlockLowerer::BlockLowerer(const Graph& g, const Block& b, ModuleState& ms, Loca
 }
 
 bool BlockLowerer::is_anchor(const Node& n) const {
-  return op_info(n.op).mapping == MappingType::ManyToMany || n.op == OpKind::Resize;
+  if (op_info(n.op).mapping == MappingType::ManyToMany) return true;
+  if (n.op != OpKind::Resize) return false;
+  // A nearest integer upsampling is an index map (expr.cc) read where it is used (YOLOv4's
+  // upsample into its route Concat: one pass, not the kernel's and then the Concat's), unless
+  // an elementwise op of this block reads it (through Transposes and Reshapes): then its kernel
+  // runs, taking that op as its epilogue (FPN's top-down Add, whose other operand, the lateral
+  // convolution, it reads through the layout's transposes).
+  if (nearest_upsample_factors(g_, n).empty()) return true;
+  std::vector<ValueId> todo{n.outputs[0]};
+  while (!todo.empty()) {
+    const ValueId v = todo.back();
+    todo.pop_back();
+    for (NodeId c : g_.consumers(v)) {
+      if (!inside_.count(c)) continue;
+      const MappingType t = op_info(g_.node(c).op).mapping;
+      if (t == MappingType::OneToOne) return true;
+      if (t == MappingType::Reorganize || t == MappingType::Shuffle) todo.insert(todo.end(), g_.node(c).outputs.begin(), g_.node(c).outputs.end());
+    }
+  }
+  return false;
 }
 
 int BlockLowerer::fused_ops(const Node& n) const {
