@@ -88,13 +88,14 @@ def test_compiled_model_reports_measured_counts():
 # views, channel segments, Concats assembled in place and sibling MatMuls combined (the
 # transformers: 2-6 passes fewer, GPT-2's Split as Slices; MobileBERT writes 2 KB more, its
 # combined projection's parts diverging after the bias; YOLOv4's head has 2 blocks more, the
-# same passes and bytes, since views seed last). Ceilings: a change may lower them (update the
-# table), not raise.
+# same passes and bytes, since views seed last). 2026-11-28: YOLOv4 131 -> 127 passes, its
+# upsamples read by their route Concats as index maps. Ceilings: a change may lower them
+# (update the table), not raise.
 ZOO_CEILINGS = {
     "efficientnet_b0": (239, 115, 115, 2679792),
     "vgg16": (37, 21, 21, 155904),
     "mobilenetv1_ssd": (119, 48, 50, 9776640),
-    "yolov4": (317, 121, 131, 3176064),
+    "yolov4": (317, 121, 127, 3169920),
     "c3d": (29, 16, 17, 7507968),
     "s3d": (181, 93, 103, 20200512),
     "unet": (59, 27, 32, 3153920),
