@@ -20,6 +20,16 @@ from dialects import compile_only as lacks_here, planner_params  # noqa: E402
 from test_codegen import PLANNERS, f32, i64, model  # noqa: E402
 
 
+def matches_reference(ecg, feeds, planner, isa, **tol):
+    """The plan's module for `isa` run against the NumPy reference, or, in a dialect this CPU
+    lacks, generated and compiled only; the generated module (a dict) either way."""
+    if lacks_here(isa):
+        return compile_only(ecg, planner, isa)
+    outs, gen = run(ecg, feeds, planner=planner, isa=isa)
+    assert_matches_reference(ecg, feeds, outs, **tol)
+    return gen
+
+
 def case_kt_4d():
     """Attention's scores: K [B, S, H, D] -> Transpose(0, 2, 3, 1) -> [B, H, D, S] as MatMul's B
     (batch dims permuted too)."""
@@ -132,11 +142,7 @@ def case_parts_that_are_copied():
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_views_match_reference(case, planner, isa):
     ecg, feeds = CASES[case]()
-    if lacks_here(isa):  # generated and compiled, not run
-        compile_only(ecg, planner, isa)
-        return
-    outs, _ = run(ecg, feeds, planner=planner, isa=isa)
-    assert_matches_reference(ecg, feeds, outs)
+    matches_reference(ecg, feeds, planner, isa)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -161,11 +167,7 @@ def test_views_are_not_copied(case):
 @pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
 def test_parts_that_are_copied_match_reference(planner, isa):
     ecg, feeds = case_parts_that_are_copied()
-    if lacks_here(isa):
-        compile_only(ecg, planner, isa)
-        return
-    outs, _ = run(ecg, feeds, planner=planner, isa=isa)
-    assert_matches_reference(ecg, feeds, outs)
+    matches_reference(ecg, feeds, planner, isa)
 
 
 @pytest.mark.parametrize("case", ["split_qkv", "strided_slices", "parts_that_are_copied"])
@@ -215,11 +217,7 @@ CONCAT_CASES = {
 @pytest.mark.parametrize("case", sorted(CONCAT_CASES))
 def test_concat_read_by_conv_matches_reference(case, planner, isa):
     ecg, feeds = _concat_conv(**CONCAT_CASES[case])
-    if lacks_here(isa):
-        compile_only(ecg, planner, isa)
-        return
-    outs, gen = run(ecg, feeds, planner=planner, isa=isa)
-    assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
+    gen = matches_reference(ecg, feeds, planner, isa, rtol=1e-4, atol=1e-4)
     if planner == "dnnfusion":  # the Concat and the conv share a block: no concatenated copy
         (k,) = [k for k in gen["kernels"] if any("NhwcConv" in s for s in k["stages"])]
         assert "concat(2)" in k["stages"][-1], k
@@ -256,11 +254,7 @@ ASSEMBLED = {  # case: (arguments, assembled in place)
 @pytest.mark.parametrize("case", sorted(ASSEMBLED))
 def test_concat_assembled_in_place_matches_reference(case, planner, isa):
     ecg, feeds = _assembled(**ASSEMBLED[case][0])
-    if lacks_here(isa):
-        compile_only(ecg, planner, isa)
-        return
-    outs, _ = run(ecg, feeds, planner=planner, isa=isa)
-    assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
+    matches_reference(ecg, feeds, planner, isa, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("case", sorted(ASSEMBLED))
@@ -322,11 +316,7 @@ UPSAMPLES = {  # case: (arguments, an index map: no Resize kernel)
 @pytest.mark.parametrize("case", sorted(c for c, (_, index_map) in UPSAMPLES.items() if index_map))
 def test_upsample_matches_reference(case, planner, isa):
     ecg, feeds = _upsample(**UPSAMPLES[case][0])
-    if lacks_here(isa):
-        compile_only(ecg, planner, isa)
-        return
-    outs, _ = run(ecg, feeds, planner=planner, isa=isa)
-    assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
+    matches_reference(ecg, feeds, planner, isa, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("case", sorted(UPSAMPLES))
