@@ -100,8 +100,13 @@ bool BlockLowerer::is_anchor(const Node& n) const {
   // upsample into its route Concat: one pass, not the kernel's and then the Concat's), unless
   // an elementwise op of this block reads it (through Transposes and Reshapes): then its kernel
   // runs, taking that op as its epilogue (FPN's top-down Add, whose other operand, the lateral
-  // convolution, it reads through the layout's transposes).
+  // convolution, it reads through the layout's transposes). Read by nothing in its block (a
+  // block output only), the kernel runs too: it copies rows, where a loop over the output
+  // would read a gather per vector when the innermost axis is the one repeated.
   if (nearest_upsample_factors(g_, n).empty()) return true;
+  bool read_here = false;
+  for (NodeId c : g_.consumers(n.outputs[0])) read_here = read_here || inside_.count(c) > 0;
+  if (!read_here) return true;
   std::vector<ValueId> todo{n.outputs[0]};
   while (!todo.empty()) {
     const ValueId v = todo.back();
