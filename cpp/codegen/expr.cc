@@ -229,11 +229,11 @@ IExpr ExprBuilder::shifted(const IExpr& idx, int64_t base, int64_t len) {
   const Term& t = idx.terms[0];
   if (t.coef != 1 || t.div != 1 || (t.mod != 0 && t.mod < vt[t.var].range) || t.var == prog_.inner)
     return add(idx, IExpr::constant(-base), vt);
-  auto it = shifted_.find({t.var, base});
-  if (it == shifted_.end()) {
-    const int v = vt.add("(" + vt[t.var].name + " - " + std::to_string(base) + "L)", len);
-    it = shifted_.emplace(std::make_pair(t.var, base), v).first;
-  }
+  // Keyed by the length too: two Concats of one loop nest may cut the same var at the same
+  // base into parts of different lengths, and the range is what the algebra relies on.
+  const auto key = std::make_tuple(t.var, base, len);
+  auto it = shifted_.find(key);
+  if (it == shifted_.end()) it = shifted_.emplace(key, vt.add("(" + vt[t.var].name + " - " + std::to_string(base) + "L)", len)).first;
   return IExpr::var(it->second);
 }
 

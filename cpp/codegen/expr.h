@@ -8,6 +8,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codegen/kernel.h"
@@ -52,9 +53,9 @@ std::vector<double> resize_scales(const Graph& g, const Node& n);
 // The per-axis factors k of a nearest Resize that repeats each input element k times along
 // each axis (output = input * k, integer k, coordinates that read floor(o / k): asymmetric
 // with nearest_mode floor, or half_pixel / pytorch_half_pixel with a round mode, whose
-// offsets stay within half a pixel), else empty. Such a Resize is an index map (in = o / k,
-// One-to-Many like Expand): read through where it is used, not run as an anchor, so that FPN's
-// upsampled top-down path is added in the lateral convolution's epilogue.
+// offsets stay within half a pixel), else empty. Such a Resize can be an index map (in = o / k,
+// One-to-Many like Expand) read where it is used (YOLOv4's upsample read by its route
+// Concat); BlockLowerer::is_anchor says where its kernel runs instead.
 std::vector<int64_t> nearest_upsample_factors(const Graph& g, const Node& n);
 
 class ExprBuilder {
@@ -108,7 +109,7 @@ class ExprBuilder {
   Program& prog_;
   int counter_ = 0;
   std::vector<std::map<std::string, Ref>> scopes_;
-  std::map<std::pair<int, int64_t>, int> shifted_;  // (var, base) -> the var "(var - base)"
+  std::map<std::tuple<int, int64_t, int64_t>, int> shifted_;  // (var, base, len) -> "(var - base)"
 };
 
 }  // namespace dnnf::cg
