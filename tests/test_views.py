@@ -330,3 +330,24 @@ def test_integer_nearest_upsampling_runs_no_kernel(case):
     assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
     stages = [s for k in gen["kernels"] for s in k["stages"]]
     assert any(s.startswith("Resize") for s in stages) != index_map, stages
+
+
+def case_two_concats_cut_alike():
+    """Two Concats in one loop nest cut axis 0 at the same place (3) into parts of different
+    lengths (2 and 4); the second part is a Tile, read at (i - 3) % 2. The part's index is a
+    var of its own with the part's length as its range: shared between the two parts, the
+    first one's range (2) would let the algebra drop the modulus the second one needs."""
+    a, b, f = f32(3, 4), f32(2, 4), f32(3, 4)
+    c, s, g = f32(3, 4), f32(2, 4), f32(1, 4)
+    return model([h.make_node("Concat", ["a", "b", "f"], ["p"], axis=0),
+                  h.make_node("Tile", ["s", "reps"], ["t"]),
+                  h.make_node("Concat", ["c", "t", "g"], ["q"], axis=0),
+                  h.make_node("Add", ["p", "q"], ["y"])],
+                 {"a": a, "b": b, "f": f, "c": c, "s": s, "g": g}, ["y"], [("reps", i64(2, 1))])
+
+
+@pytest.mark.parametrize("planner,isa", planner_params(["dnnfusion"], everywhere=("dnnfusion",)))
+def test_two_concats_cut_alike_match_reference(planner, isa):
+    ecg, feeds = case_two_concats_cut_alike()
+    gen = matches_reference(ecg, feeds, planner, isa)
+    assert len(gen["kernels"]) == 1, gen["kernels"]  # one loop nest reads both Concats
