@@ -27,6 +27,11 @@ P = importlib.import_module("dnnfusion.plan")
 CONV = "{kernel_shape=[3,3], pads=[1,1,1,1]}"
 
 
+def const_line(name: str, a: np.ndarray) -> str:
+    """A graph-text line binding %name to the f32 array a."""
+    return f"  %{name}: f32[{','.join(map(str, a.shape))}] = const 0x{a.astype('<f4').tobytes().hex()}"
+
+
 def one_block_per_node(g: df.ECG) -> P.FusionPlan:
     """The unfused plan: every operator its own kernel, in graph order."""
     graph = g.graph if isinstance(g, df.ECG) else g
@@ -189,7 +194,7 @@ def test_conv_chain_planned_by_dnnfusion_needs_two_slots():
     # Conv + Relu fuse, Conv + Conv do not: one tensor between each pair of blocks.
     n = 5
     lines = ["graph convs(%x: f32[1,8,8,8]) {"]
-    lines += [f"  %w{i}: f32[8,8,3,3] = const 0x{np.full((8, 8, 3, 3), 0.01, '<f4').tobytes().hex()}"
+    lines += [const_line(f"w{i}", np.full((8, 8, 3, 3), 0.01, np.float32))
               for i in range(n)]
     prev = "x"
     for i in range(n):
@@ -352,7 +357,7 @@ def test_a_concat_its_block_convolves_gets_a_buffer_holding_its_inputs():
     w = np.random.default_rng(2).standard_normal((2, 8, 3, 3)).astype("<f4") * 0.2
     g = df.parse("\n".join([
         "graph cc(%x: f32[1,4,4,4], %y: f32[1,4,4,4]) {",
-        f"  %w: f32[2,8,3,3] = const 0x{w.tobytes().hex()}",
+        const_line("w", w),
         '  %a: f32[1,4,4,4] = Relu(%x) @"a"',
         '  %b: f32[1,4,4,4] = Sigmoid(%y) @"b"',
         '  %c: f32[1,8,4,4] = Concat(%a, %b) {axis=1} @"c"',
@@ -434,7 +439,7 @@ def test_a_convolution_in_the_concat_block_stores_into_it_through_a_reshape(isa)
     w = np.random.default_rng(4).standard_normal((6, 4, 3, 3)).astype("<f4") * 0.2
     g = df.parse("\n".join([
         "graph hd(%x: f32[1,4,5,5], %y: f32[1,2,3,7]) {",
-        f"  %w: f32[6,4,3,3] = const 0x{w.tobytes().hex()}",
+        const_line("w", w),
         "  %s: i64[3] = const [1, -1, 3]",
         '  %b: f32[1,2,3,7] = Sigmoid(%y) @"b"',
         '  %rb: f32[1,14,3] = Reshape(%b, %s) @"rb"',

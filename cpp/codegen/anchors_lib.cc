@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "codegen/anchors.h"
+#include "codegen/resize_index.h"
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
 

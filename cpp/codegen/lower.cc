@@ -1,5 +1,6 @@
 // Lowering of one fused block to its kernel plan (paper §4.4); see lower.h.
 #include "codegen/lower.h"
+#include "codegen/resize_index.h"
 
 #include <algorithm>
 
