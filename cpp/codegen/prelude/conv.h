@@ -37,10 +37,14 @@ using simd::kVecWidth;
 using simd::vf;
 
 // nd spatial dims are used (unused entries: 1 for sizes, strides, dilations; 0 for pads).
+// ldy: floats between consecutive output pixels of the channels-last convolution (0: M, a
+// dense y). Larger when y is one part of a Concat along the channels, written where it lies
+// in the Concat (conv_nhwc.h; not the depthwise path). Channels-first convolutions ignore it.
 struct ConvShape {
   int nd;
   int N, C, M, group;
   int in[3], out[3], k[3], stride[3], dil[3], pad_begin[3];
+  long ldy = 0;
 };
 
 namespace detail {

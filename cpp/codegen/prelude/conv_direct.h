@@ -218,15 +218,18 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
   using direct::kNR;
   const window::Geom g = detail::geom(s);
   const int M = s.M, G = s.group, Cg = s.C / G, Mg = M / G, taps = g.taps();
+  const long ldy = s.ldy ? s.ldy : M;  // floats between output pixels
   if (xs.n < 1 || xs.n > 8 || (xs.n > 1 && G != 1)) throw std::invalid_argument("conv_direct: bad input segments");
   const long pixels = static_cast<long>(s.N) * g.out_plane();
   if constexpr (gemm::IsEpDyn<Ep>::value) {
     // y in place of the epilogue's residual, over several chunks (whose partial sums would
     // overwrite the residual before the last chunk's epilogue reads it): computed aside, copied.
-    if (w.chunks().size() > 1 && ep.res_is(y, M)) {
+    if (w.chunks().size() > 1 && ep.res_is(y, ldy)) {
       float* aside = gemm::detail::scratch(4, static_cast<size_t>(pixels) * M);
-      conv_direct_f32(s, xs, w, aside, ep);
-      std::copy(aside, aside + pixels * M, y);
+      ConvShape dense = s;
+      dense.ldy = 0;
+      conv_direct_f32(dense, xs, w, aside, ep);
+      for (long p = 0; p < pixels; ++p) std::copy(aside + p * M, aside + (p + 1) * M, y + p * ldy);
       return;
     }
   }
@@ -334,8 +337,8 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
             }
             for (int mb = mb0; mb < mb1; ++mb) {
               const int m0 = gi * Mg + mb * kNR, n = std::min(kNR, Mg - mb * kNR);
-              direct::tile_fixed_any(g.stride[2] * C, base, nt, g.k[2] * cn, w.block(gi, mb, c0), y + p * M + m0,
-                                     M, len, n, ep, p, m0);
+              direct::tile_fixed_any(g.stride[2] * C, base, nt, g.k[2] * cn, w.block(gi, mb, c0), y + p * ldy + m0,
+                                     ldy, len, n, ep, p, m0);
             }
             done += len;
           }
@@ -402,7 +405,7 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
               next = direct::BAhead{reinterpret_cast<const char*>(nb0), static_cast<long>(taps) * cn * kNR * 4 / 64}
                          .share(ti - t0, t1 - t0);
           }
-          direct::tile(rows.data(), tap.data(), nt, seg, w.block(gi, mb, c0), y + p0 * M + m0, M, m, n, !first,
+          direct::tile(rows.data(), tap.data(), nt, seg, w.block(gi, mb, c0), y + p0 * ldy + m0, ldy, m, n, !first,
                        last, ep, p0, m0, mb == mb0 ? pf : 0, next);
         }
       }

@@ -416,13 +416,16 @@ void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& 
   if (!w.fits(s) || w.segmented()) throw std::invalid_argument("conv_nhwc: weights were packed for another shape");
   const window::Geom g = detail::geom(s);
   const long pixels = static_cast<long>(s.N) * g.out_plane();
+  const long ldy = s.ldy ? s.ldy : s.M;
+  if (ldy < s.M) throw std::invalid_argument("conv_nhwc: output pixels closer than the output channels");
   if (const wino::Weights* ww = w.winograd()) {
     wino::run(s, x, *ww, [&](const float* buf, int nvk, int m, long row0) {
-      nhwc_detail::finish_block(ep, buf, nvk, y + row0 * s.M, s.M, m, s.M, row0, 0);
+      nhwc_detail::finish_block(ep, buf, nvk, y + row0 * ldy, ldy, m, s.M, row0, 0);
     });
     return;
   }
   if (detail::is_depthwise(s)) {
+    if (ldy != s.M) throw std::invalid_argument("conv_nhwc: the depthwise path writes a dense output");
     const long rows = static_cast<long>(s.N) * g.out[0] * g.out[1];
     auto run = [&](long r) {
       const int oy = static_cast<int>(r % g.out[1]), oz = static_cast<int>((r / g.out[1]) % g.out[0]);
@@ -448,7 +451,7 @@ void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& 
     return;
   }
   if (PackedNhwcWeights::pointwise_gemm(s)) {
-    gemm::gemm_f32_src(static_cast<int>(pixels), s.M, s.C, gemm::AView<>{x, s.C, 1}, w.gemm(), y, s.M, ep);
+    gemm::gemm_f32_src(static_cast<int>(pixels), s.M, s.C, gemm::AView<>{x, s.C, 1}, w.gemm(), y, ldy, ep);
     return;
   }
   conv_direct_f32(s, x, w.direct(), y, ep);
