@@ -76,11 +76,14 @@ def independent_check(plan: P.FusionPlan, mem: dict) -> None:
         assert b["first"] <= first and b["last"] >= last
         # a Concat's input placed in its bytes starts at its run, aligned as the plan's runs are
         assert b["offset"] % (mem["alignment"] if b["within"] < 0 else mem.get("run_alignment", mem["alignment"])) == 0
-        assert b["offset"] + b["size"] <= mem["arena_bytes"]
-        if b["within"] >= 0:  # a Concat's input in the Concat's bytes: at its run, while they are kept
+        assert b["offset"] + extent(b) <= mem["arena_bytes"]
+        if b["within"] >= 0:  # a Concat's input in the Concat's bytes: at its part, while they are kept
             x = bufs[b["within"]]
-            assert b["offset"] == x["offset"] + concat_run(plan.graph, b["within"], vid), (b, x)
+            at, row, stride = concat_part(plan.graph, b["within"], vid)
+            assert (b["offset"], b.get("row", 0), b.get("stride", 0)) == (x["offset"] + at, row, stride), (b, x)
             assert x["first"] <= first and x["last"] >= last, (b, x)
+        else:
+            assert b.get("row", 0) == 0, b  # rows only inside a Concat
     def root(b):
         while b.get("shares", -1) >= 0:
             b = bufs[b["shares"]]
@@ -91,10 +94,12 @@ def independent_check(plan: P.FusionPlan, mem: dict) -> None:
         for b in items[i + 1:]:
             if a["within"] == b["value"] or b["within"] == a["value"]:
                 continue
+            if a["within"] >= 0 and a["within"] == b["within"]:  # parts of one Concat, each checked above
+                continue
             if root(a) == root(b):  # one chain of in-place results: handed over, checked above
                 continue
             if a["first"] <= b["last"] and b["first"] <= a["last"] and a["size"] and b["size"]:
-                assert (a["offset"] + a["size"] <= b["offset"] or b["offset"] + b["size"] <= a["offset"]), (a, b)
+                assert (a["offset"] + extent(a) <= b["offset"] or b["offset"] + extent(b) <= a["offset"]), (a, b)
 
 
 FLAT_VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")  # the same bytes in the same order
@@ -111,24 +116,34 @@ def bytes_of(graph, v: int, u: int) -> bool:
     return True
 
 
-def concat_run(graph, x: int, u: int) -> int:
-    """Where input u (or what an input is a flat view of) starts in the bytes of
-    x = Concat(...) with only ones before its axis."""
+def extent(b: dict) -> int:
+    """The bytes from a buffer's first to its last (rows: the gaps between them too)."""
+    if not b.get("row", 0) or not b["size"]:
+        return b["size"]
+    return (b["size"] // b["row"] - 1) * b["stride"] + b["row"]
+
+
+def concat_part(graph, x: int, u: int) -> tuple[int, int, int]:
+    """(at, row, stride): where input u of x = Concat(...) lies in x's bytes: one run from
+    `at` (row 0; only ones before the axis, where u may also be what an input is a flat view
+    of), or rows of `row` bytes `stride` apart, the first at `at`."""
     (cat,) = [n for n in graph.nodes if n.outputs[0].id == x]
     assert cat.op == "Concat", cat.op
     shape = cat.outputs[0].shape
     axis = cat.attrs["axis"] % len(shape)
-    assert all(d == 1 for d in shape[:axis]), shape
+    inner = 4 * int(np.prod(shape[axis + 1:]))
+    outer = int(np.prod(shape[:axis]))
     at = 0
     for v in cat.inputs:
-        if bytes_of(graph, v.id, u):
-            return at
-        at += 4 * int(np.prod(v.shape))
+        if (bytes_of(graph, v.id, u) if outer == 1 else v.id == u):
+            return (at, 0, 0) if outer == 1 else (at, v.shape[axis] * inner, shape[axis] * inner)
+        at += v.shape[axis] * inner
     raise AssertionError(f"{u} is not an input of {x}")
 
 
-def planned(g, plan, in_place=(), run_alignment=0) -> dict:
-    mem = _core.plan_memory(g, plan, in_place=list(in_place), run_alignment=run_alignment)
+def planned(g, plan, in_place=(), run_alignment=0, row_writers=()) -> dict:
+    mem = _core.plan_memory(g, plan, in_place=list(in_place), run_alignment=run_alignment,
+                            row_writers=list(row_writers))
     _core.check_memory_plan(g, plan, mem)
     independent_check(plan, mem)
     assert mem["peak_bytes"] <= mem["arena_bytes"] <= mem["naive_bytes"]
@@ -462,8 +477,81 @@ def test_a_convolution_in_the_concat_block_stores_into_it_through_a_reshape(isa)
         np.testing.assert_allclose(got, g.run_reference(**feeds)[0], rtol=1e-5, atol=1e-5)
 
 
+CHANNELS_LAST_CONCAT = """
+graph cl(%x: f32[{n},4,4,3], %y: f32[{n},4,4,5]) {{
+  %a: f32[{n},4,4,3] = Relu(%x) @"a"
+  %b: f32[{n},4,4,5] = Sigmoid(%y) @"b"
+  %c: f32[{n},4,4,8] = Concat(%a, %b) {{axis=3}} @"c"
+  %d: f32[{n},4,4,8] = Tanh(%c) @"d"
+  %e: f32[{n},4,4,3] = Exp({e_reads}) @"e"
+  return %d, %e
+}}"""
+
+
+def value_ids(g, *names):
+    graph = g.graph if isinstance(g, df.ECG) else g
+    by_name = {n.name: n.outputs[0].id for n in graph.nodes}
+    return [by_name[n] for n in names]
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_channels_last_concat_holds_its_inputs_as_rows_where_their_kernels_write_rows(n):
+    """Along the last axis each input of a Concat is rows of its bytes (a pixel's channels):
+    placed there only when the code generator says each one's kernel writes rows
+    (`row_writers`), never otherwise, and never for a tensor something else reads too."""
+    g = df.parse(CHANNELS_LAST_CONCAT.format(n=n, e_reads="%x"))
+    plan = one_block_per_node(g)
+    assert all(x["within"] == -1 for x in planned(g, plan)["buffers"])
+    assert all(x["within"] == -1 for x in planned(g, plan, run_alignment=1, row_writers=value_ids(g, "a"))["buffers"])
+    # rows 32 bytes apart, off a 64-byte run alignment (OpenCL's): not placed
+    assert all(x["within"] == -1 for x in planned(g, plan, row_writers=value_ids(g, "a", "b"))["buffers"])
+    mem = planned(g, plan, run_alignment=1, row_writers=value_ids(g, "a", "b"))
+    b = {x["name"]: x for x in mem["buffers"]}
+    assert b["a"]["within"] == b["b"]["within"] == b["c"]["value"], mem["buffers"]
+    assert (b["a"]["offset"] - b["c"]["offset"], b["a"]["row"], b["a"]["stride"]) == (0, 12, 32)
+    assert (b["b"]["offset"] - b["c"]["offset"], b["b"]["row"], b["b"]["stride"]) == (12, 20, 32)
+    assert (b["c"]["first"], b["c"]["last"]) == (0, 3) and mem["arena_bytes"] == align(n * 512)
+    # %a also read by another operator: no rows for any input (all or none), and the checker
+    # refuses them there
+    g2 = df.parse(CHANNELS_LAST_CONCAT.format(n=n, e_reads="%a"))
+    plan2 = one_block_per_node(g2)
+    mem2 = planned(g2, plan2, run_alignment=1, row_writers=value_ids(g2, "a", "b"))
+    assert all(x["within"] == -1 for x in mem2["buffers"]), mem2["buffers"]
+    forged = copy.deepcopy(mem2)
+    f = {x["name"]: x for x in forged["buffers"]}
+    f["c"].update(first=0)
+    f["a"].update(within=f["c"]["value"], offset=f["c"]["offset"], row=12, stride=32)
+    f["b"].update(within=f["c"]["value"], offset=f["c"]["offset"] + 12, row=20, stride=32)
+    with pytest.raises(df.InternalError, match="%a lies in rows of %c but is read by another operator"):
+        _core.check_memory_plan(g2, plan2, forged)
+
+
+def test_a_concat_along_another_axis_holds_no_rows():
+    """Rows are a tensor's last dim, `stride` apart (what a channels-last convolution writes
+    with ConvShape::ldy): a Concat along the width of [n, h, w, c] tensors has parts of w * c
+    floats per row, which no such kernel writes, so its inputs keep buffers of their own."""
+    g = df.parse(CHANNELS_LAST_CONCAT.format(n=1, e_reads="%x").replace("f32[1,4,4,5]", "f32[1,4,4,3]")
+                 .replace("f32[1,4,4,8]", "f32[1,4,8,3]").replace("{axis=3}", "{axis=2}"))
+    mem = planned(g, one_block_per_node(g), run_alignment=1, row_writers=value_ids(g, "a", "b"))
+    assert all(x["within"] == -1 for x in mem["buffers"]), mem["buffers"]
+
+
 @pytest.mark.parametrize("edit,message", [
-    (lambda m, b: b["b"].update(offset=b["a"]["offset"]), "not at its run of %c"),
+    (lambda m, b: b["a"].update(stride=24), r"not at its part of %c \(\d+, rows 12/32\)"),
+    (lambda m, b: b["b"].update(row=0, stride=0), "not at its part of %c"),
+    (lambda m, b: b["c"].update(row=4, stride=8), "rows outside any Concat|holds %a but lies in another Concat"),
+    (lambda m, b: b["a"].update(row=5), "which do not hold its 192 bytes"),
+], ids=["wrong-stride", "rows-as-a-run", "rows-outside-a-concat", "rows-not-dividing"])
+def test_checker_rejects_wrong_rows(edit, message):
+    g = df.parse(CHANNELS_LAST_CONCAT.format(n=1, e_reads="%x"))
+    plan = one_block_per_node(g)
+    mem = planned(g, plan, run_alignment=1, row_writers=value_ids(g, "a", "b"))
+    with pytest.raises(df.InternalError, match=message):
+        _core.check_memory_plan(g, plan, broken(mem, edit))
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda m, b: b["b"].update(offset=b["a"]["offset"]), "not at its part of %c"),
     (lambda m, b: b["b"].update(within=b["a"]["value"]), "which is not a buffered Concat of it"),
     (lambda m, b: b["c"].update(first=1), "%c's buffer is not kept while %a, in it, is live"),
 ], ids=["wrong-run", "not-a-concat", "concat-kept-too-late"])

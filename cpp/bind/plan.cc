@@ -202,16 +202,20 @@ void bind_plan(py::module_& m) {
      "Adds entries (replacing equal keys) and writes the database atomically.");
 
   m.def("plan_memory", [](const py::object& graph, const py::object& plan, int64_t alignment,
-                          const std::vector<std::pair<ValueId, ValueId>>& in_place, int64_t run_alignment) {
+                          const std::vector<std::pair<ValueId, ValueId>>& in_place, int64_t run_alignment,
+                          const std::vector<ValueId>& row_writers) {
     GraphPtr g = bind::graph_of(graph);
     FusionPlan p = bind::plan_of(plan);
-    return bind::dict_of(*g, plan_memory(*g, p, alignment, true, in_place, run_alignment));
+    return bind::dict_of(*g, plan_memory(*g, p, alignment, true, in_place, run_alignment, row_writers));
   }, py::arg("graph"), py::arg("plan"), py::arg("alignment") = 64,
      py::arg("in_place") = std::vector<std::pair<ValueId, ValueId>>{}, py::arg("run_alignment") = 0,
+     py::arg("row_writers") = std::vector<ValueId>{},
      "Arena offsets for the intermediate tensors of a fusion plan: alignment, run_alignment, arena_bytes, "
      "intermediate_bytes, naive_bytes, peak_bytes, and buffers (value, name, offset, size, first, last, "
-     "within, shares). in_place: (y, r) value pairs y may be written in place of r. run_alignment: where a "
-     "Concat's input may start in its bytes (0: alignment; the CPU generator uses 1).");
+     "within, shares, row, stride). in_place: (y, r) value pairs y may be written in place of r. "
+     "run_alignment: where a Concat's input may start in its bytes (0: alignment; the CPU generator uses 1). "
+     "row_writers: values whose kernels can write them as rows of a Concat's bytes (a channels-last "
+     "Concat's inputs are placed so only then).");
   m.def("check_memory_plan", [](const py::object& graph, const py::object& plan, const py::dict& mem) {
     GraphPtr g = bind::graph_of(graph);
     check_memory_plan(*g, bind::plan_of(plan), bind::memory_plan_of(mem));

@@ -62,6 +62,8 @@ inline py::dict dict_of(const Graph& g, const MemoryPlan& m) {
     b["last"] = s.last;
     b["within"] = s.within;  // -1: a buffer of its own
     b["shares"] = s.shares;  // -1: not in place of another tensor
+    b["row"] = s.row;        // 0: contiguous; else rows of `row` bytes, `stride` apart
+    b["stride"] = s.stride;
     bufs.append(b);
   }
   d["buffers"] = bufs;
@@ -83,6 +85,8 @@ inline MemoryPlan memory_plan_of(const py::dict& d) {
     s.last = b["last"].cast<int>();
     if (b.contains("within")) s.within = b["within"].cast<ValueId>();
     if (b.contains("shares")) s.shares = b["shares"].cast<ValueId>();
+    if (b.contains("row")) s.row = b["row"].cast<int64_t>();
+    if (b.contains("stride")) s.stride = b["stride"].cast<int64_t>();
     m.buffers.push_back(s);
   }
   return m;

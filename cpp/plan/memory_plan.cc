@@ -36,8 +36,14 @@ bool overlaps_in_time(const BufferSlot& a, const BufferSlot& b) {
   return a.first <= b.last && b.first <= a.last;
 }
 
+// The bytes from a tensor's first to its last (rows in a Concat: the gaps between them too).
+int64_t extent(const BufferSlot& s) {
+  if (s.row <= 0 || s.size == 0) return s.size;
+  return (s.size / s.row - 1) * s.stride + s.row;
+}
+
 bool overlaps_in_space(const BufferSlot& a, const BufferSlot& b) {
-  return a.size > 0 && b.size > 0 && a.offset < b.offset + b.size && b.offset < a.offset + a.size;
+  return a.size > 0 && b.size > 0 && a.offset < b.offset + extent(b) && b.offset < a.offset + extent(a);
 }
 
 std::vector<int> block_positions(const Graph& g, const FusionPlan& p) {
@@ -91,35 +97,45 @@ bool views_bytes_of(const Graph& g, ValueId v, ValueId u) {
   return true;
 }
 
-// Where input `u` of Concat `x` starts in x's bytes (x with only ones before its axis, so each
-// input is one run of them), or -1 if x is not such a Concat of u. `u` may also be what an
-// input is a flat view of (SSD's heads: Concat(Reshape(conv), ...)): the same bytes.
-int64_t run_in_concat(const Graph& g, ValueId x, ValueId u) {
+}  // namespace
+
+ConcatPart part_in_concat(const Graph& g, ValueId x, ValueId u) {
   const NodeId p = g.value(x).producer;
-  if (p < 0 || g.node(p).op != OpKind::Concat || !g.value(x).type.is_static()) return -1;
+  if (p < 0 || g.node(p).op != OpKind::Concat || !g.value(x).type.is_static()) return {};
   const Node& cat = g.node(p);
   const std::vector<Dim>& xd = g.value(x).type.shape;
   int64_t axis = InferCtx(g, cat).attr_int("axis", 0);
   if (axis < 0) axis += static_cast<int64_t>(xd.size());
-  if (axis < 0 || axis >= static_cast<int64_t>(xd.size())) return -1;
-  for (int64_t d = 0; d < axis; ++d)
-    if (xd[static_cast<size_t>(d)].value != 1) return -1;
-  int64_t at = 0, found = -1;
+  if (axis < 0 || axis >= static_cast<int64_t>(xd.size())) return {};
+  int64_t outer = 1, inner = int64_t(dtype_size(g.value(x).type.dtype));  // rows; bytes per index of the axis
+  for (int64_t d = 0; d < axis; ++d) outer *= xd[static_cast<size_t>(d)].value;
+  for (size_t d = static_cast<size_t>(axis) + 1; d < xd.size(); ++d) inner *= xd[d].value;
+  const int64_t stride = xd[static_cast<size_t>(axis)].value * inner;
+  int64_t at = 0;
+  ConcatPart found;
   for (ValueId i : cat.inputs) {
-    if (i == kNoValue || !g.value(i).type.is_static() || g.value(i).type.dtype != g.value(x).type.dtype) return -1;
-    if (views_bytes_of(g, i, u)) {
-      if (found >= 0) return -1;  // read twice: two runs
-      found = at;
+    if (i == kNoValue || !g.value(i).type.is_static() || g.value(i).type.dtype != g.value(x).type.dtype) return {};
+    const std::vector<Dim>& id = g.value(i).type.shape;
+    if (id.size() != xd.size()) return {};
+    // A flat view of u stands for u only where the parts are single runs.
+    if (outer == 1 ? views_bytes_of(g, i, u) : i == u) {
+      if (found.at >= 0) return {};  // read twice: two parts
+      found.at = at;
+      if (outer > 1) {
+        found.row = id[static_cast<size_t>(axis)].value * inner;
+        found.stride = stride;
+      }
     }
-    at += int64_t(g.value(i).type.nbytes());
+    at += id[static_cast<size_t>(axis)].value * inner;
   }
-  return at == int64_t(g.value(x).type.nbytes()) ? found : -1;
+  return at == stride ? found : ConcatPart{};
 }
 
-}  // namespace
 
 MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, bool concats_in_block,
-                       const std::vector<std::pair<ValueId, ValueId>>& in_place, int64_t run_alignment) {
+                       const std::vector<std::pair<ValueId, ValueId>>& in_place, int64_t run_alignment,
+                       const std::vector<ValueId>& row_writers) {
+  const std::set<ValueId> writes_rows(row_writers.begin(), row_writers.end());
   if (run_alignment == 0) run_alignment = alignment;
   for (int64_t a : {alignment, run_alignment})
     if (a <= 0 || (a & (a - 1)) != 0)
@@ -149,13 +165,15 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, b
     if (m.buffers[i].value == m.buffers[i - 1].value)
       throw InternalError("memory plan: " + name_of(g, m.buffers[i].value) + " is an output of two blocks");
 
-  // 1b. Concats assembled in place: a Concat with only ones before its axis (a batch-1
-  // channel Concat) whose inputs are arena tensors (other blocks' outputs) or values of its
-  // own block: each arena input is placed at its run of the Concat's bytes, so its block
-  // writes it there and the Concat's block copies nothing (in_place.cc's find_assembly places
-  // the block's own values). A Concat its own block consumes (feeding a convolution there)
-  // gets a buffer for this too, live from its first input's block to its own. A tensor holds
-  // or lies in one Concat at most; runs start on the alignment.
+  // 1b. Concats assembled in place: a Concat whose inputs are arena tensors (other blocks'
+  // outputs) or values of its own block, each placed at its part of the Concat's bytes, so
+  // its block writes it there and the Concat's block copies nothing (in_place.cc's
+  // find_assembly places the block's own values). With only ones before the axis (a batch-1
+  // channel Concat) each part is one run; otherwise (channels last) rows, which only the
+  // kernels named in `row_writers` write, for values only the Concat reads. A Concat its own
+  // block consumes (feeding a convolution there) gets a buffer for this too, live from its
+  // first input's block to its own. A tensor holds or lies in one Concat at most; runs start
+  // on the run alignment.
   std::map<ValueId, size_t> slot_of;
   for (size_t i = 0; i < m.buffers.size(); ++i) slot_of[m.buffers[i].value] = i;
   std::set<ValueId> taken;
@@ -169,10 +187,21 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, b
     std::vector<std::pair<size_t, int64_t>> runs;
     bool ok = true;
     for (ValueId u : n.inputs) {
-      const int64_t at = u == kNoValue ? -1 : run_in_concat(g, x, u);
+      const ConcatPart part = u == kNoValue ? ConcatPart{} : part_in_concat(g, x, u);
+      const int64_t at = part.at;
       if (at < 0) {
         ok = false;
         break;
+      }
+      if (part.row > 0) {  // rows of u's last dim (a Concat along it): written so by u's kernel, read by the Concat alone
+        const TensorType& ut = g.value(u).type;
+        bool alone = !g.is_graph_output(u) && writes_rows.count(u) &&
+                     part.row == ut.shape.back().value * int64_t(dtype_size(ut.dtype));
+        for (NodeId c : g.consumers(u)) alone = alone && c == n.id;
+        if (!alone || part.stride % run_alignment != 0) {
+          ok = false;
+          break;
+        }
       }
       // A flat view made in the Concat's block (a Reshape of another block's output) is read
       // where its root lies: that root is what to place.
@@ -284,7 +313,10 @@ MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment, b
   for (BufferSlot& t : m.buffers)
     if (t.within != kNoValue) {
       const BufferSlot& x = m.buffers[slot_of.at(t.within)];
-      t.offset = x.offset + run_in_concat(g, t.within, t.value);
+      const ConcatPart part = part_in_concat(g, t.within, t.value);
+      t.offset = x.offset + part.at;
+      t.row = part.row;
+      t.stride = part.stride;
     }
   for (size_t i = 0; i < m.buffers.size(); ++i)
     if (m.buffers[i].shares != kNoValue) m.buffers[i].offset = m.buffers[root_of(i)].offset;
@@ -356,18 +388,31 @@ void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m)
     if (s.size < t.size) fail(who + " needs " + std::to_string(t.size) + " bytes, its buffer has " + std::to_string(s.size));
     const int64_t align = s.within != kNoValue ? m.run_alignment : m.alignment;  // a run of a Concat: its own
     if (s.offset < 0 || s.offset % align != 0) fail(who + " has offset " + std::to_string(s.offset) + ", not aligned to " + std::to_string(align));
-    if (s.offset + t.size > m.arena_bytes) fail(who + " ends at " + std::to_string(s.offset + t.size) + ", past the arena (" + std::to_string(m.arena_bytes) + " bytes)");
+    BufferSlot rows = t;  // its true size, laid out as recorded
+    rows.row = s.row;
+    rows.stride = s.stride;
+    if (s.row < 0 || (s.row > 0 && (t.size % s.row != 0 || s.stride < s.row)))
+      fail(who + " is laid out in rows of " + std::to_string(s.row) + " bytes, " + std::to_string(s.stride) +
+           " apart, which do not hold its " + std::to_string(t.size) + " bytes");
+    if (s.offset + extent(rows) > m.arena_bytes) fail(who + " ends at " + std::to_string(s.offset + extent(rows)) + ", past the arena (" + std::to_string(m.arena_bytes) + " bytes)");
     if (s.first > t.first || s.last < t.last)
       fail(who + " is live in blocks [" + std::to_string(t.first) + ", " + std::to_string(t.last) + "] but recorded as [" +
            std::to_string(s.first) + ", " + std::to_string(s.last) + "]");
-    if (s.within != kNoValue) {  // in a Concat's bytes: at its run, while the Concat's buffer is kept
+    if (s.row > 0 && s.within == kNoValue) fail(who + " is laid out in rows outside any Concat");
+    if (s.within != kNoValue) {  // in a Concat's bytes: at its part, while the Concat's buffer is kept
       auto x = given.find(s.within);
-      const int64_t run = run_in_concat(g, s.within, v);
-      if (x == given.end() || run < 0)
+      const ConcatPart part = part_in_concat(g, s.within, v);
+      if (x == given.end() || part.at < 0)
         fail(who + " is placed in " + name_of(g, s.within) + ", which is not a buffered Concat of it");
-      if (s.offset != x->second->offset + run)
-        fail(who + " is placed at " + std::to_string(s.offset) + ", not at its run of " + name_of(g, s.within) + " (" +
-             std::to_string(x->second->offset + run) + ")");
+      if (s.offset != x->second->offset + part.at || s.row != part.row || s.stride != part.stride)
+        fail(who + " is placed at " + std::to_string(s.offset) + " (rows " + std::to_string(s.row) + "/" +
+             std::to_string(s.stride) + "), not at its part of " + name_of(g, s.within) + " (" +
+             std::to_string(x->second->offset + part.at) + ", rows " + std::to_string(part.row) + "/" +
+             std::to_string(part.stride) + ")");
+      if (part.row > 0)
+        for (NodeId c : g.consumers(v))
+          if (c != g.value(s.within).producer) fail(who + " lies in rows of " + name_of(g, s.within) + " but is read by another operator");
+      if (x->second->within != kNoValue || x->second->row != 0) fail(name_of(g, s.within) + " holds " + who + " but lies in another Concat itself");
       if (x->second->first > t.first || x->second->last < t.last)
         fail(name_of(g, s.within) + "'s buffer is not kept while " + who + ", in it, is live");
     }
@@ -391,6 +436,8 @@ void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m)
     a.offset = s.offset;
     a.within = s.within;
     a.shares = s.shares;
+    a.row = s.row;
+    a.stride = s.stride;
     actual.push_back(a);
   }
   // No two tensors live at the same time share a byte. Sweep in order of first use so each
@@ -400,7 +447,9 @@ void check_memory_plan(const Graph& g, const FusionPlan& p, const MemoryPlan& m)
     for (size_t j = i + 1; j < actual.size() && actual[j].first <= actual[i].last; ++j)
       if (overlaps_in_space(actual[i], actual[j]) && actual[i].within != actual[j].value &&
           actual[j].within != actual[i].value && actual[i].shares != actual[j].value &&
-          actual[j].shares != actual[i].value)
+          actual[j].shares != actual[i].value &&
+          // parts of one Concat, each checked at its own part above (rows interleave)
+          !(actual[i].within != kNoValue && actual[i].within == actual[j].within))
         fail(name_of(g, actual[i].value) + " [" + std::to_string(actual[i].offset) + ", +" + std::to_string(actual[i].size) +
              ") and " + name_of(g, actual[j].value) + " [" + std::to_string(actual[j].offset) + ", +" +
              std::to_string(actual[j].size) + ") overlap in memory while both are live (blocks " +

@@ -26,6 +26,11 @@ struct BufferSlot {
   // kNoValue for a buffer of its own. The Concat's buffer is then live from the first such
   // input's block (and a Concat its own block consumes has one too).
   ValueId within = kNoValue;
+  // Rows in a Concat's bytes (a Concat along the channels of a channels-last tensor, or with
+  // more than ones before its axis): the tensor is size / row runs of `row` bytes, `stride`
+  // bytes apart, the first at `offset`; 0, 0: contiguous. Only for tensors the code generator
+  // says it writes so (plan_memory's `row_writers`) and only the Concat reads.
+  int64_t row = 0, stride = 0;
   // A result computed in place of an input (an anchor's residual, read and written at the
   // same index): this tensor takes over the bytes of `shares`, whose last reader is the block
   // that writes this one; kNoValue otherwise. A chain of them is placed as one buffer.
@@ -50,6 +55,15 @@ struct MemoryPlan {
 // placing that tensor).
 bool flat_view(const Node& n);
 
+// Where input u of Concat x lies in x's bytes: one run at byte `at` (row == 0; x has only
+// ones before its axis), or rows of `row` bytes, `stride` apart, the first at `at`; at == -1
+// if x is not a Concat with u as one input. u may also be what an input is a flat view of,
+// where the parts are runs (SSD's heads: Concat(Reshape(conv), ...)): the same bytes.
+struct ConcatPart {
+  int64_t at = -1, row = 0, stride = 0;
+};
+ConcatPart part_in_concat(const Graph& g, ValueId x, ValueId u);
+
 // Greedy by size, best fit (see memory_plan.cc), after placing batch-1 Concats' inputs that
 // other blocks make in the Concat's bytes (BufferSlot::within). `concats_in_block`: a Concat
 // its own block consumes gets such a buffer too (off for a target whose convolutions read a
@@ -60,8 +74,13 @@ bool flat_view(const Node& n);
 // `in_place`: (y, r) pairs a code generator may write in place (see BufferSlot::shares); a
 // pair is kept only where both are arena tensors of one size outside any Concat's bytes, r's
 // last reader is y's block, and neither is in another pair in the same role.
+// `row_writers`: values whose producing kernels can write them with their last dim's rows apart
+// (BufferSlot::row, stride): a Concat along the last axis whose inputs are not single runs of
+// its bytes (channels last) is assembled in place only when each input is one of them, read by
+// that Concat alone.
 MemoryPlan plan_memory(const Graph& g, const FusionPlan& p, int64_t alignment = 64, bool concats_in_block = true,
-                       const std::vector<std::pair<ValueId, ValueId>>& in_place = {}, int64_t run_alignment = 0);
+                       const std::vector<std::pair<ValueId, ValueId>>& in_place = {}, int64_t run_alignment = 0,
+                       const std::vector<ValueId>& row_writers = {});
 
 // Verifies a memory plan against the graph and plan, deriving lifetimes independently of
 // plan_memory (from the blocks' input/output lists): every intermediate has exactly one
