@@ -142,10 +142,12 @@ def test_a_pool_between_convs_stays_in_the_region(pool, attrs):
 
 
 @pytest.mark.parametrize("widths,vector", [((16, 32), True), ((16, 8), True), ((8, 16), False)])
-def test_a_channels_last_concat_runs_on_vectors_when_its_inputs_are_whole_vectors(widths, vector):
+def test_a_channels_last_concat_runs_on_vectors_when_its_inputs_are_whole_vectors(widths, vector, monkeypatch):
     # Concat along the channels is the innermost axis channels last: a vector loop when every
     # input but the last is a multiple of 16 channels wide (auto then takes it into the
-    # region), else a scalar loop (auto leaves it out; nhwc mode still takes it).
+    # region), else a scalar loop (auto leaves it out; nhwc mode still takes it). The loop runs
+    # where the convolutions do not write rows of the Concat (DNNF_CONCAT_ROWS=0 here; by
+    # default they do, and nothing copies the Concat).
     rng = np.random.default_rng(10)
     gg = df._core.Graph("cat")
     x = gg.add_input("x", "f32", [1, 8, 12, 12])
@@ -160,6 +162,11 @@ def test_a_channels_last_concat_runs_on_vectors_when_its_inputs_are_whole_vector
     want = e.run_reference(*ins)[0]
     regions = rewrite.select_layout(e, "auto")[1]["regions"]
     assert (max(r["convs"] for r in regions) == 3) == vector  # one region through the Concat
+    m = df.compile(e, threads=2, layout="nhwc", planner="none")
+    stages = [s for k in m.kernels for s in k["stages"]]
+    assert not any(" loop " in s for s in stages), stages  # each convolution writes its rows
+    np.testing.assert_allclose(m(*ins), want, rtol=1e-4, atol=1e-5)
+    monkeypatch.setenv("DNNF_CONCAT_ROWS", "0")
     m = df.compile(e, threads=2, layout="nhwc", planner="none")
     stages = [s for k in m.kernels for s in k["stages"]]
     loops = [s for s in stages if s.endswith(f" loop f32[{144 * sum(widths)}]")]  # the Concat

@@ -276,6 +276,64 @@ def test_concat_assembled_in_place_writes_each_byte_once(case):
         assert written > cat_bytes, gen["kernels"]  # the inputs, then the Concat's copy
 
 
+# ---- A channels-last Concat whose inputs convolutions write: rows of its bytes ---------
+def _inception(batch=1, hw=10):
+    """An Inception module (S3D's, 2-D) in channels last: 1x1 (the GEMM path), 1x1 -> 3x3 with
+    32 channels (Winograd), 3x3 with 5 (the direct kernel), MaxPool -> 1x1, each + Relu, Concat
+    along the channels, then a 1x1 convolution. Each branch's last convolution stores its
+    Relu'd output straight into its channels of the Concat (ConvShape::ldy: output pixels 50
+    floats apart): no loop copies the Concat."""
+    x = f32(batch, 8, hw, hw)
+
+    def conv(name, src, cin, cout, k, relu=True):
+        pads = [k // 2] * 4
+        nodes = [h.make_node("Conv", [src, f"w{name}", f"b{name}"], [f"c{name}"], pads=pads)]
+        inits = [(f"w{name}", f32(cout, cin, k, k)), (f"b{name}", f32(cout))]
+        if relu:
+            nodes.append(h.make_node("Relu", [f"c{name}"], [f"r{name}"]))
+        return nodes, inits
+
+    nodes, inits = [], []
+    for args in [("0", "x", 8, 6, 1), ("1a", "x", 8, 32, 1), ("1b", "r1a", 32, 32, 3), ("2", "x", 8, 5, 3)]:
+        n, i = conv(*args)
+        nodes += n
+        inits += i
+    nodes.append(h.make_node("MaxPool", ["x"], ["p3"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    n, i = conv("3", "p3", 8, 7, 1)
+    nodes += n
+    inits += i
+    nodes.append(h.make_node("Concat", ["r0", "r1b", "r2", "r3"], ["cat"], axis=1))
+    n, i = conv("y", "cat", 50, 4, 1, relu=False)
+    nodes += n
+    inits += i
+    ecg, feeds = model(nodes, {"x": x}, ["cy"], inits)
+    return df.rewrite.select_layout(ecg, "nhwc")[0], feeds
+
+
+@pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
+@pytest.mark.parametrize("batch", [1, 2])
+def test_inception_concat_in_rows_matches_reference(batch, planner, isa):
+    ecg, feeds = _inception(batch)
+    gen = matches_reference(ecg, feeds, planner, isa, rtol=1e-4, atol=1e-4)
+    if planner == "dnnfusion":  # each branch's Relu is its convolution's epilogue; no copy loop
+        assert not any("loop" in s for k in gen["kernels"] for s in k["stages"]), gen["kernels"]
+
+
+def test_inception_concat_in_rows_writes_each_byte_once(monkeypatch):
+    """Counted from the generated code: with the convolutions writing rows of the Concat, the
+    Concat's bytes are written once and there is no pass for it; DNNF_CONCAT_ROWS=0 (each branch
+    dense, then the Concat copied) costs one pass and the Concat's bytes more."""
+    ecg, feeds = _inception(1)
+    outs, gen = run(ecg, feeds, planner="dnnfusion")
+    assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
+    monkeypatch.setenv("DNNF_CONCAT_ROWS", "0")
+    outs0, gen0 = run(ecg, feeds, planner="dnnfusion")
+    assert_matches_reference(ecg, feeds, outs0, rtol=1e-4, atol=1e-4)
+    cat_bytes = 4 * 50 * 10 * 10
+    assert gen0["counts"]["passes"] == gen["counts"]["passes"] + 1, (gen["kernels"], gen0["kernels"])
+    assert gen0["counts"]["intermediate_bytes_written"] == gen["counts"]["intermediate_bytes_written"] + cat_bytes
+
+
 # ---- A nearest integer upsampling is an index map ----------------------------------------
 def _upsample(ctm="asymmetric", nm="floor", scales=(1.0, 1.0, 2.0, 2.0), sizes=None, then="concat"):
     """x [1, 4, 3, 5] -> Resize (nearest) -> `then`: "concat" with y along the channels, then a

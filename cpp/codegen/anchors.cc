@@ -348,6 +348,10 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
   } else {
     bl.epilogue(n, a);
   }
+  if (last) {  // ConvShape::ldy: the output's pixels as rows of a Concat's bytes (0: dense)
+    const Location* l = a.y != kNoValue ? &bl.location(a.y) : nullptr;
+    a.args[0].ints.push_back(l && l->row != 0 ? l->stride / 4 : 0);
+  }
   st.label = std::string(last ? "NhwcConv" : op_info(n.op).name) + " k" + std::to_string(w.kernel[0]) + " s" +
              std::to_string(w.strides[0]) + " g" + std::to_string(group) +
              (segs ? " concat(" + std::to_string(segs->size()) + ")" : "") + epilogue_label(bl, n, true);

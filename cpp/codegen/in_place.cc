@@ -126,6 +126,8 @@ void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue)
   int computed = 0;
   for (ValueId u : cat.inputs) {
     if (u == kNoValue || u == x || !can_materialise(u, in_epilogue)) return;
+    // A part placed in rows of x's bytes is read there, through x (find_assembly).
+    if (std::find(b_.inputs.begin(), b_.inputs.end(), u) != b_.inputs.end() && locate_(u).row != 0) return;
     if (!in_memory(u) && ++computed > 1) return;
     std::vector<int64_t> ud = dims_of(g_, u);
     if (ud.size() != xd.size() || ud[static_cast<size_t>(axis)] == 0) return;
@@ -138,17 +140,18 @@ void BlockLowerer::find_segments(ValueId x, const std::set<NodeId>& in_epilogue)
   segments_[x] = cat.inputs;
 }
 
-// x = Concat(u...) with nothing but ones before its axis (a batch-1 channel Concat: each u is
-// one contiguous run of x's bytes), x in the arena (a block output, or a Concat this block
-// consumes whose inputs the memory plan placed in it), every u either placed at its
-// run by the memory plan (another block's output, BufferSlot::within, or this block's) or made
-// in this block and read nowhere after it: each such u is materialised at its run of x's bytes
-// (an anchor or its epilogue stores it there, a pointwise loop computes it there), and x needs
-// no loop: no concatenated copy. At most one u not otherwise in memory (its loop replaces the
-// Concat's; an epilogue value it does not store cannot be); runs start where the memory plan
-// lets them (LowerOptions::concat_run_alignment: any element on the CPU, 64 bytes on OpenCL).
-// A u that is a flat view (Reshape, Flatten, Squeeze, Unsqueeze) made here of a value in memory
-// stands for that value: SSD's heads, Concat(Reshape(conv_k)...), place each conv_k's output.
+// x = Concat(u...) in the arena (a block output, or a Concat this block consumes whose inputs
+// the memory plan placed in it), every u either placed at its part of x's bytes by the memory
+// plan (another block's output, BufferSlot::within, or this block's) or made in this block and
+// read nowhere after it: each such u is materialised at its part of x's bytes (an anchor or
+// its epilogue stores it there, a pointwise loop computes it there), and x needs no loop: no
+// concatenated copy. A part is one run where x has only ones before its axis (a batch-1
+// channel Concat), rows otherwise (channels last: conv_stores_rows). At most one u not
+// otherwise in memory (its loop replaces the Concat's; an epilogue value it does not store
+// cannot be); runs start where the memory plan lets them (LowerOptions::concat_run_alignment:
+// any element on the CPU, 64 bytes on OpenCL). A u that is a flat view (Reshape, Flatten,
+// Squeeze, Unsqueeze) made here of a value in memory stands for that value: SSD's heads,
+// Concat(Reshape(conv_k)...), place each conv_k's output.
 void BlockLowerer::find_assembly(const Node& cat, const std::set<NodeId>& in_epilogue) {
   if (cat.op != OpKind::Concat || in_epilogue.count(cat.id) || cat.outputs.size() != 1) return;
   const ValueId x = cat.outputs[0];
@@ -165,57 +168,69 @@ void BlockLowerer::find_assembly(const Node& cat, const std::set<NodeId>& in_epi
       return;
     }
   }
-  if (xl.kind != Location::Kind::Arena || !g_.value(x).type.is_static()) return;
-  const std::vector<int64_t> xd = dims_of(g_, x);
-  int64_t axis = InferCtx(g_, cat).attr_int("axis", 0);
-  if (axis < 0) axis += static_cast<int64_t>(xd.size());
-  if (axis < 0 || axis >= static_cast<int64_t>(xd.size())) return;
-  for (int64_t d = 0; d < axis; ++d)
-    if (xd[static_cast<size_t>(d)] != 1) return;
+  if (xl.kind != Location::Kind::Arena || xl.row != 0 || !g_.value(x).type.is_static()) return;
   std::set<ValueId> seen;
-  std::vector<std::pair<ValueId, int64_t>> runs;  // the inputs this block places
-  int64_t at = 0;
+  std::vector<std::pair<ValueId, ConcatPart>> runs;  // the inputs this block places
   int computed = 0;  // inputs that get a loop of their own: one replaces the Concat's, two add a pass
   for (ValueId u : cat.inputs) {
     if (u == kNoValue || !seen.insert(u).second || g_.value(u).type.dtype != g_.value(x).type.dtype) return;
-    const int64_t bytes = static_cast<int64_t>(g_.value(u).type.nbytes());
-    if (bytes == 0) return;
+    if (g_.value(u).type.nbytes() == 0) return;
+    const ConcatPart part = part_in_concat(g_, x, u);
+    if (part.at < 0) return;
+    auto placed = [&](const Location& l) {
+      return l.kind == Location::Kind::Arena && l.at == xl.at + part.at && l.row == part.row && l.stride == part.stride;
+    };
     const bool input = std::find(b_.inputs.begin(), b_.inputs.end(), u) != b_.inputs.end();
     if (input || block_outputs_.count(u)) {  // where the memory plan put it: in place or not at all
-      const Location l = locate_(u);
-      if (l.kind != Location::Kind::Arena || l.at != xl.at + at) return;
-    } else {
-      // A flat view of a value (Reshape, ...; SSD's heads) made here and not copied is that
-      // value's bytes: place the value, or find it placed.
-      for (ValueId w = u; !materialised_.count(w) && !views_.count(w);) {
-        const NodeId q = g_.value(w).producer;
-        if (q < 0 || !inside_.count(q) || !flat_view(g_.node(q))) break;
-        w = g_.node(q).inputs[0];
-        if (std::find(b_.inputs.begin(), b_.inputs.end(), w) != b_.inputs.end() || block_outputs_.count(w)) {
-          const Location l = locate_(w);
-          if (l.kind != Location::Kind::Arena || l.at != xl.at + at) return;
-          u = kNoValue;
-          break;
-        }
-        if (materialised_.count(w)) u = w;
-      }
-      if (u == kNoValue) {  // placed by the memory plan
-        at += bytes;
-        continue;
-      }
-      const NodeId p = g_.value(u).producer;
-      if (p < 0 || !inside_.count(p) || views_.count(u) || segments_.count(u) || at % opt_.concat_run_alignment != 0) return;
-      if (!materialised_.count(u) && (!can_materialise(u, in_epilogue) || ++computed > 1)) return;
-      for (const auto& [y, rs] : assembled_)
-        for (const auto& r : rs)
-          if (r.first == u) return;
-      runs.emplace_back(u, at);
+      if (!placed(locate_(u))) return;
+      continue;
     }
-    at += bytes;
+    // A flat view of a value (Reshape, ...; SSD's heads) made here and not copied is that
+    // value's bytes: place the value, or find it placed.
+    for (ValueId w = u; part.row == 0 && !materialised_.count(w) && !views_.count(w);) {
+      const NodeId q = g_.value(w).producer;
+      if (q < 0 || !inside_.count(q) || !flat_view(g_.node(q))) break;
+      w = g_.node(q).inputs[0];
+      if (std::find(b_.inputs.begin(), b_.inputs.end(), w) != b_.inputs.end() || block_outputs_.count(w)) {
+        if (!placed(locate_(w))) return;
+        u = kNoValue;
+        break;
+      }
+      if (materialised_.count(w)) u = w;
+    }
+    if (u == kNoValue) continue;  // placed by the memory plan
+    const NodeId p = g_.value(u).producer;
+    if (p < 0 || !inside_.count(p) || views_.count(u) || segments_.count(u) || part.at % opt_.concat_run_alignment != 0)
+      return;
+    if (part.row > 0 && (part.row != dims_of(g_, u).back() * 4 || !conv_stores_rows(u))) return;
+    if (!materialised_.count(u) && (!can_materialise(u, in_epilogue) || ++computed > 1)) return;
+    for (const auto& [y, rs] : assembled_)
+      for (const auto& r : rs)
+        if (r.first == u) return;
+    runs.emplace_back(u, part);
   }
-  if (at != static_cast<int64_t>(g_.value(x).type.nbytes())) return;
   for (const auto& r : runs) materialised_.insert(r.first);
   assembled_[x] = std::move(runs);
+}
+
+bool BlockLowerer::conv_stores_rows(ValueId u) const {
+  if (g_.value(u).type.dtype != DType::F32) return false;
+  for (NodeId id : b_.nodes) {
+    const Node& n = g_.node(id);
+    if (n.op != OpKind::NhwcConv || !is_anchor(n) || !g_.value(n.inputs[1]).constant) continue;
+    const std::vector<int64_t> xd = dims_of(g_, n.inputs[0]), od = dims_of(g_, n.outputs[0]);
+    const int64_t group = InferCtx(g_, n).attr_int("group", 1);
+    if (group == xd.back() && od.back() == xd.back()) continue;  // the depthwise path: dense output only
+    if (n.outputs[0] == u) return true;  // materialised: the kernel stores it (BlockLowerer::epilogue)
+    auto it = epilogues_.find(id);
+    if (it == epilogues_.end() || materialised_.count(n.outputs[0]) || it->second.stores != std::vector<ValueId>{u})
+      continue;
+    // Elementwise ops only: u's index is the output's, so the kernel's own store writes it.
+    bool elementwise = dims_of(g_, u) == od;
+    for (NodeId e : it->second.nodes) elementwise = elementwise && op_info(g_.node(e).op).mapping == MappingType::OneToOne;
+    if (elementwise) return true;
+  }
+  return false;
 }
 
 }  // namespace dnnf::cg

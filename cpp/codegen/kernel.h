@@ -108,6 +108,10 @@ struct Location {
   enum class Kind : uint8_t { GraphInput, GraphOutput, Arena, Constant, Scratch };
   Kind kind = Kind::Arena;
   int64_t at = 0;  // input/output/constant index, or byte offset (arena, block scratch)
+  // Rows in a Concat's bytes (BufferSlot::row, stride): `row` bytes each, `stride` apart, the
+  // first at `at`; 0, 0: contiguous. Only a channels-last convolution writes a value so (its
+  // output pixels ConvShape::ldy apart), and only the Concat assembled over it reads it.
+  int64_t row = 0, stride = 0;
 };
 
 // A tensor a block's code names: a block input (read), or a value the block materialises.
@@ -223,6 +227,10 @@ struct AnchorStage {
   IExpr offset_a, offset_b;
   std::vector<AnchorArg> second;  // a second call on the same inputs (MaxPool's Indices)
 };
+
+// Whether a convolution's ConvShape ints (nd, N, C, M, group, ...) take the depthwise path
+// (conv.h's is_depthwise), which writes its output dense only.
+inline bool is_depthwise_shape(const std::vector<int64_t>& s) { return s.size() > 4 && s[4] == s[2] && s[3] == s[2]; }
 
 struct Stage {
   enum class Kind : uint8_t { Loop, Transpose, Anchor };

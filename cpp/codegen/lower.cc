@@ -441,12 +441,12 @@ BlockPlan BlockLowerer::lower() {
   // 3. Buffers: block inputs and outputs live where the module put them; an assembled
   // Concat's inputs in its bytes; other materialised values get kernel-local scratch; a
   // contiguous view is its root's bytes.
-  std::map<ValueId, Location> where;
+  std::map<ValueId, Location>& where = where_;
   for (ValueId v : b_.inputs) where[v] = locate_(v);
   for (ValueId v : b_.outputs) where[v] = locate_(v);
   for (const auto& [x, runs] : assembled_) {
     if (!where.count(x)) where[x] = locate_(x);  // a Concat this block consumes, in the arena
-    for (const auto& [u, off] : runs) where[u] = {Location::Kind::Arena, where.at(x).at + off};
+    for (const auto& [u, part] : runs) where[u] = {Location::Kind::Arena, where.at(x).at + part.at, part.row, part.stride};
   }
   for (ValueId v : materialised_)
     if (!where.count(v)) where[v] = {Location::Kind::Scratch, scratch(static_cast<int64_t>(g_.value(v).type.nbytes()))};
@@ -503,7 +503,45 @@ BlockPlan BlockLowerer::lower() {
     buf.where = w->second;
     plan_.buffers.push_back(buf);
   }
+  check_rows();
   return std::move(plan_);
+}
+
+const Location& BlockLowerer::location(ValueId v) const {
+  auto it = where_.find(v);
+  if (it == where_.end()) throw InternalError("codegen: '" + g_.value(v).name + "' has no buffer in this block");
+  return it->second;
+}
+
+// A value in rows of a Concat's bytes is stored there by a channels-last convolution's own
+// store (which gets the rows' stride as its output pixel stride), and read by nothing of this
+// block but the Concat, assembled here: any other reader or writer would take it for dense.
+void BlockLowerer::check_rows() const {
+  for (const auto& [v, l] : where_) {
+    if (l.row == 0) continue;
+    const std::string who = "codegen: '" + g_.value(v).name + "', in rows of a Concat's bytes, ";
+    bool assembled = false;
+    for (const auto& [x, runs] : assembled_) {
+      const NodeId c = g_.value(x).producer;
+      for (ValueId u : g_.node(c).inputs) assembled = assembled || u == v;
+    }
+    for (NodeId c : g_.consumers(v))
+      if (inside_.count(c) && !(g_.node(c).op == OpKind::Concat && assembled))
+        throw InternalError(who + "is read by '" + g_.node(c).name + "' as if dense");
+    if (std::find(b_.inputs.begin(), b_.inputs.end(), v) != b_.inputs.end()) continue;
+    int writers = 0;
+    for (const Stage& st : plan_.stages) {
+      if (st.kind != Stage::Kind::Anchor) continue;
+      const AnchorStage& a = st.anchor;
+      if (a.y != v) continue;
+      const std::vector<int64_t>& shape = a.args.at(0).ints;
+      if (a.kind != AnchorKind::NhwcConv || a.ep.stores || shape.size() != 24 || shape[23] * 4 != l.stride ||
+          shape[3] * 4 != l.row)
+        throw InternalError(who + "is stored by a kernel that does not write rows");
+      ++writers;
+    }
+    if (writers != 1) throw InternalError(who + "is not stored by its convolution");
+  }
 }
 
 }  // namespace dnnf::cg

@@ -16,6 +16,7 @@
 #include "codegen/expr.h"
 #include "codegen/kernel.h"
 #include "codegen/views.h"
+#include "plan/memory_plan.h"
 #include "plan/plan.h"
 
 namespace dnnf::cg {
@@ -88,6 +89,8 @@ class BlockLowerer {
   const std::vector<ValueId>* segments(ValueId v) const;
   // GEMM anchor n's A computed while packed (a fused prologue): sets gc's a_computed, a_prog.
   void gemm_prologue(const Node& n, GemmCall& gc);
+  // Where a value the block names lies (set before the stages are emitted).
+  const Location& location(ValueId v) const;
 
  private:
   bool is_anchor(const Node& n) const;
@@ -105,6 +108,10 @@ class BlockLowerer {
   // loop of this block outside any epilogue).
   bool in_memory(ValueId v) const;
   bool can_materialise(ValueId v, const std::set<NodeId>& in_epilogue) const;
+  // Whether u, a value of this block, is stored by a channels-last convolution's own store (its
+  // output, or the one value its elementwise epilogue stores), so it can go to rows of a Concat.
+  bool conv_stores_rows(ValueId u) const;
+  void check_rows() const;  // every value in rows is written and read as conv_stores_rows says
 
   const Graph& g_;
   const Block& b_;
@@ -127,8 +134,10 @@ class BlockLowerer {
   // Anchor inputs that are views of a value in memory (not materialised themselves).
   std::map<ValueId, StridedView> views_;
   std::map<ValueId, std::vector<ValueId>> segments_;
-  // Concats assembled in place (find_assembly): x -> each input and its byte offset in x.
-  std::map<ValueId, std::vector<std::pair<ValueId, int64_t>>> assembled_;
+  // Concats assembled in place (find_assembly): x -> each input this block makes and where it
+  // lies in x (bytes; rows for a channels-last Concat).
+  std::map<ValueId, std::vector<std::pair<ValueId, ConcatPart>>> assembled_;
+  std::map<ValueId, Location> where_;  // lower() step 3
   // GEMM A operands computed while packed (never in memory).
   std::set<ValueId> prologues_;
 };

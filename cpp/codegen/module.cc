@@ -21,7 +21,7 @@ ModulePlan plan_module(const Graph& g, const FusionPlan& p, const MemoryPlan& me
     if (!loc.count(v) && !g.value(v).constant) loc[v] = {Location::Kind::GraphOutput, static_cast<int64_t>(j)};
   }
   for (const BufferSlot& s : memory.buffers)
-    if (!loc.count(s.value)) loc[s.value] = {Location::Kind::Arena, s.offset};
+    if (!loc.count(s.value)) loc[s.value] = {Location::Kind::Arena, s.offset, s.row, s.stride};
   LocateFn locate = [&](ValueId v) -> Location {
     if (g.value(v).constant) return {Location::Kind::Constant, ms.constant(v)};
     auto it = loc.find(v);

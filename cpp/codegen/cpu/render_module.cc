@@ -274,8 +274,20 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
   const char* env = std::getenv("DNNF_RESIDUAL_IN_PLACE");
   const std::vector<std::pair<ValueId, ValueId>> in_place =
       env && env[0] == '0' ? std::vector<std::pair<ValueId, ValueId>>{} : cg::cpu::residuals_in_place(g, mp, memory);
-  if (!in_place.empty()) {
-    memory = plan_memory(g, p, memory.alignment, true, in_place, memory.run_alignment);
+  // Channels-last Concats assembled in place: the convolutions that store an input of one
+  // with their own store (ConvShape::ldy) write it as rows of the Concat's bytes, so that an
+  // Inception module's or a CSP stage's Concat copies nothing (S3D, YOLOv4).
+  // DNNF_CONCAT_ROWS=0 turns it off (for comparisons).
+  std::vector<ValueId> row_writers;
+  const char* rows_env = std::getenv("DNNF_CONCAT_ROWS");
+  if (!(rows_env && rows_env[0] == '0'))
+    for (const cg::BlockPlan& b : mp.blocks)
+      for (const cg::Stage& st : b.stages)
+        if (st.kind == cg::Stage::Kind::Anchor && st.anchor.kind == cg::AnchorKind::NhwcConv && !st.anchor.ep.stores &&
+            st.anchor.y != kNoValue && !cg::is_depthwise_shape(st.anchor.args.at(0).ints))
+          row_writers.push_back(st.anchor.y);
+  if (!in_place.empty() || !row_writers.empty()) {
+    memory = plan_memory(g, p, memory.alignment, true, in_place, memory.run_alignment, row_writers);
     mp = cg::plan_module(g, p, memory, lo);
   }
   return cg::cpu::render_module(g, mp, memory, opt.isa);
