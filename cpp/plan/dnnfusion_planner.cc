@@ -163,6 +163,13 @@ class Planner {
             continue;
           }
           if (view_left_for_reader(grp, m, c)) continue;
+          // A Concat after a value whose anchor is still to join: that anchor first (it takes
+          // the value as its epilogue), so the Concat's other inputs can stay with theirs.
+          if (node(c).op == OpKind::Concat && type_[m] == kO2O && epilogue_anchor(m) >= 0) {
+            if (std::find(deferred.begin(), deferred.end(), std::make_pair(m, c)) == deferred.end())
+              deferred.push_back({m, c});
+            continue;
+          }
           changed |= try_join(grp, m, c, c);
         }
     }
@@ -238,6 +245,16 @@ class Planner {
       for (size_t i = 0; i < cands.size() && !joined; ++i) {
         auto [p, m] = cands[i];
         if (i > 0 && cands[i - 1].first == p) continue;
+        if (type_[p] == kO2O && only_concats_read(grp, p)) {
+          NodeId anchor = epilogue_anchor(p);
+          if (anchor >= 0) {
+            refuse(grp, p, p, m, "left for its anchor: " + name(p) + " can be the epilogue of " + name(anchor) + " (" +
+                                     node(anchor).info().name + "), whose kernel then writes it straight into the "
+                                     "Concat's bytes (assembled in place), while here it would be one more loop "
+                                     "over the anchor's output");
+            continue;
+          }
+        }
         NodeId reader = feeds_anchor(grp, p);
         if (type_[p] == kO2O && reader >= 0) {
           NodeId anchor = epilogue_anchor(p);
@@ -273,6 +290,18 @@ class Planner {
         }
     }
     return -1;
+  }
+
+  // Whether every reader of p's outputs inside block `grp` is a Concat (and one is).
+  bool only_concats_read(int grp, NodeId p) const {
+    bool any = false;
+    for (ValueId v : node(p).outputs)
+      for (NodeId r : readers_[v]) {
+        if (!in(grp, r)) continue;
+        if (node(r).op != OpKind::Concat) return false;
+        any = true;
+      }
+    return any;
   }
 
   // An unplanned Many-to-Many op that `p` could follow as an epilogue: found walking up
@@ -526,37 +555,41 @@ class Planner {
       for (NodeId r : readers_[v.id])
         if (type_[r] == kM2M) sibs[node(r).op].push_back(r);
       for (auto& [op, list] : sibs) {
-        for (size_t i = 1; i < list.size(); ++i) {
-          NodeId a = list[0], b = list[i];
-          int ga = group_of_[a], gb = group_of_[b];
-          if (ga == gb) continue;
-          std::string pair = "horizontal: " + name(a) + " and " + name(b) + " (" +
-                             node(a).info().name + ") both read %" + v.name;
-          // Siblings must be independent: a path from one block to the other would make
-          // the grouped kernel wait on itself (or hide a Many-to-Many pair in one kernel).
-          if (depends(ga, gb) || depends(gb, ga) || would_create_cycle(g_, group_of_, ga, gb)) {
-            reject(a, b, pair + "; but one block depends on the other -> keep apart");
-            continue;
+        // Each sibling joins the group of the first earlier one it can (Inception's: the
+        // branch whose block also holds the Concat depends on the others, which still group).
+        for (size_t i = 1; i < list.size(); ++i)
+          for (size_t k = 0; k < i; ++k) {
+            NodeId a = list[k], b = list[i];
+            int ga = group_of_[a], gb = group_of_[b];
+            if (ga == gb) break;
+            std::string pair = "horizontal: " + name(a) + " and " + name(b) + " (" +
+                               node(a).info().name + ") both read %" + v.name;
+            // Siblings must be independent: a path from one block to the other would make
+            // the grouped kernel wait on itself (or hide a Many-to-Many pair in one kernel).
+            if (depends(ga, gb) || depends(gb, ga) || would_create_cycle(g_, group_of_, ga, gb)) {
+              reject(a, b, pair + "; but one block depends on the other -> keep apart");
+              continue;
+            }
+            if (opt_.max_kernel_args > 0 && kernel_args(ga, -1, gb) > opt_.max_kernel_args) {
+              reject(a, b, pair + "; but the kernel would exceed the " + std::to_string(opt_.max_kernel_args) +
+                               "-argument limit -> keep apart");
+              continue;
+            }
+            for (NodeId n : members_[gb]) {
+              group_of_[n] = ga;
+              members_[ga].push_back(n);
+            }
+            members_[gb].clear();
+            // The table's cells compose a producer with its consumer; siblings are not
+            // composed (each keeps its own output), so the group takes the more general of
+            // the two types (the enum's order: One-to-One ... Many-to-Many), never a red cell's.
+            const MappingType t = std::max(gtype_[ga], gtype_[gb]);
+            gtype_[ga] = t;
+            record(a, b, true, pair + " -> grouped into one kernel (" + mapping_type_name(t) +
+                                   ", the more general of the two blocks' types; siblings are not "
+                                   "composed, so no cell of the table applies)");
+            break;
           }
-          if (opt_.max_kernel_args > 0 && kernel_args(ga, -1, gb) > opt_.max_kernel_args) {
-            reject(a, b, pair + "; but the kernel would exceed the " + std::to_string(opt_.max_kernel_args) +
-                             "-argument limit -> keep apart");
-            continue;
-          }
-          for (NodeId n : members_[gb]) {
-            group_of_[n] = ga;
-            members_[ga].push_back(n);
-          }
-          members_[gb].clear();
-          // The table's cells compose a producer with its consumer; siblings are not
-          // composed (each keeps its own output), so the group takes the more general of
-          // the two types (the enum's order: One-to-One ... Many-to-Many), never a red cell's.
-          const MappingType t = std::max(gtype_[ga], gtype_[gb]);
-          gtype_[ga] = t;
-          record(a, b, true, pair + " -> grouped into one kernel (" + mapping_type_name(t) +
-                                 ", the more general of the two blocks' types; siblings are not "
-                                 "composed, so no cell of the table applies)");
-        }
       }
     }
   }
