@@ -209,6 +209,33 @@ def test_concat_joins_regions_on_its_new_axis(axis):
     np.testing.assert_allclose(m(*ins), want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceSum"])
+@pytest.mark.parametrize("keepdims,rank", [(0, 5), (1, 5), (0, 4), (1, 4)])
+def test_a_reduction_over_the_spatial_axes_stays_in_the_region(op, keepdims, rank):
+    # A classifier's mean over time and space (S3D: Conv3d -> mean over dims 2, 3, 4) reduces
+    # the spatial axes channels last (1 .. r-2): without keepdims its [N, C] is the result
+    # itself, so nothing transposes it back (the region's only transposes are x in and, with
+    # keepdims, the [N, 1.., C] image out).
+    rng = np.random.default_rng(11)
+    gg = df._core.Graph("red")
+    spatial = [3, 5, 4][5 - rank:]
+    x = gg.add_input("x", "f32", [1, 6, *spatial])
+    k = [1] * (rank - 2)
+    c = gg.add_node("Conv", [x, gg.add_constant("w", f32(rng, 7, 6, *k))], {}, 1, "c", ["c"])[0]
+    axes = gg.add_constant("axes", np.array(list(range(2, rank)), dtype=np.int64))
+    y = gg.add_node(op, [c, axes], {"keepdims": keepdims}, 1, "m", ["y"])[0]
+    gg.set_outputs([y])
+    e = df.ECG(gg)
+    out, rep = rewrite.select_layout(e, "nhwc")
+    assert ops(out).count("NhwcConv") == 1 and ops(out).count("Transpose") == 2 - (keepdims == 0), ops(out)
+    ins = inputs_of(e)
+    want = e.run_reference(*ins)[0]
+    assert out.outputs[0].name == "y" and list(out.outputs[0].shape) == list(want.shape)
+    np.testing.assert_allclose(out.run_reference(*ins)[0], want, rtol=1e-5, atol=1e-5)
+    m = df.compile(e, threads=2, layout="nhwc")
+    np.testing.assert_allclose(m(*ins), want, rtol=1e-4, atol=1e-5)
+
+
 def test_nchw_mode_and_regions_without_convs_change_nothing():
     g = mbconv_graph()
     out, rep = rewrite.select_layout(g, "nchw")

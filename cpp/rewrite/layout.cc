@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "ir/errors.h"
+#include "ir/shape_rules.h"
 #include "rewrite/passes.h"
 #include "rewrite/rebuild.h"
 #include "target/isa.h"
@@ -60,6 +61,35 @@ bool elementwise_candidate(const Graph& g, const Node& n) {
 bool global_pool_candidate(const Graph& g, const Node& n) {
   if ((n.op != OpKind::GlobalAveragePool && n.op != OpKind::GlobalMaxPool) || n.outputs.size() != 1) return false;
   return static_rank(g, n.inputs[0], 3, 5) && g.value(n.inputs[0]).type.dtype == DType::F32;
+}
+
+// ReduceMean/Max/Min/Sum over exactly the spatial axes of a channels-last value (a classifier's
+// mean over time and space, S3D's): channels last it reduces axes 1..r-2. With keepdims its
+// [N, 1.., C] is the channels-last image of the [N, C, 1..] result (as a global pool's); without,
+// its [N, C] is the result itself, which leaves the region with no transpose. 1: keepdims,
+// 2: not, 0: not such a reduction.
+int spatial_reduce_candidate(const Graph& g, const Node& n) {
+  if (n.op != OpKind::ReduceMean && n.op != OpKind::ReduceMax && n.op != OpKind::ReduceMin &&
+      n.op != OpKind::ReduceSum)
+    return 0;
+  if (n.outputs.size() != 1 || n.inputs.empty() || !static_rank(g, n.inputs[0], 3, 5) ||
+      g.value(n.inputs[0]).type.dtype != DType::F32)
+    return 0;
+  const int64_t r = static_cast<int64_t>(g.value(n.inputs[0]).type.shape.size());
+  std::optional<std::vector<int64_t>> axes;
+  try {
+    axes = InferCtx(g, n).const_ints(1, "axes");
+  } catch (const Error&) {
+    return 0;
+  }
+  if (!axes) return 0;
+  std::vector<int64_t> a = *axes;
+  for (int64_t& x : a) x = x < 0 ? x + r : x;
+  std::sort(a.begin(), a.end());
+  std::vector<int64_t> spatial(static_cast<size_t>(r - 2));
+  std::iota(spatial.begin(), spatial.end(), 2);
+  if (a != spatial) return 0;
+  return attr_or(n, "keepdims", 1) ? 1 : 2;
 }
 
 // MaxPool (its Indices unused) and AveragePool run channels last as NhwcMaxPool /
@@ -236,6 +266,7 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
   const bool forced = mode == LayoutMode::Nhwc;
   const size_t nn = g.nodes().size();
   std::vector<char> cand(nn, 0), is_conv(nn, 0), is_pool(nn, 0), is_wpool(nn, 0), is_concat(nn, 0);
+  std::vector<char> is_reduce(nn, 0);  // spatial_reduce_candidate: 1 keepdims, 2 not (its result leaves as it is)
   for (const Node& n : g.nodes()) {
     // Auto leaves out convolutions the model expects to be much slower channels last (a stem
     // on the image's 3 channels): their region then starts after them. Milder losses stay in
@@ -244,12 +275,13 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
         (forced || layout_conv_us(geometry_of(g, n), true) <= 1.5 * layout_conv_us(geometry_of(g, n), false)))
       cand[n.id] = is_conv[n.id] = 1;
     else if (global_pool_candidate(g, n)) cand[n.id] = is_pool[n.id] = 1;
+    else if (const int k = spatial_reduce_candidate(g, n)) cand[n.id] = 1, is_reduce[n.id] = static_cast<char>(k);
     else if (window_pool_candidate(g, n)) cand[n.id] = is_wpool[n.id] = 1;
     else if (concat_candidate(g, n, forced)) cand[n.id] = is_concat[n.id] = 1;
     else if (elementwise_candidate(g, n)) cand[n.id] = 1;
   }
   auto data_input = [&](const Node& n, size_t i) {  // along which the layout propagates
-    if (is_conv[n.id] || is_pool[n.id] || is_wpool[n.id]) return i == 0;
+    if (is_conv[n.id] || is_pool[n.id] || is_wpool[n.id] || is_reduce[n.id]) return i == 0;
     if (is_concat[n.id]) return true;
     return n.inputs[i] != kNoValue && g.value(n.inputs[i]).type.shape == g.value(n.outputs[0]).type.shape;
   };
@@ -263,7 +295,9 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
       const ValueId v = n.inputs[i];
       if (!data_input(n, i)) continue;
       const NodeId p = g.value(v).producer;
-      if (p >= 0 && cand[p] && g.value(v).type.shape.size() == ot.shape.size()) uf.join(n.id, p);
+      if (p >= 0 && cand[p] && is_reduce[p] != 2 &&
+          g.value(v).type.shape.size() == (is_reduce[n.id] ? g.value(n.inputs[0]).type.shape.size() : ot.shape.size()))
+        uf.join(n.id, p);
     }
   }
   // Per region: the gain of its convolutions and the cost of the transposes at its border.
@@ -283,7 +317,7 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
       ++r.convs;
     }
     const std::vector<ValueId> ins =
-        is_conv[n.id] || is_pool[n.id] || is_wpool[n.id] ? std::vector<ValueId>{n.inputs[0]} : n.inputs;
+        is_conv[n.id] || is_pool[n.id] || is_wpool[n.id] || is_reduce[n.id] ? std::vector<ValueId>{n.inputs[0]} : n.inputs;
     for (ValueId v : ins) {  // values from outside the region (constants are permuted here)
       if (v == kNoValue || g.value(v).constant) continue;
       const NodeId p = g.value(v).producer;
@@ -302,7 +336,7 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
       leaves |= out;
       if (out) factor = std::max(factor, gather_factor(g.node(c)));
     }
-    if (leaves) {
+    if (leaves && is_reduce[n.id] != 2) {  // a reduction without keepdims leaves as it is
       r.cost += layout_transpose_us(g.value(o).type.numel()) * factor;
       ++r.leaving;
     }
@@ -367,6 +401,27 @@ Graph select_layout(const Graph& g, LayoutMode mode, LayoutReport* report) {
     }
     const ValueId o = n.outputs[0];
     const size_t r = g.value(o).type.shape.size();
+    if (is_reduce[n.id]) {  // the spatial axes channels last; without keepdims the result itself
+      const size_t ri = g.value(n.inputs[0]).type.shape.size();
+      std::vector<int64_t> axes;
+      for (size_t i = 1; i + 1 < ri; ++i) axes.push_back(static_cast<int64_t>(i));
+      Attrs attrs;
+      for (const auto& [k, v] : n.attrs)
+        if (k != "axes") attrs[k] = v;
+      TensorType at{DType::I64, {static_cast<int64_t>(axes.size())}};
+      const ValueId y = rb.dst().add_node(
+          n.op, {channels_last(n.inputs[0], ri), rb.constant(TensorData::copy_of(at, axes.data()), n.name + ".axes")},
+          attrs, 1, n.name, {fresh_name(g.value(o).name + (is_reduce[n.id] == 1 ? ".nhwc" : ""))})[0];
+      if (is_reduce[n.id] == 2) {
+        rb.replace(n, {y});
+        continue;
+      }
+      last[o] = y;
+      Attrs a;
+      a["perm"] = Attr::of_ints(to_first(r));
+      rb.replace(n, {rb.emit(OpKind::Transpose, {y}, a)});
+      continue;
+    }
     std::vector<ValueId> ins;
     OpKind op = n.op;
     if (is_conv[n.id]) {
