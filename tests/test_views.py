@@ -334,6 +334,45 @@ def test_inception_concat_in_rows_writes_each_byte_once(monkeypatch):
     assert gen0["counts"]["intermediate_bytes_written"] == gen["counts"]["intermediate_bytes_written"] + cat_bytes
 
 
+# ---- A stem reads the model's channels-first input in place ------------------------------
+def _stem(c, k, stride, pad, spatial):
+    """x [1, c, spatial...] (channels first, the model's input) -> Conv (channels last, the
+    layout's region) -> Relu -> a 1x1 Conv. The layout transposes x into the region; where the
+    direct kernel's fixed-stride path serves the stem, the convolution gathers its windows from
+    x's planes instead and no transposed copy is made."""
+    nd = len(spatial)
+    x = f32(1, c, *spatial)
+    nodes = [h.make_node("Conv", ["x", "w", "b"], ["s"], kernel_shape=list(k), strides=[*[1] * (nd - 1), stride],
+                         pads=list(pad) * 2),
+             h.make_node("Relu", ["s"], ["r"]),
+             h.make_node("Conv", ["r", "w2"], ["y"])]
+    ecg, feeds = model(nodes, {"x": x}, ["y"], [("w", f32(8, c, *k)), ("b", f32(8)), ("w2", f32(4, 8, *[1] * nd))])
+    return df.rewrite.select_layout(ecg, "nhwc")[0], feeds
+
+
+STEMS = {  # case: (arguments, read in place)
+    "k7s2": (dict(c=3, k=(7, 7), stride=2, pad=(3, 3), spatial=(19, 17)), True),
+    "k3s1": (dict(c=3, k=(3, 3), stride=1, pad=(1, 1), spatial=(9, 11)), True),
+    "k333": (dict(c=3, k=(3, 3, 3), stride=1, pad=(1, 1, 1), spatial=(4, 7, 6)), True),
+    "k177s2": (dict(c=3, k=(1, 7, 7), stride=2, pad=(0, 3, 3), spatial=(3, 9, 10)), True),
+    "c1": (dict(c=1, k=(3, 3), stride=1, pad=(1, 1), spatial=(6, 7)), True),
+    "k3s4": (dict(c=3, k=(3, 3), stride=4, pad=(1, 1), spatial=(9, 11)), False),  # 12 floats a step
+    "c5": (dict(c=5, k=(3, 3), stride=1, pad=(1, 1), spatial=(6, 7)), False),
+}
+
+
+@pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
+@pytest.mark.parametrize("case", sorted(STEMS))
+def test_a_stem_reads_the_channels_first_input_in_place(case, planner, isa):
+    args, in_place = STEMS[case]
+    ecg, feeds = _stem(**args)
+    gen = matches_reference(ecg, feeds, planner, isa, rtol=1e-4, atol=1e-4)
+    if planner == "dnnfusion":  # the stem's kernel: the transpose and the convolution, or the convolution
+        k = gen["kernels"][0]
+        assert k["stages"][-1].startswith("NhwcConv"), gen["kernels"]
+        assert [s.split(" ")[0] for s in k["stages"][:-1]] == ([] if in_place else ["transpose"]), k
+
+
 # ---- A nearest integer upsampling is an index map ----------------------------------------
 def _upsample(ctm="asymmetric", nm="floor", scales=(1.0, 1.0, 2.0, 2.0), sizes=None, then="concat"):
     """x [1, 4, 3, 5] -> Resize (nearest) -> `then`: "concat" with y along the channels, then a

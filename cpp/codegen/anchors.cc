@@ -233,7 +233,8 @@ void push3(std::vector<int64_t>& out, const std::vector<int64_t>& v, int64_t fil
   for (size_t i = 0; i < 3; ++i) out.push_back(i < v.size() ? v[i] : fill);
 }
 
-// The ConvShape of conv.h: nd, N, C, M, group, in, out, kernel, stride, dilation, begin.
+// The ConvShape of conv.h: nd, N, C, M, group, in, out, kernel, stride, dilation, begin, ldy
+// (0 here: set where the output lies in rows), planar_x (0: set where x is read channels first).
 AnchorArg conv_shape(size_t nd, int64_t N, int64_t C, int64_t M, int64_t group, const std::vector<int64_t>& in,
                      const std::vector<int64_t>& out, const Window& w, const std::vector<int64_t>& begin) {
   AnchorArg a;
@@ -246,6 +247,8 @@ AnchorArg conv_shape(size_t nd, int64_t N, int64_t C, int64_t M, int64_t group, 
   push3(a.ints, w.strides, 1);
   push3(a.ints, w.dilations, 1);
   push3(a.ints, begin, 0);
+  a.ints.push_back(0);  // ldy
+  a.ints.push_back(0);  // planar_x
   return a;
 }
 
@@ -308,10 +311,13 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
     }
   }
   AnchorArg shape = conv_shape(nd, id[0], id[1], M, group, in, out, w, begin);
+  // The model's channels-first input read where it lies, not through a transposed copy.
+  const ValueId planar = last ? bl.planar(n.inputs[0]) : kNoValue;
+  if (planar != kNoValue) shape.ints[24] = 1;
   a.args.push_back(shape);
   // A Concat along the channels, read in place: a pointer per input (LowerOptions says where).
   const std::vector<ValueId>* segs = bl.segments(n.inputs[0]);
-  AnchorArg x = segs ? kind_arg(AnchorArg::Kind::Segments) : buffer_arg(n.inputs[0]);
+  AnchorArg x = segs ? kind_arg(AnchorArg::Kind::Segments) : buffer_arg(planar != kNoValue ? planar : n.inputs[0]);
   if (segs) {
     x.values = *segs;
     for (ValueId u : *segs) x.ints.push_back(last ? dims_of(g, u).back() : dims_of(g, u).at(1));
@@ -350,7 +356,7 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
   }
   if (last) {  // ConvShape::ldy: the output's pixels as rows of a Concat's bytes (0: dense)
     const Location* l = a.y != kNoValue ? &bl.location(a.y) : nullptr;
-    a.args[0].ints.push_back(l && l->row != 0 ? l->stride / 4 : 0);
+    a.args[0].ints[23] = l && l->row != 0 ? l->stride / 4 : 0;
   }
   st.label = std::string(last ? "NhwcConv" : op_info(n.op).name) + " k" + std::to_string(w.kernel[0]) + " s" +
              std::to_string(w.strides[0]) + " g" + std::to_string(group) +

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "codegen/lower.h"
+#include "ir/window.h"
 #include "plan/memory_plan.h"
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
@@ -211,6 +212,47 @@ void BlockLowerer::find_assembly(const Node& cat, const std::set<NodeId>& in_epi
   }
   for (const auto& r : runs) materialised_.insert(r.first);
   assembled_[x] = std::move(runs);
+}
+
+ValueId BlockLowerer::planar(ValueId x) const {
+  auto it = planar_.find(x);
+  return it == planar_.end() ? kNoValue : it->second;
+}
+
+// A stem: NhwcConv(Transpose(v, perm [0, 2, .., 1])) with v channels first in memory (the
+// model's input): the convolution gathers each tile's window from v's planes (conv_direct.h),
+// so the transposed copy, a pass over the whole input, is not made. Where the direct kernel's
+// fixed-stride path serves it: one group, few channels (one chunk of them: C * taps <= 512), no
+// x dilation, C * x stride one of its strides; the Transpose read by nothing else here.
+void BlockLowerer::find_planar(const Node& conv, const std::set<NodeId>& in_epilogue) {
+  if (conv.op != OpKind::NhwcConv || conv.inputs.size() < 2 || !g_.value(conv.inputs[1]).constant) return;
+  const ValueId x = conv.inputs[0];
+  if (!materialised_.count(x) || block_outputs_.count(x) || views_.count(x) || segments_.count(x) ||
+      g_.value(x).type.dtype != DType::F32)
+    return;
+  const NodeId t = g_.value(x).producer;
+  if (t < 0 || !inside_.count(t) || in_epilogue.count(t) || g_.node(t).op != OpKind::Transpose) return;
+  const ValueId v = g_.node(t).inputs[0];
+  if (std::find(b_.inputs.begin(), b_.inputs.end(), v) == b_.inputs.end() || g_.value(v).type.dtype != DType::F32) return;
+  for (NodeId c : g_.consumers(x))
+    if (c != conv.id) return;
+  const std::vector<int64_t> xd = dims_of(g_, x);
+  const size_t r = xd.size();
+  std::vector<int64_t> to_last{0};
+  for (size_t i = 2; i < r; ++i) to_last.push_back(static_cast<int64_t>(i));
+  to_last.push_back(1);
+  InferCtx c(g_, g_.node(t));
+  if (r < 3 || r > 5 || c.attr_ints("perm", {}) != to_last) return;
+  InferCtx cc(g_, conv);
+  const int64_t C = xd.back(), nd = static_cast<int64_t>(r) - 2;
+  Window w = read_window(cc, static_cast<size_t>(nd), 1);
+  int64_t taps = 1;
+  for (int64_t k : w.kernel) taps *= k;
+  const int64_t sx = w.strides.back(), planes = taps / w.kernel.back();
+  const bool fixed_stride = C * sx == 1 || C * sx == 2 || C * sx == 3 || C * sx == 4 || C * sx == 6 || C * sx == 8;
+  if (cc.attr_int("group", 1) != 1 || C * taps > 512 || w.dilations.back() != 1 || planes > 64 || !fixed_stride) return;
+  planar_[x] = v;
+  materialised_.erase(x);
 }
 
 bool BlockLowerer::conv_stores_rows(ValueId u) const {

@@ -430,6 +430,7 @@ BlockPlan BlockLowerer::lower() {
         find_view(x, in_epilogue);
         if (!views_.count(x)) find_segments(x, in_epilogue);
       }
+    find_planar(n, in_epilogue);
   }
   // 2c. GEMM operands computed while they are packed.
   for (NodeId id : b_.nodes) {
@@ -535,7 +536,7 @@ void BlockLowerer::check_rows() const {
       const AnchorStage& a = st.anchor;
       if (a.y != v) continue;
       const std::vector<int64_t>& shape = a.args.at(0).ints;
-      if (a.kind != AnchorKind::NhwcConv || a.ep.stores || shape.size() != 24 || shape[23] * 4 != l.stride ||
+      if (a.kind != AnchorKind::NhwcConv || a.ep.stores || shape.size() != 25 || shape[23] * 4 != l.stride ||
           shape[3] * 4 != l.row)
         throw InternalError(who + "is stored by a kernel that does not write rows");
       ++writers;

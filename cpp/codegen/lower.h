@@ -91,6 +91,9 @@ class BlockLowerer {
   void gemm_prologue(const Node& n, GemmCall& gc);
   // Where a value the block names lies (set before the stages are emitted).
   const Location& location(ValueId v) const;
+  // A channels-last convolution's x made here by the layout's Transpose of a channels-first
+  // value in memory, which the convolution reads instead (ConvShape::planar_x); else kNoValue.
+  ValueId planar(ValueId x) const;
 
  private:
   bool is_anchor(const Node& n) const;
@@ -102,6 +105,7 @@ class BlockLowerer {
   void find_view(ValueId x, const std::set<NodeId>& in_epilogue);
   void find_segments(ValueId x, const std::set<NodeId>& in_epilogue);
   void find_assembly(const Node& cat, const std::set<NodeId>& in_epilogue);
+  void find_planar(const Node& conv, const std::set<NodeId>& in_epilogue);
   void find_prologue(const Node& n, const std::set<NodeId>& in_epilogue);
   bool build_prologue(const Node& n, const Leaves& leaves, Program& prog, int* ops) const;
   // Whether v is in memory when the block's anchors run, or can be (a value of a pointwise
@@ -138,6 +142,7 @@ class BlockLowerer {
   // lies in x (bytes; rows for a channels-last Concat).
   std::map<ValueId, std::vector<std::pair<ValueId, ConcatPart>>> assembled_;
   std::map<ValueId, Location> where_;  // lower() step 3
+  std::map<ValueId, ValueId> planar_;  // find_planar: x -> the channels-first value it transposes
   // GEMM A operands computed while packed (never in memory).
   std::set<ValueId> prologues_;
 };

@@ -167,11 +167,11 @@ std::string affine_epilogue(const Program& p) {
 
 std::string shape_literal(const AnchorArg& a) {
   const std::vector<int64_t>& v = a.ints;
-  if (a.name == "conv") {  // nd, N, C, M, group, in, out, kernel, stride, dilation, begin[, ldy]
+  if (a.name == "conv") {  // nd, N, C, M, group, in, out, kernel, stride, dilation, begin, ldy, planar_x
     std::string s = "dnnf::conv::ConvShape{";
     for (size_t i = 0; i < 5; ++i) s += std::to_string(v[i]) + ", ";
     for (size_t k = 0; k < 6; ++k) s += ints3(v, 5 + 3 * k) + ", ";
-    return s + std::to_string(v.size() > 23 ? v[23] : 0) + "}";
+    return s + std::to_string(v.at(23)) + ", " + std::to_string(v.at(24)) + "}";
   }
   // pool: nd, N, C, in, out, kernel, stride, dilation, begin, end, count_include_pad
   std::string s = "dnnf::pool::PoolShape{";

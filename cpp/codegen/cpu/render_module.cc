@@ -93,10 +93,10 @@ std::string packed_create(const PackedConstant& p, const std::string& name) {
   AnchorArg shape;
   shape.kind = AnchorArg::Kind::Shape;
   shape.name = "conv";
-  shape.ints = p.ints;
+  shape.ints.assign(p.ints.begin(), p.ints.begin() + 25);
   const char* type = p.kind == PackedConstant::Kind::ConvWeights ? "PackedConvWeights" : "PackedNhwcWeights";
-  std::string segments;  // the channels of each input segment, after the shape's 23 ints
-  for (size_t k = 23; k < p.ints.size(); ++k) segments += (k > 23 ? ", " : "") + std::to_string(p.ints[k]);
+  std::string segments;  // the channels of each input segment, after the shape's 25 ints
+  for (size_t k = 25; k < p.ints.size(); ++k) segments += (k > 25 ? ", " : "") + std::to_string(p.ints[k]);
   if (p.kind == PackedConstant::Kind::SegmentedNhwcConvWeights) segments = ", std::vector<int>{" + segments + "}";
   return "st->" + name + " = std::make_unique<dnnf::conv::" + type + ">(" + shape_literal(shape) + ", " + src +
          segments + ");";

@@ -92,7 +92,8 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
 void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
   const std::vector<int64_t>& s = a.args.at(0).ints;  // nd, N, C, M, group, in, out, k, stride, dil, begin
   // (the memory plan puts no output in rows of a Concat here: OpenCL plans with no row writers)
-  if (s.size() > 23 && s[23] != 0) throw InternalError("opencl: a convolution's output in rows of a Concat");
+  if (s.size() > 24 && (s[23] != 0 || s[24] != 0))
+    throw InternalError("opencl: a convolution's output in rows of a Concat, or its input channels first");
   const int nd = static_cast<int>(s[0]);
   const int64_t N = s[1], C = s[2], M = s[3], G = s[4];
   auto arr = [&](int which, int d) { return s[5 + 3 * which + d]; };

@@ -39,12 +39,16 @@ using simd::vf;
 // nd spatial dims are used (unused entries: 1 for sizes, strides, dilations; 0 for pads).
 // ldy: floats between consecutive output pixels of the channels-last convolution (0: M, a
 // dense y). Larger when y is one part of a Concat along the channels, written where it lies
-// in the Concat (conv_nhwc.h; not the depthwise path). Channels-first convolutions ignore it.
+// in the Concat (conv_nhwc.h; not the depthwise path). planar_x: the channels-last
+// convolution's x is channels first, [N, C, spatial...] (a stem reading the model's input
+// where it lies, with no transposed copy: conv_direct.h gathers each tile's window from the
+// planes). Channels-first convolutions ignore both.
 struct ConvShape {
   int nd;
   int N, C, M, group;
   int in[3], out[3], k[3], stride[3], dil[3], pad_begin[3];
   long ldy = 0;
+  int planar_x = 0;
 };
 
 namespace detail {

@@ -212,6 +212,14 @@ class DirectWeights {
 
 // y [N, out..., M] = ep(conv(x [N, in..., C], w)) for any group, stride, dilation and padding;
 // x in channel segments (one group) when w was packed for them.
+// Whether a channels-first x (ConvShape::planar_x) is read in place: the fixed-stride kernel
+// over one chunk of all channels, every tile's window gathered from the planes.
+inline bool planar_in_place(const ConvShape& s, const DirectWeights& w) {
+  const window::Geom g = detail::geom(s);
+  return s.group == 1 && w.chunks().size() == 1 && g.dil[2] == 1 && g.k[0] * g.k[1] <= 64 &&
+         direct::fixed_stride(g.stride[2] * s.C);
+}
+
 template <class Ep>
 void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWeights& w, float* y, const Ep& ep) {
   using direct::kMR;
@@ -221,6 +229,20 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
   const long ldy = s.ldy ? s.ldy : M;  // floats between output pixels
   if (xs.n < 1 || xs.n > 8 || (xs.n > 1 && G != 1)) throw std::invalid_argument("conv_direct: bad input segments");
   const long pixels = static_cast<long>(s.N) * g.out_plane();
+  const bool planar = s.planar_x != 0;
+  if (planar && (xs.n != 1 || !planar_in_place(s, w))) {
+    // Not a shape the planar gather serves (the code generator asks for it only where it
+    // does, but the chunking depends on this CPU's L2): x transposed channels last first.
+    const long plane = static_cast<long>(g.in[0]) * g.in[1] * g.in[2];
+    float* xt = gemm::detail::scratch(5, static_cast<size_t>(s.N) * plane * s.C);
+    for (long n = 0; n < s.N; ++n)
+      for (int c = 0; c < s.C; ++c)
+        for (long q = 0; q < plane; ++q) xt[(n * plane + q) * s.C + c] = xs.x[0][(n * s.C + c) * plane + q];
+    ConvShape dense = s;
+    dense.planar_x = 0;
+    conv_direct_f32(dense, InputSegments{1, {xt}, {s.C}}, w, y, ep);
+    return;
+  }
   if constexpr (gemm::IsEpDyn<Ep>::value) {
     // y in place of the epilogue's residual, over several chunks (whose partial sums would
     // overwrite the residual before the last chunk's epilogue reads it): computed aside, copied.
@@ -255,7 +277,7 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
   // 101 -> 151 GFLOP/s; a 2-D 3x3, whose taps were just read by the rows above, lost 4%.
   const long span = ((static_cast<long>(g.k[0] - 1) * g.dil[0] * g.in[1] + static_cast<long>(g.k[1] - 1) * g.dil[1]) *
                          g.in[2] + static_cast<long>(g.k[2] - 1) * g.dil[2]) * s.C * 4;
-  const bool prefetch = span > l2;
+  const bool prefetch = span > l2 && !planar;
   // With few tiles per m-block (small planes, many channels: ResNet's last stage), each
   // m-block's weights are read from DRAM by the run's first tile and from L2 by the rest;
   // the next m-block's (the next task's, on this thread) are prefetched into L2 during the
@@ -305,7 +327,7 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
                                iy + (g.k[1] - 1) * g.dil[1] < g.in[1];
             const float* base[64];
             int nt = 0;
-            if (len == kMR && x_in && zy_in) {
+            if (len == kMR && x_in && zy_in && !planar) {
               const float* o = x + ((nimg * g.in[0] + iz) * static_cast<long>(g.in[1]) * g.in[2] +
                                     static_cast<long>(iy) * g.in[2] + ix) * C + cfirst;
               for (int kz = 0; kz < g.k[0]; ++kz)
@@ -328,10 +350,18 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
                     continue;
                   }
                   std::fill(d, d + static_cast<long>(lo) * C, 0.0f);
-                  const float* src =
-                      x + ((nimg * g.in[0] + zz) * static_cast<long>(g.in[1]) * g.in[2] + static_cast<long>(yy) * g.in[2] +
-                           ix + lo) * C + cfirst;
-                  std::copy(src, src + static_cast<long>(hi - lo) * C, d + static_cast<long>(lo) * C);
+                  if (planar) {  // channel c's plane, pixel by pixel into the interleaved row
+                    const long plane = static_cast<long>(g.in[0]) * g.in[1] * g.in[2];
+                    const long at = (static_cast<long>(zz) * g.in[1] + yy) * g.in[2] + ix;
+                    for (int c = 0; c < C; ++c) {
+                      const float* src = x + (nimg * C + c) * plane + at;
+                      for (int q = lo; q < hi; ++q) d[static_cast<long>(q) * C + c] = src[q];
+                    }
+                  } else {
+                    const float* src = x + ((nimg * g.in[0] + zz) * static_cast<long>(g.in[1]) * g.in[2] +
+                                            static_cast<long>(yy) * g.in[2] + ix + lo) * C + cfirst;
+                    std::copy(src, src + static_cast<long>(hi - lo) * C, d + static_cast<long>(lo) * C);
+                  }
                   std::fill(d + static_cast<long>(hi) * C, d + row, 0.0f);
                 }
             }

@@ -366,7 +366,10 @@ class PackedNhwcWeights {
     detail::check(s);
     const window::Geom g = detail::geom(s);
     const int taps = g.taps();
-    if (wino::chosen(s)) {
+    if (s.planar_x) {  // a channels-first x: the direct kernel only
+      if (s.group != 1) throw std::invalid_argument("conv_nhwc: a channels-first input needs one group");
+      direct_ = DirectWeights(s, w);
+    } else if (wino::chosen(s)) {
       wino_ = std::make_unique<wino::Weights>(s, w);
     } else if (detail::is_depthwise(s)) {
       depthwise_.resize(static_cast<size_t>(taps) * s.C);
@@ -391,7 +394,7 @@ class PackedNhwcWeights {
     return s.group == 1 && detail::is_pointwise(detail::geom(s));
   }
   bool fits(const ConvShape& s) const {
-    bool same = s.nd == s_.nd && s.C == s_.C && s.M == s_.M && s.group == s_.group;
+    bool same = s.nd == s_.nd && s.C == s_.C && s.M == s_.M && s.group == s_.group && s.planar_x == s_.planar_x;
     for (int i = 0; i < s.nd && same; ++i) same = s.k[i] == s_.k[i];
     return same && pointwise_gemm(s) == pointwise_gemm(s_) && (!wino_ || wino::applies(s));
   }
@@ -418,6 +421,10 @@ void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& 
   const long pixels = static_cast<long>(s.N) * g.out_plane();
   const long ldy = s.ldy ? s.ldy : s.M;
   if (ldy < s.M) throw std::invalid_argument("conv_nhwc: output pixels closer than the output channels");
+  if (s.planar_x) {  // x channels first: the direct kernel gathers its windows (PackedNhwcWeights)
+    conv_direct_f32(s, x, w.direct(), y, ep);
+    return;
+  }
   if (const wino::Weights* ww = w.winograd()) {
     wino::run(s, x, *ww, [&](const float* buf, int nvk, int m, long row0) {
       nhwc_detail::finish_block(ep, buf, nvk, y + row0 * ldy, ldy, m, s.M, row0, 0);
@@ -461,7 +468,8 @@ void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& 
 template <class Ep = gemm::EpNone>
 void conv_nhwc_f32(const ConvShape& s, const InputSegments& xs, const PackedNhwcWeights& w, float* y,
                    const Ep& ep = {}) {
-  if (!w.segmented() || !w.fits(s)) throw std::invalid_argument("conv_nhwc: weights were not packed for these channel segments");
+  if (!w.segmented() || !w.fits(s) || s.planar_x)
+    throw std::invalid_argument("conv_nhwc: weights were not packed for these channel segments");
   conv_direct_f32(s, xs, w.direct(), y, ep);
 }
 

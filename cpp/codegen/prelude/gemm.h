@@ -109,8 +109,10 @@ using Buffer = std::unique_ptr<float, FreeDeleter>;
 inline float* alloc_floats(size_t n) { return static_cast<float*>(alloc_aligned(n * sizeof(float))); }
 // Per-thread scratch that only grows: packing buffers are reused across calls (a fresh
 // multi-megabyte malloc would page-fault on every call). Slots: 0 packed B, 1 shared packed
-// A, 2 a task's own A block (or streamed B block), 3 one row of a BRows source; 5-7 Winograd's
-// per-task tiles (conv_winograd.h), which call the GEMM while holding them.
+// A, 2 a task's own A block (or streamed B block), 3 one row of a BRows source, 4 a direct
+// convolution's output computed aside; 5-7 Winograd's per-task tiles (conv_winograd.h), which
+// call the GEMM while holding them (5 also a channels-first input transposed by conv_direct.h,
+// which runs no Winograd).
 inline float* scratch(int slot, size_t n) {
   struct Slot {
     Buffer buf;
