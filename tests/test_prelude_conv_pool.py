@@ -30,7 +30,7 @@ from native_toolchain import PRELUDE, CompiledOnly, Job, build_and_run, dialect_
 COMMON = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
 SCALAR_FLAGS = ("-mavx2", "-mfma")  # the scalar dialect; ISA flags only let std::fma inline
 KINDS = ["conv", "conv_packed", "conv_transpose", "max_pool", "avg_pool", "global_avg",
-         "global_max", "conv_nhwc", "max_pool_nhwc", "avg_pool_nhwc"]
+         "global_max", "conv_nhwc", "max_pool_nhwc", "avg_pool_nhwc", "conv_nhwc_planar"]
 EPS = ["none", "bias_relu", "stores", "affine"]
 
 DRIVER = r"""
@@ -112,6 +112,13 @@ int main(int argc, char** argv) {
         }
         case 8: pool::max_pool_nhwc_f32(ps, x.data(), y.data(), e); break;
         case 9: pool::avg_pool_nhwc_f32(ps, x.data(), y.data(), e); break;
+        case 10: {  // x channels first (ConvShape::planar_x), y channels last
+          conv::ConvShape pc = cs;
+          pc.planar_x = 1;
+          conv::PackedNhwcWeights pw(pc, w.data());
+          conv::conv_nhwc_f32(pc, x.data(), pw, y.data(), e);
+          break;
+        }
       }
     };
     auto run_global = [&](const auto& e) {
@@ -202,7 +209,7 @@ def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
     attrs = {"strides": strides, "dilations": dil, "pads": pads}
     w = np.zeros(0, np.float32)
     M = C
-    if c.kind in ("conv", "conv_packed", "conv_nhwc"):
+    if c.kind in ("conv", "conv_packed", "conv_nhwc", "conv_nhwc_planar"):
         M = c.M
         w = u(M, C // c.group, *k)
         want = nn.conv([x, w], {**attrs, "group": c.group})[0]
@@ -225,10 +232,12 @@ def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
     want = want.astype(np.float64)
     out_sp = list(want.shape[2:])
     glob = c.kind.startswith("global")
-    last = c.kind.endswith("_nhwc")  # x and y channels last; the epilogue view is [pixels, M]
+    # y channels last (the epilogue view is [pixels, M]); x too, but for conv_nhwc_planar
+    last = c.kind.endswith("_nhwc") or c.kind == "conv_nhwc_planar"
     bias = u(M)
     if last:
-        x = np.moveaxis(x, 1, -1).copy()
+        if c.kind.endswith("_nhwc"):
+            x = np.moveaxis(x, 1, -1).copy()
         rows, cols = N * math.prod(out_sp), M
         flat = np.moveaxis(want, 1, -1).reshape(rows, cols)
     else:
@@ -368,6 +377,18 @@ def cases_x86() -> list[Case]:
              ep="stores"),
         Case("conv_nhwc", (1, 19, 15, 15), k=(5, 5), M=19, group=19, pads=(2,) * 4,
              ep="bias_relu"),
+        # x channels first (a stem reading the model's input in place): the fixed-stride
+        # kernel gathering every tile's window from the planes (stride * C 6, 3, 1; 3-D; two
+        # images), and shapes it does not serve, transposed inside the kernel first (stride
+        # * C 12 and 5; x dilation)
+        Case("conv_nhwc_planar", (1, 3, 30, 30), k=(7, 7), M=8, pads=(3, 3, 3, 3), strides=(2, 2),
+             ep="bias_relu", threads=2),
+        Case("conv_nhwc_planar", (2, 3, 9, 19), k=(3, 3), M=20, pads=(1, 1, 1, 1), ep="stores"),
+        Case("conv_nhwc_planar", (1, 1, 8, 21), k=(5, 5), M=7, pads=(2, 2, 2, 2)),
+        Case("conv_nhwc_planar", (1, 3, 4, 7, 6), k=(3, 3, 3), M=5, pads=(1,) * 6, threads=2),
+        Case("conv_nhwc_planar", (1, 3, 9, 11), k=(3, 3), M=6, pads=(1, 1, 1, 1), strides=(4, 4)),
+        Case("conv_nhwc_planar", (1, 5, 6, 7), k=(3, 3), M=4, pads=(1, 1, 1, 1), ep="bias_relu"),
+        Case("conv_nhwc_planar", (1, 3, 9, 13), k=(3, 3), M=4, dil=(1, 2)),
         # Winograd F(2x2, 3x3) (3x3 stride 1, >= 32 channels, >= 8x8 outputs): odd output
         # sizes (half-empty edge tiles), no padding, asymmetric padding, channel tails on
         # both sides, two images, each epilogue kind
