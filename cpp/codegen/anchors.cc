@@ -360,7 +360,9 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
   }
   st.label = std::string(last ? "NhwcConv" : op_info(n.op).name) + " k" + std::to_string(w.kernel[0]) + " s" +
              std::to_string(w.strides[0]) + " g" + std::to_string(group) +
-             (segs ? " concat(" + std::to_string(segs->size()) + ")" : "") + epilogue_label(bl, n, true);
+             (segs ? " concat(" + std::to_string(segs->size()) + ")" : "") + (planar != kNoValue ? " x channels first" : "") +
+             epilogue_label(bl, n, true) +
+             (last && a.args[0].ints[23] != 0 ? " into rows of " + std::to_string(a.args[0].ints[23]) : "");
 }
 
 // MaxPool, AveragePool: [shape, x, y, ep], and MaxPool's Indices as a second call
