@@ -157,19 +157,16 @@ class Planner {
         for (NodeId c : readers_[v]) {
           if (in(grp, c)) continue;
           if (planned_[c]) { note_other_block(m, c, c); continue; }
-          if (type_[c] == kM2M && fusion_rule(gtype_[grp], kM2M).decision != Decision::Reject) {
+          // Deferred: a Many-to-Many successor (a prologue), and a Concat after a value whose
+          // anchor is still to join (that anchor first, taking the value as its epilogue, so
+          // the Concat's other inputs can stay with theirs and it is assembled in place).
+          if ((type_[c] == kM2M && fusion_rule(gtype_[grp], kM2M).decision != Decision::Reject) ||
+              (node(c).op == OpKind::Concat && type_[m] == kO2O && epilogue_anchor(m) >= 0)) {
             if (std::find(deferred.begin(), deferred.end(), std::make_pair(m, c)) == deferred.end())
               deferred.push_back({m, c});
             continue;
           }
           if (view_left_for_reader(grp, m, c)) continue;
-          // A Concat after a value whose anchor is still to join: that anchor first (it takes
-          // the value as its epilogue), so the Concat's other inputs can stay with theirs.
-          if (node(c).op == OpKind::Concat && type_[m] == kO2O && epilogue_anchor(m) >= 0) {
-            if (std::find(deferred.begin(), deferred.end(), std::make_pair(m, c)) == deferred.end())
-              deferred.push_back({m, c});
-            continue;
-          }
           changed |= try_join(grp, m, c, c);
         }
     }
@@ -245,26 +242,20 @@ class Planner {
       for (size_t i = 0; i < cands.size() && !joined; ++i) {
         auto [p, m] = cands[i];
         if (i > 0 && cands[i - 1].first == p) continue;
-        if (type_[p] == kO2O && only_concats_read(grp, p)) {
-          NodeId anchor = epilogue_anchor(p);
-          if (anchor >= 0) {
-            refuse(grp, p, p, m, "left for its anchor: " + name(p) + " can be the epilogue of " + name(anchor) + " (" +
-                                     node(anchor).info().name + "), whose kernel then writes it straight into the "
-                                     "Concat's bytes (assembled in place), while here it would be one more loop "
-                                     "over the anchor's output");
-            continue;
-          }
-        }
-        NodeId reader = feeds_anchor(grp, p);
-        if (type_[p] == kO2O && reader >= 0) {
-          NodeId anchor = epilogue_anchor(p);
-          if (anchor >= 0) {
-            refuse(grp, p, p, reader, "prologue left for later: " + name(p) + " can be the epilogue of " +
-                                          name(anchor) + " (" + node(anchor).info().name + "), which "
-                                          "computes it once, while " + name(reader) +
-                                          " would recompute it per read");
-            continue;
-          }
+        // A One-to-One producer that can be an anchor's epilogue stays for it where the block
+        // would only use it as a prologue (recomputed per read) or copy it into a Concat (which
+        // the anchor's kernel writes in place instead).
+        const NodeId reader = feeds_anchor(grp, p);
+        const NodeId anchor = type_[p] == kO2O && (reader >= 0 || only_concats_read(grp, p)) ? epilogue_anchor(p) : -1;
+        if (anchor >= 0) {
+          const std::string as = name(p) + " can be the epilogue of " + name(anchor) + " (" + node(anchor).info().name + "), ";
+          refuse(grp, p, p, reader >= 0 ? reader : m,
+                 reader >= 0 ? "prologue left for later: " + as + "which computes it once, while " + name(reader) +
+                                   " would recompute it per read"
+                             : "left for its anchor: " + as + "whose kernel then writes it straight into the Concat's "
+                                   "bytes (assembled in place), while here it would be one more loop over the "
+                                   "anchor's output");
+          continue;
         }
         joined = try_join(grp, p, m, p);
       }
