@@ -189,6 +189,26 @@ def case_window_epilogues():
                   ("hi", np.float32(0.5))])
 
 
+def case_se_gate_channels_last():
+    """EfficientNet's squeeze-and-excitation block channels last: a depthwise conv + Swish whose
+    output the gate's global pool reduces (under the dnnfusion planner the depthwise kernel takes
+    the mean as it stores its rows), the gate's 1x1 convs on [N, 1, 1, C], the gate scaling the
+    conv's output into a projection; two images, a channel tail."""
+    x = f32(2, 19, 9, 11)
+    ecg, feeds = model([h.make_node("Conv", ["x", "dw", "db"], ["c"], group=19, kernel_shape=[3, 3],
+                                    pads=[1, 1, 1, 1]),
+                        h.make_node("Sigmoid", ["c"], ["cs"]), h.make_node("Mul", ["c", "cs"], ["a"]),
+                        h.make_node("GlobalAveragePool", ["a"], ["p"]),
+                        h.make_node("Conv", ["p", "w1", "b1"], ["s1"]), h.make_node("Relu", ["s1"], ["r1"]),
+                        h.make_node("Conv", ["r1", "w2", "b2"], ["s2"]), h.make_node("Sigmoid", ["s2"], ["gate"]),
+                        h.make_node("Mul", ["a", "gate"], ["ag"]),
+                        h.make_node("Conv", ["ag", "w3"], ["y"])],
+                       {"x": x}, ["y"],
+                       [("dw", f32(19, 1, 3, 3)), ("db", f32(19)), ("w1", f32(5, 19, 1, 1)), ("b1", f32(5)),
+                        ("w2", f32(19, 5, 1, 1)), ("b2", f32(19)), ("w3", f32(8, 19, 1, 1))])
+    return df.rewrite.select_layout(ecg, "nhwc")[0], feeds
+
+
 def case_maxpool_indices():
     """MaxPool's Indices output (column-major, with padding) beside its values, whose Relu
     is fused as the epilogue; a second pool with row-major indices and dilation."""

@@ -8,7 +8,9 @@ per dialect (scalar, AVX2, AVX-512 when the CPU has them; NEON cross-compiled an
 qemu-aarch64 on a few small cases). Epilogues: none; bias per channel + relu (on rows for
 the [N*C, spatial] views, on columns for the global pools' [N, C] view and the channels-last
 convolutions' [pixels, M] view); and a kStores
-epilogue writing v + 1 into a separate buffer (y is then only scratch). Odd widths exercise
+epilogue writing v + 1 into a separate buffer (y is then only scratch). conv_nhwc_mean is the
+depthwise kernel that also takes the mean of its output (after the epilogue) over each image's
+pixels (conv_nhwc_mean_f32): its output is y followed by the [N, M] means. Odd widths exercise
 the vector tails; the output buffer starts as garbage so an unwritten element fails.
 """
 
@@ -30,7 +32,8 @@ from native_toolchain import PRELUDE, CompiledOnly, Job, build_and_run, dialect_
 COMMON = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
 SCALAR_FLAGS = ("-mavx2", "-mfma")  # the scalar dialect; ISA flags only let std::fma inline
 KINDS = ["conv", "conv_packed", "conv_transpose", "max_pool", "avg_pool", "global_avg",
-         "global_max", "conv_nhwc", "max_pool_nhwc", "avg_pool_nhwc", "conv_nhwc_planar"]
+         "global_max", "conv_nhwc", "max_pool_nhwc", "avg_pool_nhwc", "conv_nhwc_planar",
+         "conv_nhwc_mean"]
 EPS = ["none", "bias_relu", "stores", "affine"]
 
 DRIVER = r"""
@@ -117,6 +120,12 @@ int main(int argc, char** argv) {
           pc.planar_x = 1;
           conv::PackedNhwcWeights pw(pc, w.data());
           conv::conv_nhwc_f32(pc, x.data(), pw, y.data(), e);
+          break;
+        }
+        case 11: {  // depthwise channels last, then the [N, M] means after y's pixels
+          conv::PackedNhwcWeights pw(cs, w.data());
+          const long ylen = ny - long(cs.N) * cs.M, per_image = ylen / (long(cs.N) * cs.M);
+          conv::conv_nhwc_mean_f32(cs, x.data(), pw, y.data(), e, y.data() + ylen, 1.0f / per_image);
           break;
         }
       }
@@ -209,7 +218,7 @@ def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
     attrs = {"strides": strides, "dilations": dil, "pads": pads}
     w = np.zeros(0, np.float32)
     M = C
-    if c.kind in ("conv", "conv_packed", "conv_nhwc", "conv_nhwc_planar"):
+    if c.kind in ("conv", "conv_packed", "conv_nhwc", "conv_nhwc_planar", "conv_nhwc_mean"):
         M = c.M
         w = u(M, C // c.group, *k)
         want = nn.conv([x, w], {**attrs, "group": c.group})[0]
@@ -233,10 +242,10 @@ def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
     out_sp = list(want.shape[2:])
     glob = c.kind.startswith("global")
     # y channels last (the epilogue view is [pixels, M]); x too, but for conv_nhwc_planar
-    last = c.kind.endswith("_nhwc") or c.kind == "conv_nhwc_planar"
+    last = c.kind.endswith("_nhwc") or c.kind in ("conv_nhwc_planar", "conv_nhwc_mean")
     bias = u(M)
     if last:
-        if c.kind.endswith("_nhwc"):
+        if c.kind != "conv_nhwc_planar":
             x = np.moveaxis(x, 1, -1).copy()
         rows, cols = N * math.prod(out_sp), M
         flat = np.moveaxis(want, 1, -1).reshape(rows, cols)
@@ -251,12 +260,17 @@ def build(c: Case, rng) -> tuple[bytes, np.ndarray]:
         assert last, c
         res = ((np.arange(rows * cols) % 7).astype(np.float32) * np.float32(0.1) - np.float32(0.3)).reshape(rows, cols)
         flat = np.clip(flat + bias[None, :] + res, 0, 6)
+    ny = rows * cols
+    if c.kind == "conv_nhwc_mean":  # y, then each image's mean over its pixels
+        assert c.ep != "stores" and c.group == C == M, c
+        flat = np.concatenate([flat.ravel(), flat.reshape(N, -1, M).mean(axis=1).ravel()])
+        ny += N * M
     pad3 = lambda v, fill: list(v) + [fill] * (3 - len(v))  # noqa: E731
     # in = x's spatial, out = y's (also for ConvTranspose, as conv.h takes them)
     head = [KINDS.index(c.kind), EPS.index(c.ep), c.threads, nd, N, C, M, c.group,
             *pad3(sp, 1), *pad3(out_sp if not glob else [1] * nd, 1), *pad3(k, 1),
             *pad3(strides, 1), *pad3(dil, 1), *pad3(pads[:nd], 0), *pad3(pads[nd:], 0),
-            c.include_pad, x.size, w.size, bias.size, rows * cols, cols]
+            c.include_pad, x.size, w.size, bias.size, ny, cols]
     head += [0] * (40 - len(head))
     rec = b"".join(a.tobytes() for a in (np.array(head, np.int32), x, w.ravel(), bias))
     return rec, flat.ravel()
@@ -377,6 +391,16 @@ def cases_x86() -> list[Case]:
              ep="stores"),
         Case("conv_nhwc", (1, 19, 15, 15), k=(5, 5), M=19, group=19, pads=(2,) * 4,
              ep="bias_relu"),
+        # depthwise with the mean of its pixels: the row kernel (channel tail, two images,
+        # threads, stride 2), the padded-row path (5x5 on a plane <= 16 wide), the recognised
+        # epilogue storing from the interior
+        Case("conv_nhwc_mean", (2, 19, 15, 13), k=(3, 3), M=19, group=19, pads=(1,) * 4,
+             ep="bias_relu", threads=2),
+        Case("conv_nhwc_mean", (1, 32, 14, 14), k=(5, 5), M=32, group=32, pads=(2,) * 4,
+             ep="bias_relu", threads=2),
+        Case("conv_nhwc_mean", (1, 48, 12, 37), k=(3, 3), M=48, group=48, pads=(1,) * 4,
+             strides=(2, 2), ep="affine"),
+        Case("conv_nhwc_mean", (1, 16, 9, 9), k=(3, 3), M=16, group=16, pads=(1,) * 4),
         # x channels first (a stem reading the model's input in place): the fixed-stride
         # kernel gathering every tile's window from the planes (stride * C 6, 3, 1; 3-D; two
         # images), and shapes it does not serve, transposed inside the kernel first (stride
@@ -509,6 +533,8 @@ def cases_neon() -> list[Case]:
         Case("conv_nhwc", (1, 12, 7, 9), k=(1, 1), M=20, ep="bias_relu"),
         Case("conv_nhwc", (1, 8, 9, 11), k=(3, 3), M=8, group=8, pads=(1, 1, 1, 1), strides=(1, 2),
              ep="bias_relu"),
+        Case("conv_nhwc_mean", (2, 13, 9, 11), k=(3, 3), M=13, group=13, pads=(1,) * 4,
+             ep="bias_relu", threads=2),
         Case("max_pool_nhwc", (1, 6, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
              ep="bias_relu"),
         Case("max_pool_nhwc", (1, 8, 13, 11), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),

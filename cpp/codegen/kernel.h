@@ -226,6 +226,10 @@ struct AnchorStage {
   VarTable batch_vars;
   IExpr offset_a, offset_b;
   std::vector<AnchorArg> second;  // a second call on the same inputs (MaxPool's Indices)
+  // A spatial mean (ReduceMean / ReduceSum over the pixels) of the stored output that the
+  // depthwise NhwcConv kernel takes row by row as it stores them (conv_nhwc_mean_f32), its
+  // pooled buffer and scale the last two args: the reduction's node runs no stage of its own.
+  const Node* reduced_by = nullptr;
 };
 
 // Whether a convolution's ConvShape ints (nd, N, C, M, group, ...) take the depthwise path

@@ -472,7 +472,9 @@ BlockPlan BlockLowerer::lower() {
     if (is_anchor(n)) {
       bool empty = true;
       for (ValueId y : n.outputs) empty = empty && g_.value(y).type.is_static() && g_.value(y).type.numel() == 0;
-      if (!empty) emit_anchor(n);  // an empty result needs no code (nor its inputs)
+      // (an empty result needs no code, nor its inputs; a spatial mean a convolution of the
+      // block takes as it stores its rows runs in that call)
+      if (!empty && !mean_by_conv(n)) emit_anchor(n);
       for (ValueId y : n.outputs)
         if (materialised_.count(y)) materialise(y);
       auto it = epilogues_.find(id);

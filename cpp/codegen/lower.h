@@ -59,6 +59,9 @@ struct LowerOptions {
   // Where a value made in a block may start in an assembled Concat's bytes: the memory plan's
   // MemoryPlan::run_alignment (the arena's alignment unless the target says otherwise).
   int64_t concat_run_alignment = 64;
+  // A spatial mean of a depthwise convolution's stored output in its block is taken by the
+  // convolution as it stores each output row (AnchorStage::reduced_by; the CPU renderer's).
+  bool conv_means = false;
 };
 
 // The index of n's output as a function of an anchor's index (idx holds the indices of the
@@ -102,6 +105,7 @@ class BlockLowerer {
   void emit_pointwise(ValueId v);
   bool emit_transpose(ValueId v);
   void emit_anchor(const Node& n);
+  bool mean_by_conv(const Node& n);  // conv_mean.cc
   void find_view(ValueId x, const std::set<NodeId>& in_epilogue);
   void find_segments(ValueId x, const std::set<NodeId>& in_epilogue);
   void find_assembly(const Node& cat, const std::set<NodeId>& in_epilogue);

@@ -389,7 +389,14 @@ class Planner {
                        " + " + mapping_type_name(tc) + (cand_is_consumer ? "" : block_mark) + " -> " +
                        mapping_type_name(rule.fused) + ", " + decision_name(rule.decision) + " (" +
                        decision_color(rule.decision) + "): " + rule.why;
-    if (rule.decision == Decision::Reject) return refuse(grp, cand, p, c, cell);
+    const NodeId reducer = cand_is_consumer && rule.decision == Decision::Reject
+                               ? anchor_reducing_as_it_stores(g_, opt_.target, c, [&](NodeId x) { return in(grp, x); })
+                               : -1;
+    if (reducer >= 0)  // the table's red cell, but the anchor's kernel computes it as it stores
+      cell += "; but " + name(reducer) + "'s kernel reduces its output as it stores it, row by row in cache, so " +
+              name(c) + " is no pass of its own -> fuse";
+    else if (rule.decision == Decision::Reject)
+      return refuse(grp, cand, p, c, cell);
     if (would_create_cycle(g_, group_of_, grp, group_of_[cand]))
       return refuse(grp, cand, p, c, cell + "; but fusing would form a cycle: a path between the block and " +
                               name(cand) + " runs through another kernel");
@@ -420,7 +427,8 @@ class Planner {
     } else if (x.removed.empty() && !x.kept.empty()) {
       why += "; " + value_list(x.kept) + " is still written (also read outside the block)";
     }
-    join(grp, cand, rule.fused);
+    if (reducer >= 0) reduced_.insert(cand);
+    join(grp, cand, reducer >= 0 ? kM2M : rule.fused);
     record(p, c, true, why);
     if (yellow) mark_yellow(p, c, *yellow);
     // Other edges between the newcomer and the block are now inside it too.
@@ -505,9 +513,10 @@ class Planner {
     members_[old].clear();
     gtype_[grp] = fused;
     int anchors = 0;
-    for (NodeId n : members_[grp]) anchors += type_[n] == kM2M;
+    for (NodeId n : members_[grp]) anchors += type_[n] == kM2M && !reduced_.count(n);
     // The table rejects Many-to-Many + Many-to-Many, and a block holding one is itself
-    // Many-to-Many, so growth can never give a block two anchors.
+    // Many-to-Many, so growth can never give a block two anchors (a reduction its anchor's
+    // kernel computes as it stores is part of that anchor's call).
     if (anchors > 1) throw InternalError("dnnfusion planner: block of " + name(grp) + " has two anchors");
   }
 
@@ -602,6 +611,7 @@ class Planner {
   std::vector<std::vector<NodeId>> members_;   // per group id
   std::vector<MappingType> gtype_;             // per group id: the fused type
   std::vector<char> planned_;                  // per node: in a block grown from a seed
+  std::set<NodeId> reduced_;                   // reductions joined as their anchor's (anchor_reducing_as_it_stores)
   std::vector<std::vector<NodeId>> readers_;   // per value: consumer nodes
   std::map<std::pair<NodeId, NodeId>, Reason> reasons_;
   std::vector<NodeId> seeds_;

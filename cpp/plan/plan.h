@@ -3,6 +3,7 @@
 // baselines) produce this one structure, so their layer counts compare like with like.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,11 @@ FusionPlan finalize_plan(const Graph& g, std::string planner, const std::vector<
                          const std::vector<NodeId>& seeds, std::vector<Reason> reasons);
 // Whether merging the groups `a` and `b` would create a cycle between blocks.
 bool would_create_cycle(const Graph& g, const std::vector<int>& group_of, int a, int b);
+// The anchor of a block (`in_block`) whose kernel on `target` computes reduction `red` of its
+// output as it stores it (reduced_by_anchor.cc: on the CPU, a mean or sum over the pixels of a
+// depthwise NhwcConv's output, through its epilogue); -1 if none.
+NodeId anchor_reducing_as_it_stores(const Graph& g, const std::string& target, NodeId red,
+                                    const std::function<bool(NodeId)>& in_block);
 std::string plan_to_json(const Graph& g, const FusionPlan& p);
 std::string plan_to_dot(const Graph& g, const FusionPlan& p);
 

@@ -389,7 +389,7 @@ class BlockRenderer {
     switch (a.kind) {
       case K::Conv: fn = "dnnf::conv::conv_f32"; break;
       case K::ConvTranspose: fn = "dnnf::conv::conv_transpose_f32"; break;
-      case K::NhwcConv: fn = "dnnf::conv::conv_nhwc_f32"; break;
+      case K::NhwcConv: fn = a.reduced_by ? "dnnf::conv::conv_nhwc_mean_f32" : "dnnf::conv::conv_nhwc_f32"; break;
       case K::MaxPool: fn = "dnnf::pool::max_pool_f32"; break;
       case K::AvgPool: fn = "dnnf::pool::avg_pool_f32"; break;
       case K::NhwcMaxPool: fn = "dnnf::pool::max_pool_nhwc_f32"; break;

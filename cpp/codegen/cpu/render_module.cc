@@ -263,6 +263,7 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
   MemoryPlan memory = plan_memory(g, p, 64, true, {}, 1);
   cg::LowerOptions lo;
   lo.gemm_prologues = opt.prologues;
+  lo.conv_means = true;
   lo.concat_run_alignment = memory.run_alignment;
   cg::ModulePlan mp = cg::plan_module(g, p, memory, lo);
   // Residuals added in place (an anchor's output in the bytes of the residual its epilogue

@@ -184,6 +184,8 @@ void Renderer::block(const BlockPlan& b) {
         break;
       }
       case Stage::Kind::Anchor:
+        // (LowerOptions::conv_means is the CPU's: no OpenCL kernel reduces as it stores)
+        if (st.anchor.reduced_by) throw InternalError("codegen: an OpenCL anchor asked to reduce its output");
         anchor(k, st.anchor, global);
         break;
     }

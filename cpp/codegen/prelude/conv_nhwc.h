@@ -308,9 +308,9 @@ inline bool depthwise_padded_applies(const window::Geom& g, int C) {
          g.k[2] == 5 && g.stride[2] == 1 && g.out[2] <= 16;
 }
 
-template <class Ep>
+template <class Ep, class RowDone>
 void depthwise_rows_padded(const window::Geom& g, const float* x, const float* wt, int C, long r0, long r1, float* y,
-                           const Ep& ep) {
+                           const Ep& ep, const RowDone& row_done) {
   constexpr int W = kVecWidth, U = 8;  // depthwise_interior's pixels per step
   const int H = g.in[1], IW = g.in[2], OY = g.out[1], OX = g.out[2];
   const int KY = g.k[1], sy = g.stride[1], dy = g.dil[1], py = g.pad[1];
@@ -353,7 +353,47 @@ void depthwise_rows_padded(const window::Geom& g, const float* x, const float* w
     depthwise_interior<5, 1>(rows, tap0, nr, wt, C, 0, 0, OXp, buf);  // the shape applies() admits
     const long row0 = r * OX;
     finish_block(ep, buf, nvk, y + row0 * C, C, OX, C, row0, 0);
+    row_done(r);
   }
+}
+
+// The channel sums of output row r's n pixels (y, C floats apart), stored to sums[0, C).
+inline void row_channel_sums(const float* y, int n, int C, float* sums) {
+  constexpr int W = kVecWidth;
+  for (int c0 = 0; c0 < C; c0 += W) {
+    const int nc = std::min(W, C - c0);
+    vf acc = simd::v_zero();
+    for (int p = 0; p < n; ++p) acc = simd::v_add(acc, gemm::load_lanes(y + static_cast<long>(p) * C + c0, nc));
+    gemm::store_lanes(sums + c0, acc, nc);
+  }
+}
+
+// The depthwise path: rows r = (n * OZ + oz) * OY + oy split into tasks; row_done(r) runs on
+// the task's thread once row r is stored.
+template <class Ep, class RowDone>
+void depthwise_nhwc(const ConvShape& s, const window::Geom& g, const float* x, const float* wt, float* y,
+                    const Ep& ep, const RowDone& row_done) {
+  const long rows = static_cast<long>(s.N) * g.out[0] * g.out[1];
+  const int T = get_num_threads();
+  const bool padded = depthwise_padded_applies(g, s.C);
+  // Padded rows are copied once per task (plus the window's overlap): fewer, longer tasks.
+  const long tasks = std::min<long>(rows, (padded ? 1L : 4L) * T);
+  auto task = [&](long r0, long r1) {
+    if (padded) {
+      depthwise_rows_padded(g, x, wt, s.C, r0, r1, y, ep, row_done);
+      return;
+    }
+    for (long r = r0; r < r1; ++r) {
+      const int oy = static_cast<int>(r % g.out[1]), oz = static_cast<int>((r / g.out[1]) % g.out[0]);
+      depthwise_row(g, x, wt, s.C, r / (static_cast<long>(g.out[0]) * g.out[1]), oz, oy, y, ep);
+      row_done(r);
+    }
+  };
+  if (tasks <= 1) {
+    task(0, rows);
+    return;
+  }
+  parallel_for(static_cast<int>(tasks), [&](int t) { task(rows * t / tasks, rows * (t + 1) / tasks); });
 }
 
 }  // namespace nhwc_detail
@@ -433,28 +473,7 @@ void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& 
   }
   if (detail::is_depthwise(s)) {
     if (ldy != s.M) throw std::invalid_argument("conv_nhwc: the depthwise path writes a dense output");
-    const long rows = static_cast<long>(s.N) * g.out[0] * g.out[1];
-    auto run = [&](long r) {
-      const int oy = static_cast<int>(r % g.out[1]), oz = static_cast<int>((r / g.out[1]) % g.out[0]);
-      nhwc_detail::depthwise_row(g, x, w.depthwise(), s.C, r / (static_cast<long>(g.out[0]) * g.out[1]), oz, oy,
-                                 y, ep);
-    };
-    const int T = get_num_threads();
-    const bool padded = nhwc_detail::depthwise_padded_applies(g, s.C);
-    // Padded rows are copied once per task (plus the window's overlap): fewer, longer tasks.
-    const long tasks = std::min<long>(rows, (padded ? 1L : 4L) * T);
-    auto task = [&](long r0, long r1) {
-      if (padded) {
-        nhwc_detail::depthwise_rows_padded(g, x, w.depthwise(), s.C, r0, r1, y, ep);
-      } else {
-        for (long r = r0; r < r1; ++r) run(r);
-      }
-    };
-    if (tasks <= 1) {
-      task(0, rows);
-      return;
-    }
-    parallel_for(static_cast<int>(tasks), [&](int t) { task(rows * t / tasks, rows * (t + 1) / tasks); });
+    nhwc_detail::depthwise_nhwc(s, g, x, w.depthwise(), y, ep, [](long) {});
     return;
   }
   if (PackedNhwcWeights::pointwise_gemm(s)) {
@@ -462,6 +481,30 @@ void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& 
     return;
   }
   conv_direct_f32(s, x, w.direct(), y, ep);
+}
+
+// A depthwise convolution that also reduces its output (after the epilogue) over the pixels
+// of each image, a squeeze-and-excitation gate's global pool: pooled[n, c] = scale * the sum
+// of y[n, ..., c]. Each output row's channel sums are taken as soon as the row is stored,
+// while it is in cache, so the pool costs no pass over y; the rows of an image are then added
+// in row order, so the result does not depend on the threads.
+template <class Ep = gemm::EpNone>
+void conv_nhwc_mean_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& w, float* y, const Ep& ep,
+                        float* pooled, float scale) {
+  if (!w.fits(s) || w.segmented() || !detail::is_depthwise(s) || s.planar_x || (s.ldy && s.ldy != s.M))
+    throw std::invalid_argument("conv_nhwc_mean: only the depthwise path with a dense output reduces its rows");
+  const window::Geom g = detail::geom(s);
+  const long per_image = static_cast<long>(g.out[0]) * g.out[1], OX = g.out[2];
+  std::vector<float> sums(static_cast<size_t>(s.N * per_image) * s.C);
+  nhwc_detail::depthwise_nhwc(s, g, x, w.depthwise(), y, ep, [&](long r) {
+    nhwc_detail::row_channel_sums(y + r * OX * s.M, static_cast<int>(OX), s.C, sums.data() + r * s.C);
+  });
+  for (long n = 0; n < s.N; ++n)
+    for (int c = 0; c < s.C; ++c) {
+      float acc = 0;
+      for (long r = 0; r < per_image; ++r) acc += sums[static_cast<size_t>((n * per_image + r) * s.C + c)];
+      pooled[n * s.C + c] = acc * scale;
+    }
 }
 
 // x as channel segments (a Concat along the channels read in place), weights packed for them.

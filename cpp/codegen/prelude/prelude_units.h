@@ -49,7 +49,10 @@
   D(void dnnf::conv::conv_nhwc_f32<EP>(const dnnf::conv::ConvShape&, const dnnf::conv::InputSegments&, \
                                        const dnnf::conv::PackedNhwcWeights&, float*, const EP&))        \
   D(void dnnf::conv::conv_nhwc_f32<EP>(const dnnf::conv::ConvShape&, const float*, const float*, float*, \
-                                       const EP&))
+                                       const EP&))                                                      \
+  D(void dnnf::conv::conv_nhwc_mean_f32<EP>(const dnnf::conv::ConvShape&, const float*,                 \
+                                            const dnnf::conv::PackedNhwcWeights&, float*, const EP&,    \
+                                            float*, float))
 
 // Pooling in NCHW (pool.h).
 #define DNNF_UNIT_pool(EP, D)                                                                          \
