@@ -82,3 +82,16 @@ def test_opencl_plans_keep_the_pool_apart():
     ocl = df.plan.plan(ecg, planner="dnnfusion", target="opencl")
     assert len(ocl.blocks) == len(cpu.blocks) + 1
     assert "reduces its output as it stores it" not in ocl.explain()
+
+
+def test_with_the_switch_off_the_mean_is_a_pass_of_its_own(monkeypatch):
+    """DNNF_CONV_MEANS=0 (for comparisons) keeps the same plan and runs the mean as a stage
+    of the same kernel: one pass more, the same kernels."""
+    ecg, feeds = _build("se_gate_channels_last")
+    outs, gen = run(ecg, feeds, planner="dnnfusion")
+    monkeypatch.setenv("DNNF_CONV_MEANS", "0")
+    outs0, gen0 = run(ecg, feeds, planner="dnnfusion")
+    assert_matches_reference(ecg, feeds, outs0)
+    assert gen0["counts"]["kernels"] == gen["counts"]["kernels"]
+    assert gen0["counts"]["passes"] == gen["counts"]["passes"] + 1
+    assert any(s.startswith("ReduceMean") for s in stages(gen0))

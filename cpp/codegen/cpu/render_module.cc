@@ -263,7 +263,11 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
   MemoryPlan memory = plan_memory(g, p, 64, true, {}, 1);
   cg::LowerOptions lo;
   lo.gemm_prologues = opt.prologues;
-  lo.conv_means = true;
+  // A depthwise convolution takes the spatial mean of its output in its block as it stores
+  // its rows (squeeze-and-excitation pools, conv_mean.cc). DNNF_CONV_MEANS=0 keeps the mean a
+  // stage of its own in the same kernel (for comparisons).
+  const char* means_env = std::getenv("DNNF_CONV_MEANS");
+  lo.conv_means = !(means_env && means_env[0] == '0');
   lo.concat_run_alignment = memory.run_alignment;
   cg::ModulePlan mp = cg::plan_module(g, p, memory, lo);
   // Residuals added in place (an anchor's output in the bytes of the residual its epilogue
