@@ -23,12 +23,20 @@ from harness import cell, counting, models, report, runner  # noqa: E402
 FWS = ["eager", "ort", "inductor", "selftest_raise", "dnnfusion", "dnnfusion_avx2"]
 
 
+def _kernel_cache() -> str:
+    """The test session's kernel cache, shared by the harness's dnnfusion cells (--kernel-cache):
+    a fresh one per cell (the harness's default, for cold compile times) rebuilds the prelude
+    units in every cell, about 25 s each on 2 busy cores."""
+    from dnnfusion import _core
+    return _core.kernel_cache_dir()
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     res = runner.main(["--models", "tiny_cnn", "--frameworks", ",".join(FWS), "--threads", "1",
                        "--repeat", "3", "--warmup", "1", "--budget", "5", "--timeout", "300",
-                       "--out", str(out), "--quiet"])
+                       "--kernel-cache", _kernel_cache(), "--out", str(out), "--quiet"])
     return res, out
 
 
@@ -58,6 +66,8 @@ def test_files_written(run):
     assert counts[0]["model"] == "tiny_cnn" and int(counts[0]["onnx_ops"]) > 0
     text = pathlib.Path(paths["tables"]).read_text()
     assert "Latency, 1 thread" in text and "tiny_cnn" in text
+    # the compile times came from a shared (warm) kernel cache, and the tables say so
+    assert data["args"]["kernel_cache"] and "shared kernel cache" in text
 
 
 def test_operator_counts_positive(run):
@@ -375,7 +385,7 @@ def test_batch_run(tmp_path):
     matches eager on them; the tables say which batch."""
     res = runner.main(["--models", "tiny_cnn", "--frameworks", "eager,ort,dnnfusion", "--threads", "1",
                        "--repeat", "2", "--warmup", "1", "--budget", "2", "--timeout", "300", "--batch", "3",
-                       "--no-roofline", "--out", str(tmp_path), "--quiet"])
+                       "--kernel-cache", _kernel_cache(), "--no-roofline", "--out", str(tmp_path), "--quiet"])
     ref = res["references"]["tiny_cnn"]
     assert ref["status"] == "ok" and ref["input_shapes"] == [[3, 3, 16, 16]], ref
     assert ref["output_shapes"] == [[3, 10]] and ref["onnx_path"].endswith("-b3.onnx")

@@ -165,7 +165,9 @@ def render(result: dict) -> str:
     for t in threads:
         w(roofline_table(result, t, cmap))
     t0 = threads[0]
-    w(f"\nCompile/session-creation time s / peak RSS MB ({t0} thread{'s' if t0 > 1 else ''})\n\n")
+    shared = (result.get("args") or {}).get("kernel_cache")
+    w(f"\nCompile/session-creation time s / peak RSS MB ({t0} thread{'s' if t0 > 1 else ''})"
+      + (f"; dnnfusion's from the shared kernel cache {shared} (warm, not cold)" if shared else "") + "\n\n")
     rows = []
     for m in models:
         row = [m]

@@ -44,7 +44,7 @@ def python_for(fw: str) -> tuple[str | None, str | None]:
     return vp, None
 
 
-def cell_env(threads: int, celldir: pathlib.Path) -> dict:
+def cell_env(threads: int, celldir: pathlib.Path, kernel_cache: str | None = None) -> dict:
     env = dict(os.environ)
     pp = [str(REPO), str(BENCH)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     env["PYTHONPATH"] = os.pathsep.join(pp)
@@ -52,7 +52,8 @@ def cell_env(threads: int, celldir: pathlib.Path) -> dict:
               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"):
         env[k] = str(threads)
     env["TORCHINDUCTOR_CACHE_DIR"] = str(celldir / "inductor_cache")  # fresh: honest compile time
-    env["DNNF_CACHE_DIR"] = str(celldir / "dnnfusion_cache")  # the same for dnnfusion's kernels
+    # The same for dnnfusion's kernels, unless --kernel-cache shares one (compile_s then warm).
+    env["DNNF_CACHE_DIR"] = kernel_cache or str(celldir / "dnnfusion_cache")
     env.setdefault("PYTHONWARNINGS", "ignore")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -70,7 +71,7 @@ def run_cell(spec: dict, python: str, timeout: float) -> dict:
     t0 = time.perf_counter()
     with open(celldir / "stdout.log", "wb") as so, open(celldir / "stderr.log", "wb") as se:
         proc = subprocess.Popen([python, str(CELL), str(celldir / "spec.json")], stdout=so, stderr=se,
-                                stdin=subprocess.DEVNULL, env=cell_env(int(spec.get("threads") or 1), celldir),
+                                stdin=subprocess.DEVNULL, env=cell_env(int(spec.get("threads") or 1), celldir, spec.get("kernel_cache")),
                                 cwd=str(REPO), start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout)
@@ -134,6 +135,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--keep-artifacts", action="store_true",
                    help="keep per-cell logs and converted models (in --workdir)")
     p.add_argument("--quiet", action="store_true", help="no tables on stdout")
+    p.add_argument("--kernel-cache", default=None,
+                   help="dnnfusion's cells share this kernel cache instead of a fresh one each, so "
+                        "their compile times are warm, not cold (tests; repeated runs)")
     p.add_argument("--no-roofline", action="store_true",
                    help="do not measure this machine's FMA peak and memory bandwidth (about 4 s "
                         "per thread count), so no roofline table")
@@ -252,7 +256,8 @@ def main(argv: list[str] | None = None) -> dict:
                         c = run_cell(dict(base, reduced=args.reduced, batch=args.batch, workdir=str(mdir),
                                           celldir=str(mdir / f"{fw}-t{t}"), reference=ref_small,
                                           warmup=args.warmup, repeat=args.repeat, budget_s=args.budget,
-                                          rtol=args.rtol, atol=args.atol), python, args.timeout)
+                                          rtol=args.rtol, atol=args.atol, kernel_cache=args.kernel_cache),
+                                     python, args.timeout)
                         if c["status"] in ("n/a", "timeout") or (
                                 c["status"] == "error" and c.get("stage") in THREAD_INDEPENDENT_STAGES):
                             failed[fw] = c

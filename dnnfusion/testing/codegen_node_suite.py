@@ -154,7 +154,7 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
             exe = _core.OpenclExecutable(gen)
         return _problems(where, exe.run(inputs))
     gen = _core.generate_cpu(g.graph, _plan.plan(g, planner=planner), isa)
-    with _env("DNNF_OPT_LEVEL", "1"):
+    with _env("DNNF_OPT_LEVEL", "1" if run else "0"):  # compiled only: -O0 checks the same source
         if not run:
             _core.compile_only(gen, isa, prelude_dir())
             return {}
