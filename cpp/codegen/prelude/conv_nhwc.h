@@ -493,17 +493,22 @@ void conv_nhwc_mean_f32(const ConvShape& s, const float* x, const PackedNhwcWeig
                         float* pooled, float scale) {
   if (!w.fits(s) || w.segmented() || !detail::is_depthwise(s) || s.planar_x || (s.ldy && s.ldy != s.M))
     throw std::invalid_argument("conv_nhwc_mean: only the depthwise path with a dense output reduces its rows");
+  constexpr int W = kVecWidth;
   const window::Geom g = detail::geom(s);
   const long per_image = static_cast<long>(g.out[0]) * g.out[1], OX = g.out[2];
-  std::vector<float> sums(static_cast<size_t>(s.N * per_image) * s.C);
+  thread_local std::vector<float> sums;  // [rows, C]; every row is written before it is read
+  sums.resize(static_cast<size_t>(s.N * per_image) * s.C);
+  float* rs = sums.data();
   nhwc_detail::depthwise_nhwc(s, g, x, w.depthwise(), y, ep, [&](long r) {
-    nhwc_detail::row_channel_sums(y + r * OX * s.M, static_cast<int>(OX), s.C, sums.data() + r * s.C);
+    nhwc_detail::row_channel_sums(y + r * OX * s.M, static_cast<int>(OX), s.C, rs + r * s.C);
   });
   for (long n = 0; n < s.N; ++n)
-    for (int c = 0; c < s.C; ++c) {
-      float acc = 0;
-      for (long r = 0; r < per_image; ++r) acc += sums[static_cast<size_t>((n * per_image + r) * s.C + c)];
-      pooled[n * s.C + c] = acc * scale;
+    for (int c0 = 0; c0 < s.C; c0 += W) {
+      const int nc = std::min(W, s.C - c0);
+      vf acc = simd::v_zero();
+      for (long r = n * per_image; r < (n + 1) * per_image; ++r)
+        acc = simd::v_add(acc, gemm::load_lanes(rs + r * s.C + c0, nc));
+      gemm::store_lanes(pooled + n * s.C + c0, simd::v_mul(acc, simd::v_set1(scale)), nc);
     }
 }
 
