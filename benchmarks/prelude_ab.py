@@ -10,6 +10,12 @@ keeps its lowest median over the rounds (a shared VM's slow spells).
     python benchmarks/prelude_ab.py --old-rev HEAD~3 mobilenetv2 resnet50 --threads 1,2
     python benchmarks/prelude_ab.py --old-dir /path/to/prelude tinybert --rounds 5
     python benchmarks/prelude_ab.py --old-env DNNF_RESIDUAL_IN_PLACE=0 resnet50
+    python benchmarks/prelude_ab.py --old-checkout /tmp/old all --threads 2   # a git worktree, core built
+
+--old-checkout runs another checkout's package as the baseline (its Python, core and prelude; a
+git worktree of an old revision with its _core built into its dnnfusion/): whole-version before /
+after, on the ONNX files this checkout's zoo exports. The passes column reads each compiled
+model's stats (blank where the old version did not count them).
 
 --old-env runs the baseline with the current prelude and one environment variable set (a
 switch such as DNNF_WINOGRAD=0 or DNNF_RESIDUAL_IN_PLACE=0), for changes outside the prelude.
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -35,12 +42,16 @@ PRELUDE = ROOT / "cpp" / "codegen" / "prelude"
 
 WORKER = r"""
 import json, os, sys, time
+checkout = os.environ.get("DNNF_AB_CHECKOUT")
+if checkout:  # the baseline is another checkout's package (its own core and prelude), not this one
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+    sys.path.insert(0, checkout)
 import numpy as np
 import onnx
 import dnnfusion as df
 from dnnfusion import zoo
 name, threads, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-path = str(zoo.export_onnx(name))
+path = name if name.endswith(".onnx") else str(zoo.export_onnx(name))  # both sides: one file
 m = onnx.load(path)
 rng = np.random.default_rng(0)
 feeds = {}
@@ -58,7 +69,8 @@ while len(ts) < 5 or time.perf_counter() < t_end:
     t = time.perf_counter()
     c(**feeds)
     ts.append(time.perf_counter() - t)
-print(json.dumps({"median_ms": float(np.median(ts)) * 1e3, "runs": len(ts), "isa": c.stats["isa"]}))
+print(json.dumps({"median_ms": float(np.median(ts)) * 1e3, "runs": len(ts), "isa": c.stats.get("isa", "?"),
+                  "passes": c.stats.get("passes"), "package": os.path.dirname(df.__file__)}))
 """
 
 
@@ -73,6 +85,11 @@ def _export_rev(rev: str, dest: Path) -> Path:
                               check=True, capture_output=True).stdout
         (out / f).write_bytes(blob)
     return out
+
+
+def _export(model: str) -> Path:
+    from dnnfusion import zoo
+    return zoo.export_onnx(model)
 
 
 def _cell(prelude: str, model: str, threads: int, seconds: float, extra: dict | None = None) -> dict:
@@ -91,12 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--old-rev", help="git revision whose cpp/codegen/prelude is the baseline")
     src.add_argument("--old-dir", help="a prelude directory to use as the baseline")
     src.add_argument("--old-env", help="NAME=VALUE: the baseline is this checkout with that variable set")
+    src.add_argument("--old-checkout", help="the baseline is another checkout (e.g. a git worktree of an old "
+                     "revision) with its core built into its dnnfusion/: everything of its own, the same ONNX files")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per cell and round")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
+    if args.models == ["all"]:
+        from dnnfusion import zoo
+        args.models = list(zoo.list())
     with tempfile.TemporaryDirectory() as tmp:
         extra: dict[str, dict] = {"old": {}, "new": {}}
         if args.old_env:
@@ -105,30 +127,40 @@ def main(argv: list[str] | None = None) -> int:
                 ap.error("--old-env takes NAME=VALUE")
             extra["old"] = {name: value}
             old = str(PRELUDE)
+        elif args.old_checkout:
+            co = str(Path(args.old_checkout).resolve())
+            old = str(Path(co) / "cpp" / "codegen" / "prelude")
+            # its own core: not one this environment names, and not this checkout's package
+            extra["old"] = {"DNNF_AB_CHECKOUT": co, "DNNF_CORE_LIBRARY": ""}
         else:
             old = args.old_dir or str(_export_rev(args.old_rev, Path(tmp)))
         variants = {"old": old, "new": str(PRELUDE)}
         best: dict[tuple, float] = {}
         errors: dict[tuple, str] = {}
         isa = "?"
+        # With another checkout both sides read the ONNX file this checkout's zoo exports.
+        sources = {m: str(_export(m)) if args.old_checkout else m for m in args.models}
+        passes: dict[tuple, object] = {}
         for rnd in range(args.rounds):
             for model in args.models:
                 for t in threads:
                     for v, d in variants.items():
-                        res = _cell(d, model, t, args.seconds, extra[v])
+                        res = _cell(d, sources[model], t, args.seconds, extra[v])
                         key = (model, t, v)
                         if "error" in res:
                             errors[key] = " ".join(res["error"])
                             continue
                         isa = res["isa"]
+                        passes[(model, v)] = res.get("passes")
                         best[key] = min(best.get(key, float("inf")), res["median_ms"])
             print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"# prelude A/B: old = {args.old_rev or args.old_dir or args.old_env}, new = this checkout; "
+    old_name = args.old_rev or args.old_dir or args.old_env or args.old_checkout
+    print(f"# prelude A/B: old = {old_name}, new = this checkout; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, ISA {isa}, "
           f"lowest of {args.rounds} round medians ({args.seconds:g} s each); load {load}; "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')}")
-    print(f"{'model':18s} {'threads':>7s} {'old ms':>9s} {'new ms':>9s} {'new/old':>8s}")
+    print(f"{'model':18s} {'threads':>7s} {'old ms':>9s} {'new ms':>9s} {'new/old':>8s} {'passes old/new':>15s}")
     rows = []
     for model in args.models:
         for t in threads:
@@ -137,10 +169,14 @@ def main(argv: list[str] | None = None) -> int:
                 why = errors.get((model, t, "old")) or errors.get((model, t, "new"))
                 print(f"{model:18s} {t:7d}  error: {why}")
                 continue
-            rows.append({"model": model, "threads": t, "old_ms": o, "new_ms": n})
-            print(f"{model:18s} {t:7d} {o:9.3f} {n:9.3f} {n / o:8.3f}")
+            po, pn = passes.get((model, "old")), passes.get((model, "new"))
+            rows.append({"model": model, "threads": t, "old_ms": o, "new_ms": n, "passes_old": po, "passes_new": pn})
+            print(f"{model:18s} {t:7d} {o:9.3f} {n:9.3f} {n / o:8.3f} {str(po) + ' / ' + str(pn):>15s}")
+    if rows:
+        geo = math.exp(sum(math.log(r["new_ms"] / r["old_ms"]) for r in rows) / len(rows))
+        print(f"geomean new/old over {len(rows)} rows: {geo:.3f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"old": args.old_rev or args.old_dir, "isa": isa, "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"old": old_name, "isa": isa, "rows": rows}, indent=1))
     return 0
 
 
