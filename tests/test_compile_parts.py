@@ -60,7 +60,7 @@ def test_kernels_are_guarded_once_each():
     assert src.count("#if DNNF_PART == 0\nusing namespace dnnf_module;") == 1  # the entry points: part 0
 
 
-@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize("parts", [3])  # an uneven split (3 parts of the kernels); 2 adds nothing
 def test_a_module_in_parts_computes_what_it_computes_whole(parts, logged_cxx, monkeypatch, tmp_path):
     x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
     monkeypatch.setenv("DNNF_COMPILE_PARTS", str(parts))

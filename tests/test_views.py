@@ -361,7 +361,9 @@ STEMS = {  # case: (arguments, read in place)
 }
 
 
-@pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
+# The fusing planner (whose stem reads x in place) and one kernel per operator (a transposed
+# copy): the other planners' stems are one of the two.
+@pytest.mark.parametrize("planner,isa", planner_params(["dnnfusion", "none"]))
 @pytest.mark.parametrize("case", sorted(STEMS))
 def test_a_stem_reads_the_channels_first_input_in_place(case, planner, isa):
     args, in_place = STEMS[case]

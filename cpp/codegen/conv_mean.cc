@@ -9,34 +9,17 @@
 #include "codegen/anchors.h"
 #include "codegen/lower.h"
 #include "ir/shape_rules.h"
+#include "plan/plan.h"
 
 namespace dnnf::cg {
 
-// The reduction's scale when n is a ReduceMean (1 / pixels) or ReduceSum (1) of an f32
-// [N, spatial..., C] value over exactly its spatial axes; 0 otherwise.
+// The reduction's scale when n is a ReduceMean (1 / pixels) or ReduceSum (1) over the pixels
+// of an f32 channels-last value (reduces_pixels); 0 otherwise.
 static double spatial_mean_scale(const Graph& g, const Node& n) {
-  if ((n.op != OpKind::ReduceMean && n.op != OpKind::ReduceSum) || n.inputs.empty() || n.outputs.size() != 1)
-    return 0;
-  const ValueId x = n.inputs[0];
-  if (g.value(x).type.dtype != DType::F32 || !g.value(x).type.is_static()) return 0;
-  const std::vector<int64_t> d = dims_of(g, x);
-  const int64_t r = static_cast<int64_t>(d.size());
-  if (r < 3 || r > 5) return 0;
-  std::optional<std::vector<int64_t>> axes;
-  try {
-    axes = InferCtx(g, n).const_ints(1, "axes");
-  } catch (const Error&) {
-    return 0;
-  }
-  if (!axes) return 0;
-  std::vector<int64_t> a = *axes;
-  for (int64_t& v : a) v = v < 0 ? v + r : v;
-  std::sort(a.begin(), a.end());
+  if (!reduces_pixels(g, n)) return 0;
+  const std::vector<int64_t> d = dims_of(g, n.inputs[0]);
   int64_t pixels = 1;
-  for (int64_t i = 1; i + 1 < r; ++i) {
-    if (a.size() != static_cast<size_t>(r - 2) || a[static_cast<size_t>(i - 1)] != i) return 0;
-    pixels *= d[static_cast<size_t>(i)];
-  }
+  for (size_t i = 1; i + 1 < d.size(); ++i) pixels *= d[i];
   if (pixels <= 0) return 0;
   return n.op == OpKind::ReduceMean ? 1.0 / static_cast<double>(pixels) : 1.0;
 }

@@ -86,6 +86,9 @@ FusionPlan finalize_plan(const Graph& g, std::string planner, const std::vector<
                          const std::vector<NodeId>& seeds, std::vector<Reason> reasons);
 // Whether merging the groups `a` and `b` would create a cycle between blocks.
 bool would_create_cycle(const Graph& g, const std::vector<int>& group_of, int a, int b);
+// Whether n is a ReduceMean or ReduceSum over exactly axes 1..r-2 of an f32 value of static rank
+// 3 to 5: the pixels of a channels-last image (reduced_by_anchor.cc).
+bool reduces_pixels(const Graph& g, const Node& n);
 // The anchor of a block (`in_block`) whose kernel on `target` computes reduction `red` of its
 // output as it stores it (reduced_by_anchor.cc: on the CPU, a mean or sum over the pixels of a
 // depthwise NhwcConv's output, through its epilogue); -1 if none.

@@ -11,10 +11,6 @@
 
 namespace dnnf {
 
-namespace {
-
-// Whether n reduces exactly axes 1..r-2 (the pixels of a channels-last value) with
-// ReduceMean or ReduceSum, f32.
 bool reduces_pixels(const Graph& g, const Node& n) {
   if ((n.op != OpKind::ReduceMean && n.op != OpKind::ReduceSum) || n.inputs.empty() || n.outputs.size() != 1)
     return false;
@@ -35,8 +31,6 @@ bool reduces_pixels(const Graph& g, const Node& n) {
     if (a[static_cast<size_t>(i - 1)] != i) return false;
   return true;
 }
-
-}  // namespace
 
 NodeId anchor_reducing_as_it_stores(const Graph& g, const std::string& target, NodeId red,
                                     const std::function<bool(NodeId)>& in_block) {
