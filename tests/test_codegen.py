@@ -189,11 +189,10 @@ def case_window_epilogues():
                   ("hi", np.float32(0.5))])
 
 
-def case_se_gate_channels_last():
-    """EfficientNet's squeeze-and-excitation block channels last: a depthwise conv + Swish whose
-    output the gate's global pool reduces (under the dnnfusion planner the depthwise kernel takes
-    the mean as it stores its rows), the gate's 1x1 convs on [N, 1, 1, C], the gate scaling the
-    conv's output into a projection; two images, a channel tail."""
+def _se_gate():
+    """EfficientNet's squeeze-and-excitation block: a depthwise conv + Swish whose output the
+    gate's global pool reduces, the gate's 1x1 convs on [N, C, 1, 1], the gate scaling the conv's
+    output into a projection; two images, a channel tail."""
     x = f32(2, 19, 9, 11)
     ecg, feeds = model([h.make_node("Conv", ["x", "dw", "db"], ["c"], group=19, kernel_shape=[3, 3],
                                     pads=[1, 1, 1, 1]),
@@ -206,6 +205,13 @@ def case_se_gate_channels_last():
                        {"x": x}, ["y"],
                        [("dw", f32(19, 1, 3, 3)), ("db", f32(19)), ("w1", f32(5, 19, 1, 1)), ("b1", f32(5)),
                         ("w2", f32(19, 5, 1, 1)), ("b2", f32(19)), ("w3", f32(8, 19, 1, 1))])
+    return ecg, feeds
+
+
+def case_se_gate_channels_last():
+    """_se_gate channels last (NhwcConv): under the dnnfusion planner the depthwise kernel takes
+    the gate's mean as it stores its rows."""
+    ecg, feeds = _se_gate()
     return df.rewrite.select_layout(ecg, "nhwc")[0], feeds
 
 
@@ -276,6 +282,9 @@ def case_where_row_mask():
 
 
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
+# Cases run channels last (NhwcConv, the CPU's layout): the OpenCL target, which has no NhwcConv,
+# runs the same graph before the layout pass.
+CHANNELS_FIRST = {"se_gate_channels_last": _se_gate}
 
 
 def _build(case):

@@ -21,7 +21,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper as h  # noqa: E402
 
 from codegen_runner import assert_matches_reference  # noqa: E402
-from test_codegen import CASES, f32, model  # noqa: E402
+from test_codegen import CASES, CHANNELS_FIRST, f32, model  # noqa: E402
 from test_views import CASES as VIEW_CASES  # noqa: E402
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def run_opencl(ecg, feeds, planner):
 @pytest.mark.parametrize("planner", ["dnnfusion", "none"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_codegen_case_on_opencl(device, case, planner):
-    ecg, feeds = CASES[case]()
+    ecg, feeds = CHANNELS_FIRST.get(case, CASES[case])()
     outs, gen = run_opencl(ecg, feeds, planner)
     assert_matches_reference(ecg, feeds, outs, atol=1e-4)
     assert "__kernel void k" in gen.source
