@@ -412,3 +412,45 @@ def test_ratio_table_geomean_skips_failed_cells():
     assert lines["a"] == ["0.50"] and lines["b"] == ["2.00"] and lines["c"] == ["-"]
     assert lines["geomean"] == ["(n)", "1.00", "(2)"]
     assert report.ratio_table({"models": ["a"], "frameworks": ["ort"], "threads": [2], "cells": []}, 2) == ""
+
+
+def test_side_by_side_kinds():
+    import side_by_side as sbs
+
+    assert sbs.dnnf_kind(["gemm 12x[197x197x64] +epilogue(2 ops)"]) == "gemm"
+    assert sbs.dnnf_kind(["gemm 1x[128x3072x768] packed-B +prologue(0 ops) +epilogue(5 ops)", "x"]) == "gemm packed-B"
+    assert sbs.dnnf_kind(["NhwcConv k3 s2 g96 +epilogue(1 ops)"]) == "NhwcConv k3 s2 grouped"
+    assert sbs.dnnf_kind(["NhwcConv k1 s1 g1"]) == "NhwcConv k1 s1 g1"
+    assert sbs.dnnf_kind(["vector loop f32[151296]"]) == "vector loop"
+    assert sbs.dnnf_kind([]) == "(output copies)"
+    w = lambda *s: {"op_name": "Conv", "input_type_shape": [{"float": [1, 96, 56, 56]}, {"float": list(s)}]}  # noqa: E731
+    assert sbs.ort_kind(w(96, 1, 3, 3)) == "Conv depthwise"
+    assert sbs.ort_kind(w(24, 96, 1, 1)) == "Conv 1x1"
+    assert sbs.ort_kind(w(64, 3, 7, 7)) == "Conv 7x7"
+    assert sbs.ort_kind({"op_name": "Gemm"}) == "Gemm"
+
+
+def test_side_by_side_run(tmp_path):
+    """dnnfusion and ONNX Runtime in one process (OpenVINO is a benchmark extra, not a test
+    dependency): interleaved rounds, per-round ratios and both profiles, grouped by kind."""
+    import side_by_side as sbs
+
+    out = tmp_path / "sbs.json"
+    assert sbs.main(["tiny_cnn", "--threads", "1", "--frameworks", "dnnfusion,ort", "--budget", "0.5",
+                     "--min-rounds", "3", "--profile-rounds", "2", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["isa"] and res["cpu"]["logical_cpus"] >= 1
+    (r,) = res["results"]
+    assert r["model"] == "tiny_cnn" and r["threads"] == 1 and r["rounds"] >= 3
+    for fw in ("dnnfusion", "ort"):
+        f = r["frameworks"][fw]
+        assert 0 < f["min_round_ms"] <= f["p25"] <= f["median_ms"] <= f["p75"]
+        assert f["profiled_kernels"] >= 2 and f["kernel_sum_ms"] > 0
+        assert sum(g[1] for g in f["groups"]) == f["profiled_kernels"]
+        assert math.isclose(sum(g[2] for g in f["groups"]), f["kernel_sum_ms"], rel_tol=1e-9)
+        assert any("Conv" in g[0] for g in f["groups"]), f["groups"]
+    q = r["ratios"]["ort"]
+    assert 0 < q["p25"] <= q["median"] <= q["p75"]
+    assert math.isclose(res["geomean"]["1:ort"], q["median"])
+    with pytest.raises(SystemExit):
+        sbs.main(["tiny_cnn", "--frameworks", "dnnfusion,tvm"])
