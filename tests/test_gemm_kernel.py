@@ -47,7 +47,10 @@ void run(const Case& c, const Data& d, float* C, const Ep& ep, const Pro& pro) {
   Blocking blk = default_blocking();
   if (c.mc) blk.mc = c.mc;
   if (c.kc) blk.kc = c.kc;
-  if (c.nc) blk.nc = c.nc;
+  if (c.nc) {
+    blk.nc = c.nc;
+    blk.nc_by_kc = false;  // the case's column blocks as given
+  }
   Options opt;
   opt.n_threads = c.threads;
   opt.accumulate = c.accumulate != 0;

@@ -43,6 +43,9 @@ struct Blocking {
   int mc = kMR * 24;
   int kc = 512;
   int nc = 512;
+  // nc follows the call's k-block (nc_for_kc): half of L2 holds kc x nc whatever K is, so a
+  // 1x1 convolution's short K gets wide column blocks. False: nc as given (DNNF_GEMM_BLOCKING).
+  bool nc_by_kc = true;
 };
 // This machine's L1 data cache and L2 per core (48 KiB and 1 MiB where the OS does not say),
 // read once; the GEMM's and the convolutions' blockings derive from them.
@@ -58,11 +61,15 @@ inline long cache_bytes(int level) {
 #endif
   return level == 1 ? l1 : l2;
 }
+// Columns of a kc x nc block of packed B in half of L2.
+inline int nc_for_kc(int kc) {
+  return std::max(kNR, static_cast<int>(cache_bytes(2) / 2 / (std::max(1, kc) * 4L)) / kNR * kNR);
+}
 inline Blocking cache_blocking() {
   Blocking b;
-  const long l1 = cache_bytes(1), l2 = cache_bytes(2);
+  const long l1 = cache_bytes(1);
   b.kc = std::max(kKU, static_cast<int>(l1 * 6 / 10 / (kMR * 4)) / kKU * kKU);
-  b.nc = std::max(kNR, static_cast<int>(l2 / 2 / (b.kc * 4)) / kNR * kNR);
+  b.nc = nc_for_kc(b.kc);  // for the largest k-block; a call with a shorter one widens it
   // DNNF_GEMM_BLOCKING=mc,kc,nc overrides (for tuning on a new machine).
   if (const char* env = std::getenv("DNNF_GEMM_BLOCKING")) {
     int mc = 0, kc = 0, nc = 0;
@@ -70,6 +77,7 @@ inline Blocking cache_blocking() {
       b.mc = mc;
       b.kc = std::max(kKU, kc / kKU * kKU);
       b.nc = std::max(kNR, nc / kNR * kNR);
+      b.nc_by_kc = false;
     }
   }
   return b;
@@ -345,7 +353,11 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
   }
   const int m_pad = round_up(M, kMR), n_pad = round_up(N, kNR);
   const int pm = m_pad / kMR, pn = n_pad / kNR;
-  const int nc_blk = std::max(kNR, blk.nc / kNR * kNR);
+  // Half of L2 for a k-block of B: on a 512 KiB L2 (Zen 3) kc = 816 leaves 80 columns, but a
+  // 1x1 convolution with K = 144 (MobileNetV2) has room for 448, one column block for most of
+  // its output channels, so its rows run with A packed per panel in the same region instead of
+  // all of A packed first and read back (share_a).
+  const int nc_blk = blk.nc_by_kc ? std::max(blk.nc / kNR * kNR, nc_for_kc(kc)) : std::max(kNR, blk.nc / kNR * kNR);
 
   // Task grid: row blocks of at most mc rows; with threads, about 3 tasks per thread (the
   // pool hands them out dynamically), preferring row blocks of >= 4 panels, then columns.
