@@ -15,9 +15,13 @@ import os
 import statistics
 import sys
 import tempfile
-import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness.frameworks import ort_options  # noqa: E402
+from side_by_side import Side, time_rounds  # noqa: E402
 
 
 def build(rows: int, pairs: int, path: str) -> None:
@@ -55,28 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     build(args.rows, args.pairs, path)
     x = np.random.default_rng(1).standard_normal((args.rows, 768)).astype(np.float32)
     m = df.compile(path, threads=args.threads)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads, so.inter_op_num_threads = args.threads, 1
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    s = ort.InferenceSession(path, ort_options(ort, args.threads), providers=["CPUExecutionProvider"])
     ref = s.run(None, {"x": x})[0]
     err = float(np.abs(np.asarray(m(x=x)) - ref).max() / np.abs(ref).max())
     flops = 2.0 * args.rows * 768 * 3072 * 2 * args.pairs
-    t = {"dnnfusion": [], "ort": []}
-    ratios = []
-    for _ in range(args.rounds):
-        for key, fn in (("dnnfusion", lambda: m(x=x)), ("ort", lambda: s.run(None, {"x": x}))):
-            fn()
-            ts = []
-            for _ in range(3):
-                t0 = time.perf_counter()
-                fn()
-                ts.append(time.perf_counter() - t0)
-            t[key].append(statistics.median(ts))
-        ratios.append(t["dnnfusion"][-1] / t["ort"][-1])
+    sides = [Side("dnnfusion", lambda: m(x=x), None), Side("ort", lambda: s.run(None, {"x": x}), None)]
+    t = time_rounds(sides, budget=0.0, min_rounds=args.rounds, block=3)
+    ratios = [a / b for a, b in zip(t["dnnfusion"], t["ort"])]
     print(f"# {args.rows} rows, {args.pairs} pairs of 768x3072 / 3072x768 MatMul + Add, {args.threads} thread(s), "
           f"ISA {m.stats.get('isa', '?')}, load {os.getloadavg()}; max rel err vs ORT {err:.1e}")
     for key, v in t.items():
-        print(f"{key:10s} {flops / statistics.median(v) / 1e9:6.1f} GFLOP/s (best round {flops / min(v) / 1e9:.1f})")
+        print(f"{key:10s} {flops / statistics.median(v) / 1e6:6.1f} GFLOP/s (best round {flops / min(v) / 1e6:.1f})")
     print(f"dnnfusion / ort: {statistics.median(ratios):.3f} (median of {args.rounds} per-round ratios)")
     for r in m.profile(x=x, repeat=5).rows[:4]:
         print(f"  {r['ms']:7.3f} ms  {' | '.join(r['stages'])}")

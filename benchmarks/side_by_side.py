@@ -45,38 +45,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import machine, models  # noqa: E402
+from harness.frameworks import openvino_config, openvino_feeds, ort_options  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FRAMEWORKS = ("dnnfusion", "ort", "openvino")
-
-
-def _ort_options(ort, threads: int, profile_prefix: str | None = None):
-    so = ort.SessionOptions()  # as the harness's ORT cell sets it up
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.log_severity_level = 3
-    if profile_prefix:
-        so.enable_profiling = True
-        so.profile_file_prefix = profile_prefix
-    return so
-
-
-def _ov_config(threads: int, perf: bool = False) -> dict:
-    cfg = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
-           "INFERENCE_PRECISION_HINT": "f32"}  # as the harness's OpenVINO cell
-    if perf:
-        cfg["PERF_COUNT"] = True
-    return cfg
-
-
-def _ov_feeds(model, names: list[str], arrays: list[np.ndarray]) -> dict:
-    by_name = dict(zip(names, arrays))
-    ov_names = [p.get_any_name() for p in model.inputs]
-    if all(n in by_name for n in ov_names):
-        return {i: by_name[n] for i, n in enumerate(ov_names)}
-    return dict(enumerate(arrays))
 
 
 def dnnf_kind(stages: list[str]) -> str:
@@ -137,11 +109,12 @@ def build(name: str, path: str, names: list[str], arrays: list[np.ndarray], thre
     if name == "ort":
         import onnxruntime as ort
 
-        sess = ort.InferenceSession(path, _ort_options(ort, threads), providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(path, ort_options(ort, threads), providers=["CPUExecutionProvider"])
         feeds = dict(zip(names, arrays))
         tmp = tempfile.mkdtemp(prefix="dnnf-sbs-ort-")
-        ps = ort.InferenceSession(path, _ort_options(ort, threads, os.path.join(tmp, "p")),
-                                  providers=["CPUExecutionProvider"])
+        popts = ort_options(ort, threads)
+        popts.enable_profiling, popts.profile_file_prefix = True, os.path.join(tmp, "p")
+        ps = ort.InferenceSession(path, popts, providers=["CPUExecutionProvider"])
         sizes: list[int] = []
 
         def prof(n: int) -> dict:  # the events are read at the end (the profiler writes one file)
@@ -169,9 +142,9 @@ def build(name: str, path: str, names: list[str], arrays: list[np.ndarray], thre
 
         core = ov.Core()
         model = core.read_model(path)
-        req = core.compile_model(model, "CPU", _ov_config(threads)).create_infer_request()
-        feeds = _ov_feeds(model, names, arrays)
-        preq = core.compile_model(model, "CPU", _ov_config(threads, perf=True)).create_infer_request()
+        req = core.compile_model(model, "CPU", openvino_config(threads)).create_infer_request()
+        feeds = openvino_feeds(model, names, arrays)
+        preq = core.compile_model(model, "CPU", {**openvino_config(threads), "PERF_COUNT": True}).create_infer_request()
 
         def prof(n: int) -> dict:
             per = collections.defaultdict(list)

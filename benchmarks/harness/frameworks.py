@@ -71,6 +71,35 @@ def prepare_inductor(ctx: Context) -> Prepared:
 
 
 # ---------------------------------------------------------------- ONNX Runtime
+def ort_options(ort, threads: int):
+    """ONNX Runtime's session options in every measurement here (also side_by_side.py)."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3
+    return so
+
+
+def openvino_config(threads: int) -> dict:
+    """OpenVINO's CPU configuration in every measurement here (also side_by_side.py): f32 set
+    explicitly, since it would pick bf16 on an AMX CPU."""
+    return {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
+            "INFERENCE_PRECISION_HINT": "f32"}
+
+
+def openvino_feeds(model, names: list[str], arrays: list) -> dict:
+    """The inputs by OpenVINO's input index: by name, else by position."""
+    ov_names = [p.get_any_name() for p in model.inputs]
+    by_name = dict(zip(names, arrays))
+    if all(n in by_name for n in ov_names):
+        return {i: by_name[n] for i, n in enumerate(ov_names)}
+    if len(ov_names) == len(arrays):
+        return dict(enumerate(arrays))
+    raise RuntimeError(f"OpenVINO model inputs {ov_names} do not match {names}")
+
+
 def prepare_ort(ctx: Context) -> Prepared:
     ort = need_module("onnxruntime", "onnxruntime")
     import onnx
@@ -78,12 +107,7 @@ def prepare_ort(ctx: Context) -> Prepared:
     path = ctx.need_onnx()
 
     def options(save: pathlib.Path | None):
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.intra_op_num_threads = ctx.threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.log_severity_level = 3
+        so = ort_options(ort, ctx.threads)
         if save is not None:
             so.optimized_model_filepath = str(save)
         return so
@@ -198,21 +222,13 @@ def prepare_openvino(ctx: Context) -> Prepared:
     t0 = time.perf_counter()
     core = ov.Core()
     model = core.read_model(str(path))
-    cfg = {"INFERENCE_NUM_THREADS": ctx.threads, "NUM_STREAMS": 1,
-           "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    cfg = openvino_config(ctx.threads)
     compiled = core.compile_model(model, "CPU", cfg)
     compile_s = time.perf_counter() - t0
     ctx.stage = "count"
     res = counting.openvino_kernel_count(compiled.get_runtime_model())
     req = compiled.create_infer_request()
-    names = [p.get_any_name() for p in model.inputs]
-    by_name = dict(zip(ctx.onnx_input_names, ctx.inputs))
-    if all(n in by_name for n in names):
-        feeds = {i: by_name[n] for i, n in enumerate(names)}
-    elif len(names) == len(ctx.inputs):
-        feeds = dict(enumerate(ctx.inputs))
-    else:
-        raise RuntimeError(f"OpenVINO model inputs {names} do not match {ctx.onnx_input_names}")
+    feeds = openvino_feeds(model, ctx.onnx_input_names, ctx.inputs)
     outs = compiled.outputs
 
     def run():
