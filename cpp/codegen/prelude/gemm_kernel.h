@@ -50,8 +50,26 @@ inline constexpr int kMR = DNNF_GEMM_MR, kNV = DNNF_GEMM_NV, kKU = DNNF_GEMM_KU;
 inline constexpr int kNR = kNV * kVecWidth;
 static_assert(kKU % kVecWidth == 0, "a KU-chunk of A is whole vectors");
 
-#ifndef DNNF_GEMM_UNROLL  // of the k loop: 4 beat 1, 2 and 16 (full) on AVX-512
+// Unroll of the k loop, and whether a tile of more than two rows prefetches its own B and A
+// panels (a line per k-step). AVX-512: unroll 4 beat 1, 2 and 16 (full), and the prefetches
+// helped (Xeon, below). AVX2 (Zen 3, 6x16 tile, KU = 8): the whole KU chunk unrolled, so the
+// A prefetch's test is decided at compile time, and no prefetches in the loop, the hardware
+// prefetchers keep up with the tile's two streams: per-round ratios of interleaved runs
+// (benchmarks/gemm/gemm_bench.cc, weights cold), unroll 4 with prefetches -> unroll 8 without:
+// 1 thread 128x3072x768 1.29, 128x768x3072 1.38, 784x128x512 1.23, 196x576x96 1.18,
+// 12544x96x16 1.15; 2 threads 128x3072x768 1.30, 128x768x3072 1.29, 512^3 1.08 (measured as two
+// steps, their ratios multiplied). Tiles of one or two rows keep the B prefetch (they read B
+// once, from memory).
+#if defined(DNNF_ISA_AVX2)
+#ifndef DNNF_GEMM_UNROLL
+#define DNNF_GEMM_UNROLL 8
+#endif
+inline constexpr bool kTilePrefetch = false;
+#else
+#ifndef DNNF_GEMM_UNROLL
 #define DNNF_GEMM_UNROLL 4
+#endif
+inline constexpr bool kTilePrefetch = true;
 #endif
 #define DNNF_STR_(x) #x
 #define DNNF_PRAGMA_UNROLL(n) _Pragma(DNNF_STR_(GCC unroll n))
@@ -298,14 +316,16 @@ inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __r
         // rows (batch-1 Linear layers, a classifier's 1280x1000 weights) reads B once, from
         // memory, at a k-step every few cycles: 64 steps ahead (1x1000x1280: 0.42 -> 0.32 ms).
         constexpr int kBAhead = MRK <= 2 ? 64 : 16;
+        if (kTilePrefetch || MRK <= 2) {
 #pragma GCC unroll 8
-        for (int j = 0; j < NVK * W; j += 16) {
-          __builtin_prefetch(b + (kk + kBAhead) * kNR + j, 0, 3);
+          for (int j = 0; j < NVK * W; j += 16) {
+            __builtin_prefetch(b + (kk + kBAhead) * kNR + j, 0, 3);
+          }
         }
 #ifndef DNNF_GEMM_NO_APREFETCH
         // A two KU-chunks ahead, a line per k-step: constant weights (convolutions at small
         // batch) come from memory, and their panels are used for only a few column tiles.
-        if (kk * 16 < kMR * kKU) __builtin_prefetch(a + 2 * kMR * kKU + kk * 16, 0, 3);
+        if (kTilePrefetch && kk * 16 < kMR * kKU) __builtin_prefetch(a + 2 * kMR * kKU + kk * 16, 0, 3);
 #endif
       }
       k_step(acc, b + kk * kNR, [&](int i) { return a[i * kKU + kk]; });
