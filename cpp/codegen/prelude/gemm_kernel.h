@@ -54,11 +54,10 @@ static_assert(kKU % kVecWidth == 0, "a KU-chunk of A is whole vectors");
 // panels (a line per k-step). AVX-512: unroll 4 beat 1, 2 and 16 (full), and the prefetches
 // helped (Xeon, below). AVX2 (Zen 3, 6x16 tile, KU = 8): the whole KU chunk unrolled, and no
 // prefetches in the loop (they cost issue slots; the hardware prefetchers keep up with the
-// tile's two streams). Interleaved runs of
-// benchmarks/gemm/gemm_bench.cc built both ways (weights cold), median per-round speed-up:
-// 1 thread 128x3072x768 1.38, 128x768x3072 1.38, 512^3 1.12, 196x576x96 1.27; 2 threads 1.33,
-// 1.24, 1.31, 1.28. Tiles of one or two rows keep the B prefetch (they read B
-// once, from memory).
+// tile's two streams). Interleaved runs of benchmarks/gemm/gemm_bench.cc built both ways
+// (weights cold), median per-round speed-up: 1 thread 128x3072x768 1.38, 128x768x3072 1.38,
+// 512^3 1.12, 196x576x96 1.27; 2 threads 1.33, 1.24, 1.31, 1.28. Tiles of one or two rows
+// keep the B prefetch (they read B once, from memory).
 #if defined(DNNF_ISA_AVX2)
 #ifndef DNNF_GEMM_UNROLL
 #define DNNF_GEMM_UNROLL 8
