@@ -512,11 +512,11 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
         // 1x1 convolutions 3136x64x256 140 -> 184, 3136x32x144 131 -> 183, 784x128x512 164 ->
         // 199 GFLOP/s (Xeon, AVX-512, 1 thread); with more column tiles (196x256x1024,
         // 49x512x2048) re-reading the strided rows per tile lost to the packed panel. Rows of
-        // at most 64 k-steps (1 KiB per panel row at most: they stay in L1 across the tiles)
-        // go unpacked for any number of tiles: the 1x1 expansions 12544x96x16 1.18 / 1.16x,
-        // 3136x144x24 1.09 / 1.10x, 5625x128x64 1.12 / 1.12x, 196x384x64 1.04 / 1.05x (AVX2
-        // Zen 3, 1 / 2 threads, median of interleaved per-round ratios; 1444x256x128, the same
-        // code both ways, 0.98 / 1.02x).
+        // at most 64 k-steps (256 bytes each, 3.5 KiB for an AVX-512 panel: they stay in L1
+        // across the tiles) go unpacked for any number of tiles: the 1x1 expansions
+        // 12544x96x16 1.18 / 1.16x, 3136x144x24 1.09 / 1.10x, 5625x128x64 1.12 / 1.12x,
+        // 196x384x64 1.04 / 1.05x (AVX2 Zen 3, 1 / 2 threads, median of interleaved per-round
+        // ratios; 1444x256x128, the same code both ways, 0.98 / 1.02x).
         bool direct_a = false;
         if constexpr (std::is_same_v<ASrc, AView<ProNone>>)
           direct_a = per_panel && asrc.cs == 1 && (jend - jc <= 4 * kNR || kcb <= 64);
