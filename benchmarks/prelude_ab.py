@@ -22,11 +22,11 @@ switch such as DNNF_WINOGRAD=0 or DNNF_RESIDUAL_IN_PLACE=0), for changes outside
 
 --control REGEX adds a per-kernel comparison: each cell also profiles its model
 (CompiledModel.profile), every kernel keeps its lowest time over the rounds, and the kernels
-whose stages match REGEX are the control, code the change does not touch (e.g. " g[0-9]{2,} ",
-the depthwise convolutions, when only the 1x1 convolutions' GEMM changed). The changed kernels' new/old divided by the
-control's new/old is the change's effect with the VM's state between the two processes
-factored out: on the 2-vCPU VMs the whole-model ratio alone moved 0.9-1.3x between runs of the
-same code, while the controlled ratio held.
+whose stages match REGEX are the control, code the change does not touch (e.g.
+" g[0-9]{2,} ", the depthwise convolutions, when only the 1x1 convolutions' GEMM changed).
+The changed kernels' new/old divided by the control's new/old is the change's effect with
+the VM's state between the two processes factored out: on the 2-vCPU VMs the whole-model
+ratio alone moved 0.9-1.3x between runs of the same code, while the controlled ratio held.
 
     python benchmarks/prelude_ab.py --old-rev HEAD~1 mobilenetv2 --threads 1 --rounds 4 --control " g[0-9]{2,} "
 

@@ -57,18 +57,24 @@ static_assert(kKU % kVecWidth == 0, "a KU-chunk of A is whole vectors");
 // tile's two streams). Interleaved runs of benchmarks/gemm/gemm_bench.cc built both ways
 // (weights cold), median per-round speed-up: 1 thread 128x3072x768 1.38, 128x768x3072 1.38,
 // 512^3 1.12, 196x576x96 1.27; 2 threads 1.33, 1.24, 1.31, 1.28. Tiles of one or two rows
-// keep the B prefetch (they read B once, from memory).
+// keep the B prefetch (they read B once, from memory). -DDNNF_GEMM_UNROLL= and
+// -DDNNF_GEMM_TILE_PREFETCH=0/1 override both (tuning only).
 #if defined(DNNF_ISA_AVX2)
 #ifndef DNNF_GEMM_UNROLL
 #define DNNF_GEMM_UNROLL 8
 #endif
-inline constexpr bool kTilePrefetch = false;
+#ifndef DNNF_GEMM_TILE_PREFETCH
+#define DNNF_GEMM_TILE_PREFETCH 0
+#endif
 #else
 #ifndef DNNF_GEMM_UNROLL
 #define DNNF_GEMM_UNROLL 4
 #endif
-inline constexpr bool kTilePrefetch = true;
+#ifndef DNNF_GEMM_TILE_PREFETCH
+#define DNNF_GEMM_TILE_PREFETCH 1
 #endif
+#endif
+inline constexpr bool kInTilePrefetch = DNNF_GEMM_TILE_PREFETCH != 0;
 #define DNNF_STR_(x) #x
 #define DNNF_PRAGMA_UNROLL(n) _Pragma(DNNF_STR_(GCC unroll n))
 
@@ -314,17 +320,15 @@ inline void micro_kernel(int kc_pad, const float* __restrict a, const float* __r
         // rows (batch-1 Linear layers, a classifier's 1280x1000 weights) reads B once, from
         // memory, at a k-step every few cycles: 64 steps ahead (1x1000x1280: 0.42 -> 0.32 ms).
         constexpr int kBAhead = MRK <= 2 ? 64 : 16;
-        if (kTilePrefetch || MRK <= 2) {
+        if (kInTilePrefetch || MRK <= 2) {
 #pragma GCC unroll 8
           for (int j = 0; j < NVK * W; j += 16) {
             __builtin_prefetch(b + (kk + kBAhead) * kNR + j, 0, 3);
           }
         }
-#ifndef DNNF_GEMM_NO_APREFETCH
         // A two KU-chunks ahead, a line per k-step: constant weights (convolutions at small
         // batch) come from memory, and their panels are used for only a few column tiles.
-        if (kTilePrefetch && kk * 16 < kMR * kKU) __builtin_prefetch(a + 2 * kMR * kKU + kk * 16, 0, 3);
-#endif
+        if (kInTilePrefetch && kk * 16 < kMR * kKU) __builtin_prefetch(a + 2 * kMR * kKU + kk * 16, 0, 3);
       }
       k_step(acc, b + kk * kNR, [&](int i) { return a[i * kKU + kk]; });
     }
