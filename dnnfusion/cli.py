@@ -89,7 +89,7 @@ def _caches() -> str:
 
 def _print_machine() -> int:
     """What compile() will use on this machine and what it has cached."""
-    from dnnfusion import _core, profiling
+    from dnnfusion import _core, profiling, tuning
     from dnnfusion.compiler import default_threads
     from dnnfusion.errors import Error
     from dnnfusion.plan import profile_target, read_profile_db
@@ -105,6 +105,7 @@ def _print_machine() -> int:
         cxx = _core.find_compiler()
         print(f"compiler   {' '.join(cxx['argv'])} ({cxx['version'].splitlines()[0] if cxx['version'] else '?'})")
     except Error as e:
+        cxx = None
         print(f"compiler   none: {e}")
     try:
         kdir = _core.kernel_cache_dir()
@@ -116,6 +117,12 @@ def _print_machine() -> int:
               f"{len(pch)} precompiled headers, {pch_mb / 1e6:.1f} MB")
     except Error as e:
         print(f"kernels    no cache: {e}")
+    if cxx:  # what the generated kernels derive from this machine, read from the prelude itself
+        try:
+            for line in tuning.describe(tuning.machine_tuning(isa)):
+                print(line)
+        except Error as e:
+            print(f"gemm       unknown: {e}")
     mode = os.environ.get("DNNF_PROFILE") or "auto"
     print(f"profiling  compile(profile=) default {mode!r}, budget {os.environ.get('DNNF_PROFILE_SECONDS') or profiling.DEFAULT_SECONDS} s per compile")
     here = profile_target("cpu")
