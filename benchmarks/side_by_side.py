@@ -290,8 +290,16 @@ def main(argv: list[str] | None = None) -> int:
             "machine": platform.machine(), "cpu": machine.cpu_info(), "isa": _core.cpu_features()["isa"],
             "env": {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "DNNF_ISA", "OMP_NUM_THREADS") if k in os.environ},
             "load_start": machine.loadavg(), "results": []}
+    from dnnfusion import tuning
+    from dnnfusion.errors import Error
+
+    try:  # what the generated kernels derive from this machine (info --machine's gemm/conv lines)
+        head["tuning"] = tuning.machine_tuning(head["isa"])
+        tuned = "\n".join("# " + line for line in tuning.describe(head["tuning"]))
+    except Error as e:
+        head["tuning"], tuned = {"error": str(e)}, f"# tuning unknown: {e}"
     print(f"# {head['command']}\n# {head['cpu'].get('model_name')}, {os.cpu_count()} CPUs, ISA {head['isa']}, "
-          f"env {head['env']}, load {head['load_start']}", flush=True)
+          f"env {head['env']}, load {head['load_start']}\n{tuned}", flush=True)
     for t in threads:
         for name in names:
             res = run_model(name, t, fws, args.budget, args.min_rounds, args.block, args.profile_repeat,

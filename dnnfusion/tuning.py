@@ -86,5 +86,5 @@ def describe(t: dict) -> list[str]:
          f"at k 64 (packed B in half of L2), mc {t['mc']} rows a task" if t["nc_by_kc"] else
          f"           blocking fixed by $DNNF_GEMM_BLOCKING: mc {t['mc']}, kc {t['kc']}, nc {t['nc']}"),
         f"conv       direct 3x3: at most {t['conv_chunk_channels_3x3']} input channels a chunk "
-        f"(one m-block's weights in 3/4 of L2); threads {t['threads']}",
+        f"(one m-block's weights in 3/4 of L2); default threads {t['threads']}",
     ]

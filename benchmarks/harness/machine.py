@@ -102,9 +102,21 @@ def loadavg() -> list[float] | None:
         return None
 
 
+def tuning() -> dict:
+    """What dnnfusion's generated kernels derive from this machine (register tile, GEMM cache
+    blocking, threads; dnnfusion/tuning.py), or why it is unknown (no core, no compiler)."""
+    try:
+        from dnnfusion import tuning as t
+
+        return t.machine_tuning()
+    except Exception as e:  # noqa: BLE001 - the harness runs with a broken core too
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
 def describe(repo: str, venv_python: str | None) -> dict:
     return {
         "cpu": cpu_info(),
+        "dnnfusion_tuning": tuning(),
         "kernel": platform.release(),
         "platform": platform.platform(),
         "versions": versions(venv_python),
