@@ -346,6 +346,23 @@ def test_nhwc_conv_kernels_match_the_reference(case, bias):
     np.testing.assert_allclose(m(*ins), g.run_reference(*ins)[0], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("case", [
+    # Depthwise planes whose pixels lie 2 KiB apart (512 channels, or 256 at stride 2): on AVX2
+    # the interior then takes two channel vectors a step (conv_nhwc.h, dw_aliases); widths that
+    # leave pixels to the 4-pixel loop and the edges, two images.
+    ([2, 512, 9, 11], [512, 1, 3, 3], {"group": 512, "pads": [1] * 4}),
+    ([1, 256, 13, 10], [256, 1, 3, 3], {"group": 256, "pads": [1] * 4, "strides": [2, 2]}),
+])
+@pytest.mark.parametrize("act", ["Relu", "Sigmoid"])  # stored in registers / through the row buffer
+def test_nhwc_depthwise_with_aliasing_pixels_matches_the_reference(case, act):
+    xs, ws, attrs = case
+    g = conv_graph(xs, ws, attrs, bias=True, act=act)
+    ins = inputs_of(g)
+    m = df.compile(g, threads=2, layout="nhwc")
+    assert m.stats["layout"]["convs_nhwc"] == 1
+    np.testing.assert_allclose(m(*ins), g.run_reference(*ins)[0], rtol=1e-4, atol=1e-5)
+
+
 def test_computed_weights_are_packed_per_call():
     # Conv(x * s) with an SE gate becomes Conv(x, W * s) (fold_input_scale): channels last,
     # the NhwcConv then reads weights computed in the same run.

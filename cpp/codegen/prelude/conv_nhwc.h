@@ -107,12 +107,18 @@ DwOut dw_out(const Ep& ep, float* y, long row0) {
   return {nullptr, row0};
 }
 
-template <int KX, int SX>
+// CV channel vectors per step: U * CV sums in registers. CV = 2 where a vector is half a cache
+// line (AVX2): both halves of every line the step loads are used while it is in L1. With one
+// vector per step, a 512-channel plane puts the 2 KiB-apart pixels of a step in two L1 sets,
+// more lines than their ways hold, so the next channel vector fetched the same lines again
+// from L2 or L3.
+template <int KX, int SX, int U = 8, int CV = 1>
 int depthwise_interior(const float* const* rows, const int* tap0, int nr, const float* wt, int C, int px,
                        int ox, int hi, float* buf, const float* const* pf = nullptr, int npf = 0,
                        const float* pf_out = nullptr, const DwOut& out = {}) {
-  constexpr int W = kVecWidth, U = 8, NIN = (U - 1) * SX + KX;
+  constexpr int W = kVecWidth, NIN = (U - 1) * SX + KX;
   const int nvk = C / W;
+  if (nvk % CV) return ox;
   const long cstep = C;
   // Channel vector cv's share of the `floats` from `base`, in 64-byte lines.
   auto share = [nvk](const float* base, int floats, int cv, auto write) {
@@ -122,51 +128,84 @@ int depthwise_interior(const float* const* rows, const int* tap0, int nr, const 
   using Read = std::integral_constant<int, 0>;
   using Write = std::integral_constant<int, 1>;
   for (; ox + U <= hi; ox += U) {
-    for (int cv = 0; cv < nvk; ++cv) {
+    for (int cv = 0; cv < nvk; cv += CV) {
       const int c0 = cv * W;
-      for (int q = 0; q < npf; ++q) share(pf[q] + static_cast<long>(ox * SX - px) * C, U * SX * C, cv, Read{});
-      if (pf_out) share(pf_out + static_cast<long>(ox) * C, U * C, cv, Write{});
-      vf a[U];
+      for (int v = 0; v < CV; ++v) {
+        for (int q = 0; q < npf; ++q) share(pf[q] + static_cast<long>(ox * SX - px) * C, U * SX * C, cv + v, Read{});
+        if (pf_out) share(pf_out + static_cast<long>(ox) * C, U * C, cv + v, Write{});
+      }
+      vf a[U][CV];
 #pragma GCC unroll 8
-      for (int u = 0; u < U; ++u) a[u] = simd::v_zero();
+      for (int u = 0; u < U; ++u)
+#pragma GCC unroll 4
+        for (int v = 0; v < CV; ++v) a[u][v] = simd::v_zero();
       for (int r = 0; r < nr; ++r) {
         // One pointer stepped C floats per input pixel (not an offset register per pixel: with
         // NIN of them GCC ran out of general registers and spilled them to vector ones).
         const char* xp = reinterpret_cast<const char*>(rows[r] + static_cast<long>(ox * SX - px) * C + c0);
         const char* wp = reinterpret_cast<const char*>(wt + static_cast<long>(tap0[r]) * C + c0);
         const long bstep = cstep * static_cast<long>(sizeof(float));
-        vf w[KX];
+        vf w[KX][CV];
 #pragma GCC unroll 8
-        for (int k = 0; k < KX; ++k, wp += bstep) w[k] = simd::v_loadu(reinterpret_cast<const float*>(wp));
+        for (int k = 0; k < KX; ++k, wp += bstep)
+#pragma GCC unroll 4
+          for (int v = 0; v < CV; ++v) w[k][v] = simd::v_loadu(reinterpret_cast<const float*>(wp) + v * W);
 #pragma GCC unroll 32
         for (int i = 0; i < NIN; ++i) {
-          const vf xv = simd::v_loadu(reinterpret_cast<const float*>(xp));
+#pragma GCC unroll 4
+          for (int v = 0; v < CV; ++v) {
+            const vf xv = simd::v_loadu(reinterpret_cast<const float*>(xp) + v * W);
+#pragma GCC unroll 8
+            for (int u = 0; u < U; ++u) {
+              const int k = i - u * SX;
+              if (k >= 0 && k < KX) a[u][v] = simd::v_fma(xv, w[k][v], a[u][v]);
+            }
+          }
           xp += bstep;
           __asm__("" : "+r"(xp));  // keep the step an add on one register
-#pragma GCC unroll 8
-          for (int u = 0; u < U; ++u) {
-            const int k = i - u * SX;
-            if (k >= 0 && k < KX) a[u] = simd::v_fma(xv, w[k], a[u]);
-          }
         }
       }
       if (out.y) {
-        const vf b = simd::v_loadu(out.bias + c0), lo = simd::v_set1(out.lo), hv = simd::v_set1(out.hi);
+        const vf lo = simd::v_set1(out.lo), hv = simd::v_set1(out.hi);
+#pragma GCC unroll 4
+        for (int v = 0; v < CV; ++v) {
+          const vf b = simd::v_loadu(out.bias + c0 + v * W);
 #pragma GCC unroll 8
-        for (int u = 0; u < U; ++u) {
-          vf v = simd::v_add(a[u], b);
-          if (out.res) v = simd::v_add(v, simd::v_loadu(out.res + (out.row0 + ox + u + out.r0) * out.res_ld + c0));
-          if (out.act == 1) v = simd::v_relu(v);
-          if (out.act == 2) v = simd::v_min(hv, simd::v_max(lo, v));
-          simd::v_storeu(out.y + static_cast<long>(ox + u) * C + c0, v);
+          for (int u = 0; u < U; ++u) {
+            vf r = simd::v_add(a[u][v], b);
+            if (out.res) r = simd::v_add(r, simd::v_loadu(out.res + (out.row0 + ox + u + out.r0) * out.res_ld + c0 + v * W));
+            if (out.act == 1) r = simd::v_relu(r);
+            if (out.act == 2) r = simd::v_min(hv, simd::v_max(lo, r));
+            simd::v_storeu(out.y + static_cast<long>(ox + u) * C + c0 + v * W, r);
+          }
         }
         continue;
       }
 #pragma GCC unroll 8
-      for (int u = 0; u < U; ++u) simd::v_storeu(buf + (static_cast<long>(ox + u) * nvk + cv) * W, a[u]);
+      for (int u = 0; u < U; ++u)
+#pragma GCC unroll 4
+        for (int v = 0; v < CV; ++v) simd::v_storeu(buf + (static_cast<long>(ox + u) * nvk + cv + v) * W, a[u][v]);
     }
   }
   return ox;
+}
+
+// Whether input pixels `step` floats apart fall in at most two L1 sets (the step a multiple of
+// half an L1 way: 2 KiB on a 32 KiB 8-way L1, i.e. 512 channels, or 256 at stride 2), so that
+// one step of depthwise_interior's 8 pixels x 3 rows (30 lines) cannot stay in L1 for the next
+// channel vector: there, two channel vectors a step (a whole line) instead. Measured (AVX2 Zen
+// 3, 1 thread, median of interleaved per-round ratios, benchmarks-style driver): 512ch 19x19
+// 0.90x the time, 1024ch 10x10 0.73x, 256ch 38x38 stride 2 0.84x, 512ch 19x19 stride 2 0.65x;
+// on other shapes (32-384 and 576-960 channels) it took 1.04-1.24x, so they keep one.
+inline bool dw_aliases(long step) {
+  static const long half_way = [] {
+    long assoc = 8;
+#ifdef _SC_LEVEL1_DCACHE_ASSOC
+    if (const long a = sysconf(_SC_LEVEL1_DCACHE_ASSOC); a > 0) assoc = a;
+#endif
+    return std::max<long>(64, gemm::cache_bytes(1) / assoc / 2);
+  }();
+  return (step * static_cast<long>(sizeof(float))) % half_way == 0;
 }
 
 // Depthwise: one output row (image n, oz, oy) over channels [0, C), computed into a
@@ -246,8 +285,16 @@ void depthwise_row(const window::Geom& g, const float* x, const float* wt, int C
   const DwOut direct = dw_out(ep, y + row0 * C, row0);
   if (full * W == C && dx == 1) {
     auto spec = [&](auto kx, auto sxc) {
-      ox = depthwise_interior<decltype(kx)::value, decltype(sxc)::value>(rows.data(), tap0.data(), nr, wt, C, px,
-                                                                         lo, hi, buf, pf, npf, y + row0 * C, direct);
+      constexpr int KXc = decltype(kx)::value, SXc = decltype(sxc)::value;
+      if constexpr (W == 8 && KXc == 3) {  // AVX2: half a line per vector
+        if (full % 2 == 0 && dw_aliases(static_cast<long>(SXc) * C)) {
+          ox = depthwise_interior<KXc, SXc, 4, 2>(rows.data(), tap0.data(), nr, wt, C, px, lo, hi, buf, pf, npf,
+                                                  y + row0 * C, direct);
+          return;
+        }
+      }
+      ox = depthwise_interior<KXc, SXc>(rows.data(), tap0.data(), nr, wt, C, px, lo, hi, buf, pf, npf, y + row0 * C,
+                                        direct);
     };
     using I1 = std::integral_constant<int, 1>;
     using I2 = std::integral_constant<int, 2>;
