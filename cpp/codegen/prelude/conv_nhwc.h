@@ -196,7 +196,7 @@ int depthwise_interior(const float* const* rows, const int* tap0, int nr, const 
 // channel vector: there, two channel vectors a step (a whole line) instead. Measured (AVX2 Zen
 // 3, 1 thread, median of interleaved per-round ratios, benchmarks-style driver): 512ch 19x19
 // 0.90x the time, 1024ch 10x10 0.73x, 256ch 38x38 stride 2 0.84x, 512ch 19x19 stride 2 0.65x;
-// on other shapes (32-384 and 576-960 channels) it took 1.04-1.24x, so they keep one.
+// on other shapes (32-384 and 576-960 channels) it took 1.01-1.24x, so they keep one.
 inline bool dw_aliases(long step) {
   static const long half_way = [] {
     long assoc = 8;
