@@ -291,13 +291,10 @@ def main(argv: list[str] | None = None) -> int:
             "env": {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "DNNF_ISA", "OMP_NUM_THREADS") if k in os.environ},
             "load_start": machine.loadavg(), "results": []}
     from dnnfusion import tuning
-    from dnnfusion.errors import Error
 
-    try:  # what the generated kernels derive from this machine (info --machine's gemm/conv lines)
-        head["tuning"] = tuning.machine_tuning(head["isa"])
-        tuned = "\n".join("# " + line for line in tuning.describe(head["tuning"]))
-    except Error as e:
-        head["tuning"], tuned = {"error": str(e)}, f"# tuning unknown: {e}"
+    head["tuning"] = machine.tuning()  # what the kernels derive from this machine (info --machine)
+    tuned = ("# tuning unknown: " + head["tuning"]["error"] if "error" in head["tuning"]
+             else "\n".join("# " + line for line in tuning.describe(head["tuning"])))
     print(f"# {head['command']}\n# {head['cpu'].get('model_name')}, {os.cpu_count()} CPUs, ISA {head['isa']}, "
           f"env {head['env']}, load {head['load_start']}\n{tuned}", flush=True)
     for t in threads:

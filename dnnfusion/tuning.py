@@ -2,8 +2,8 @@
 
 The prelude (cpp/codegen/prelude) sizes its GEMM and convolution blocking from the caches the
 OS reports and picks its register tile by instruction set; nothing of it is a constant from
-one machine. This module compiles a small probe against the same prelude headers, flags and
-instruction set as a generated module (so it cannot drift from what the kernels do), and
+one machine. This module compiles a small probe against the same prelude headers with a
+generated module's flags (`_core.module_flags`) (so it cannot drift from what the kernels do), and
 returns what they will use: `python -m dnnfusion info --machine` prints it. The probe is
 compiled once per prelude, ISA and compiler into the kernel cache, like any module.
 """
@@ -35,7 +35,7 @@ _FIELDS = [
     ("threads", "default_num_threads()"),
 ]
 
-_PROBE = """// dnnfusion tuning probe, prelude {hash}
+_PROBE = """// dnnfusion tuning probe
 #include "conv_direct.h"
 #include "gemm.h"
 #include "parallel.h"
@@ -58,13 +58,10 @@ def machine_tuning(isa: str | None = None) -> dict:
     ISA is unknown or lacking here, or no C++ compiler is found."""
     isa = isa or _core.cpu_features()["isa"]
     pdir = prelude_dir()
-    source = _PROBE.format(hash=_core.prelude_hash(pdir),
-                           values=", ".join(f"static_cast<long>({e})" for _, e in _FIELDS))
-    # The flags of a generated module (runtime/executor.cc, module_flags): hidden symbols and
-    # no unique binding, so the probe's statics never stand in for a module's.
-    flags = ["-std=c++17", "-O1", "-pthread", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
-             "-fno-gnu-unique", f"-I{pdir}", *_core.isa_flags(isa)]
-    lib = _core.compile_shared(source, flags)
+    source = _PROBE.format(values=", ".join(f"static_cast<long>({e})" for _, e in _FIELDS))
+    # A generated module's own flags (their prelude hash keys the cache; hidden symbols, so the
+    # probe's statics never stand in for a module's).
+    lib = _core.compile_shared(source, _core.module_flags(isa, pdir))
     fn = ctypes.CDLL(lib.path).dnnf_tuning_probe
     fn.restype, fn.argtypes = ctypes.c_int, [ctypes.POINTER(ctypes.c_long), ctypes.c_int]
     buf = (ctypes.c_long * len(_FIELDS))()

@@ -171,6 +171,11 @@ void bind_codegen(py::module_& m) {
   }, py::arg("isa"), py::arg("prelude_dir"), py::arg("units"),
      "Builds the precompiled header and the named prelude units for modules of `isa` on this "
      "CPU into the kernel cache (python -m dnnfusion warmup).");
+  m.def("module_flags", [](const std::string& isa, const std::string& prelude_dir) {
+    return module_flags(isa, prelude_dir);
+  }, py::arg("isa"), py::arg("prelude_dir"),
+        "The compiler flags a generated module for `isa` is built with ($DNNF_OPT_LEVEL, hidden "
+        "symbols, the prelude directory and its hash, the ISA's flags; Error if this CPU lacks it).");
   m.def("prelude_hash", &prelude_hash, py::arg("dir"),
         "SHA-256 over the names and contents of the prelude headers in `dir`.");
 
