@@ -175,7 +175,7 @@ class Combiner {
   std::vector<int> readers_;
 };
 
-TensorPtr i64_vector(const std::vector<int64_t>& xs) {
+TensorPtr i64_constant_of(const std::vector<int64_t>& xs) {
   return TensorData::copy_of(TensorType{DType::I64, {Dim(static_cast<int64_t>(xs.size()))}}, xs.data());
 }
 
@@ -187,8 +187,8 @@ bool f32_constant(const Graph& g, ValueId v) {
 // `node_name` whose output is named `value_name` (the value it stands for).
 ValueId emit_part(Rebuilder& rb, ValueId whole, ValueId axes, int64_t start, int64_t len,
                   const std::string& node_name, const std::string& value_name) {
-  const ValueId starts = rb.constant(i64_vector({start}), "part_start");
-  const ValueId ends = rb.constant(i64_vector({start + len}), "part_end");
+  const ValueId starts = rb.constant(i64_constant_of({start}), "part_start");
+  const ValueId ends = rb.constant(i64_constant_of({start + len}), "part_end");
   return rb.dst().add_node(OpKind::Slice, {whole, starts, ends, axes}, {}, 1, node_name, {value_name})[0];
 }
 
@@ -336,7 +336,7 @@ Graph split_to_slices(const Graph& g) {
       rb.copy(n);
       continue;
     }
-    const ValueId axes = rb.constant(i64_vector({axis}), "split_axis");
+    const ValueId axes = rb.constant(i64_constant_of({axis}), "split_axis");
     std::vector<ValueId> outs;
     int64_t at = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -390,7 +390,7 @@ Graph combine_sibling_matmuls(const Graph& g) {
       }
       wide = rb.emit(s0.op, ins, s0.attrs, s0.name + ".siblings");
     }
-    const ValueId axes = rb.constant(i64_vector({static_cast<int64_t>(grp.axis)}), "siblings_axis");
+    const ValueId axes = rb.constant(i64_constant_of({static_cast<int64_t>(grp.axis)}), "siblings_axis");
     int64_t at = 0;
     for (size_t i = 0; i < grp.anchors.size(); ++i) {
       const Node& last = g.node(grp.steps.empty() ? grp.anchors[i] : grp.steps.back()[i]);
