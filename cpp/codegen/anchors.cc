@@ -355,7 +355,7 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
     bl.epilogue(n, a);
   }
   if (last) {  // ConvShape::ldy: the output's pixels as rows of a Concat's bytes (0: dense)
-    const Location* l = a.y != kNoValue ? &bl.location(a.y) : nullptr;
+    const Location* l = a.y != kNoValue && !bl.streamed(a.y) ? &bl.location(a.y) : nullptr;
     a.args[0].ints[23] = l && l->row != 0 ? l->stride / 4 : 0;
   }
   st.label = std::string(last ? "NhwcConv" : op_info(n.op).name) + " k" + std::to_string(w.kernel[0]) + " s" +

@@ -230,6 +230,10 @@ struct AnchorStage {
   // depthwise NhwcConv kernel takes row by row as it stores them (conv_nhwc_mean_f32), its
   // pooled buffer and scale the last two args: the reduction's node runs no stage of its own.
   const Node* reduced_by = nullptr;
+  // A depthwise NhwcConv that computes its own input from a pointwise NhwcConv (at most one
+  // here: that convolution's stage, its `y` the depthwise one's x, never in memory), rows at a
+  // time into a ring in cache (conv_nhwc_expand_f32, expand_rows.cc).
+  std::vector<AnchorStage> expand;
 };
 
 // Whether a convolution's ConvShape ints (nd, N, C, M, group, ...) take the depthwise path

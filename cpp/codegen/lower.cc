@@ -298,7 +298,9 @@ void BlockLowerer::choose_epilogue(const Node& L) {
 void BlockLowerer::epilogue(const Node& n, AnchorStage& st, const std::function<void(ExprBuilder&)>& pre) {
   const ValueId o = n.outputs[0];
   const std::vector<int64_t> od = dims_of(g_, o);
-  const bool o_mem = materialised_.count(o) > 0;
+  // (a pointwise convolution's output that a depthwise one computes rows at a time is stored by
+  // the convolution's own store, into that call's ring: expand_rows.cc)
+  const bool o_mem = materialised_.count(o) > 0 || streamed_.count(o) > 0;
   auto it = epilogues_.find(n.id);
   if (it == epilogues_.end() && !pre) {
     if (!o_mem) throw InternalError("codegen: an anchor output with no epilogue is not in memory");
@@ -439,6 +441,8 @@ BlockPlan BlockLowerer::lower() {
   }
   // 2d. Concats whose inputs are made in place (find_assembly).
   for (NodeId id : b_.nodes) find_assembly(g_.node(id), in_epilogue);
+  // 2e. Pointwise convolutions computed rows at a time by the depthwise one they feed.
+  find_expansions();
   // 3. Buffers: block inputs and outputs live where the module put them; an assembled
   // Concat's inputs in its bytes; other materialised values get kernel-local scratch; a
   // contiguous view is its root's bytes.
@@ -474,7 +478,10 @@ BlockPlan BlockLowerer::lower() {
       for (ValueId y : n.outputs) empty = empty && g_.value(y).type.is_static() && g_.value(y).type.numel() == 0;
       // (an empty result needs no code, nor its inputs; a spatial mean a convolution of the
       // block takes as it stores its rows runs in that call)
-      if (!empty && !mean_by_conv(n)) emit_anchor(n);
+      if (!empty && !mean_by_conv(n)) {
+        emit_anchor(n);
+        expand_into(n);
+      }
       for (ValueId y : n.outputs)
         if (materialised_.count(y)) materialise(y);
       auto it = epilogues_.find(id);

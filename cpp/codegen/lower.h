@@ -62,6 +62,10 @@ struct LowerOptions {
   // A spatial mean of a depthwise convolution's stored output in its block is taken by the
   // convolution as it stores each output row (AnchorStage::reduced_by; the CPU renderer's).
   bool conv_means = false;
+  // A pointwise convolution of the block whose output only a depthwise convolution of the block
+  // reads is computed by that convolution's call, rows at a time (AnchorStage::expand; the CPU
+  // renderer's conv_nhwc_expand_f32, expand_rows.cc).
+  bool expand_rows = false;
 };
 
 // The index of n's output as a function of an anchor's index (idx holds the indices of the
@@ -97,6 +101,9 @@ class BlockLowerer {
   // A channels-last convolution's x made here by the layout's Transpose of a channels-first
   // value in memory, which the convolution reads instead (ConvShape::planar_x); else kNoValue.
   ValueId planar(ValueId x) const;
+  // Whether v is computed by a depthwise convolution from its pointwise producer, rows at a
+  // time, and never stored (expand_rows.cc).
+  bool streamed(ValueId v) const { return streamed_.count(v) > 0; }
 
  private:
   bool is_anchor(const Node& n) const;
@@ -106,6 +113,8 @@ class BlockLowerer {
   bool emit_transpose(ValueId v);
   void emit_anchor(const Node& n);
   bool mean_by_conv(const Node& n);  // conv_mean.cc
+  void find_expansions();            // expand_rows.cc
+  void expand_into(const Node& d);   // expand_rows.cc
   void find_view(ValueId x, const std::set<NodeId>& in_epilogue);
   void find_segments(ValueId x, const std::set<NodeId>& in_epilogue);
   void find_assembly(const Node& cat, const std::set<NodeId>& in_epilogue);
@@ -149,6 +158,10 @@ class BlockLowerer {
   std::map<ValueId, ValueId> planar_;  // find_planar: x -> the channels-first value it transposes
   // GEMM A operands computed while packed (never in memory).
   std::set<ValueId> prologues_;
+  // find_expansions: depthwise conv -> the pointwise conv whose output it computes, and those
+  // outputs (never in memory).
+  std::map<NodeId, NodeId> expand_;
+  std::set<ValueId> streamed_;
 };
 
 // The anchor table (anchors.cc): one row per Many-to-Many operator code generation runs on

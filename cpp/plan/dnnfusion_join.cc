@@ -194,10 +194,11 @@ void Planner::join(int grp, NodeId cand, MappingType fused) {
   members_[old].clear();
   gtype_[grp] = fused;
   int anchors = 0;
-  for (NodeId n : members_[grp]) anchors += type_[n] == kM2M && !reduced_.count(n);
+  for (NodeId n : members_[grp]) anchors += type_[n] == kM2M && !reduced_.count(n) && !expanded_.count(n);
   // The table rejects Many-to-Many + Many-to-Many, and a block holding one is itself
   // Many-to-Many, so growth can never give a block two anchors (a reduction its anchor's
-  // kernel computes as it stores is part of that anchor's call).
+  // kernel computes as it stores is part of that anchor's call, and so is a pointwise
+  // convolution whose output a depthwise one computes, fuse_expansions).
   if (anchors > 1) throw InternalError("dnnfusion planner: block of " + name(grp) + " has two anchors");
 }
 

@@ -17,6 +17,10 @@
 //    consulting the database, because their only gain, the removed tensor, is not there.
 //  * Growth repeats (successors, predecessors) until the block stops changing, so a
 //    candidate rejected for a cycle is retried once the path through it has joined.
+//  * Expansions (fuse_expansions, after growth): a depthwise convolution's block takes the
+//    block of the 1x1 convolution that makes its input, a red cell, because on the CPU the
+//    depthwise kernel computes those rows itself into a ring in cache (expanded_by_anchor.cc);
+//    only where the expanded tensor is larger than the caches hold (plan.h expand_min_bytes).
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -36,6 +40,7 @@ FusionPlan Planner::run() {
     seeds_.push_back(seed);
     grow(seed);
   }
+  fuse_expansions();
   if (opt_.horizontal) fuse_horizontally();
   // Every edge between two nodes gets a reason; growth examines each boundary edge, so
   // this fallback only shows up if that invariant breaks.
@@ -296,6 +301,34 @@ void Planner::fuse_horizontally() {
           break;
         }
     }
+  }
+}
+
+void Planner::fuse_expansions() {
+  for (const Node& d : g_.nodes()) {
+    std::vector<NodeId> chain;
+    const NodeId pw = pointwise_expanded_by(g_, opt_.target, d.id, &chain);
+    if (pw < 0) continue;
+    const int gd = group_of_[d.id], gp = group_of_[pw];
+    if (gd == gp) continue;
+    std::set<NodeId> want(chain.begin(), chain.end());
+    want.insert(pw);
+    if (std::set<NodeId>(members_[gp].begin(), members_[gp].end()) != want) continue;
+    const NodeId last = chain.empty() ? pw : chain.back();
+    const FusionRule& rule = fusion_rule(gtype_[gp], type_[d.id]);
+    std::string why = std::string("table: ") + mapping_type_name(gtype_[gp]) + " (block) + " +
+                      mapping_type_name(type_[d.id]) + " -> " + mapping_type_name(rule.fused) + ", " +
+                      decision_name(rule.decision) + " (" + decision_color(rule.decision) + "): " + rule.why;
+    if (would_create_cycle(g_, group_of_, gd, gp)) {
+      record(last, d.id, false, why + "; " + name(d.id) + " could compute its input rows from " + name(pw) +
+                                    ", but fusing would form a cycle");
+      continue;
+    }
+    expanded_.insert(pw);
+    join(gd, pw, kM2M);
+    record(last, d.id, true, why + "; but " + name(d.id) + "'s kernel computes the rows of its input from " +
+                                 name(pw) + " itself, a few at a time into a ring that stays in cache, so %" +
+                                 g_.value(d.inputs[0]).name + " is never written -> fuse");
   }
 }
 

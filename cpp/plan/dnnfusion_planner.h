@@ -150,6 +150,11 @@ class Planner {
   // (the Q/K/V projections) share one kernel, which reads the shared input once.
   void fuse_horizontally();
 
+  // Expansions (expanded_by_anchor.cc): a depthwise convolution's block takes the block of
+  // the pointwise convolution that makes its input, when that block is the convolution and
+  // its epilogue only; the depthwise kernel computes those rows itself.
+  void fuse_expansions();
+
   // Whether a node of group `b` reads a value produced in group `a`.
   bool depends(int a, int b) const;
 
@@ -163,6 +168,7 @@ class Planner {
   std::vector<MappingType> gtype_;             // per group id: the fused type
   std::vector<char> planned_;                  // per node: in a block grown from a seed
   std::set<NodeId> reduced_;                   // reductions joined as their anchor's (anchor_reducing_as_it_stores)
+  std::set<NodeId> expanded_;                  // pointwise convolutions joined as a depthwise one's input (fuse_expansions)
   std::vector<std::vector<NodeId>> readers_;   // per value: consumer nodes
   std::map<std::pair<NodeId, NodeId>, Reason> reasons_;
   std::vector<NodeId> seeds_;

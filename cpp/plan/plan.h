@@ -94,6 +94,23 @@ bool reduces_pixels(const Graph& g, const Node& n);
 // depthwise NhwcConv's output, through its epilogue); -1 if none.
 NodeId anchor_reducing_as_it_stores(const Graph& g, const std::string& target, NodeId red,
                                     const std::function<bool(NodeId)>& in_block);
+// Whether n is a channels-last 1x1 convolution, stride 1, no padding, one group, constant f32
+// weights, 2-D (expanded_by_anchor.cc).
+bool expands_pointwise(const Graph& g, const Node& n);
+// Planes narrower than this are not expanded by their depthwise convolution (see
+// pointwise_expanded_by).
+inline constexpr int64_t kExpandMinWidth = 8;
+// Nor are expanded tensors of at most this many bytes: twice this machine's L2 (per core), or
+// $DNNF_EXPAND_MIN_BYTES. Measured (AVX2 Zen 3, 512 KiB L2, MobileNetV2, 1 thread, each
+// depthwise kernel with its expansion against the two apart): 112x112x96 (4.8 MB) 0.66x the
+// time, 56x56x144 (1.8 MB) 0.95x, but 28x28x192 (0.6 MB) 1.07x and 14x14x576 (0.45 MB) 1.15x,
+// where the whole tensor stays in cache and one GEMM over all its pixels beats one per row.
+int64_t expand_min_bytes();
+// The pointwise NhwcConv whose output depthwise NhwcConv `dw` computes rows at a time from its
+// input on `target` (expanded_by_anchor.cc: the CPU's conv_nhwc_expand_f32), reached from dw's
+// input through One-to-One ops that nothing else reads (its epilogue, returned in `chain` in
+// node order); -1 if none.
+NodeId pointwise_expanded_by(const Graph& g, const std::string& target, NodeId dw, std::vector<NodeId>* chain);
 std::string plan_to_json(const Graph& g, const FusionPlan& p);
 std::string plan_to_dot(const Graph& g, const FusionPlan& p);
 

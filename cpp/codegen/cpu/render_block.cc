@@ -382,9 +382,25 @@ class BlockRenderer {
     code_.close();
   }
 
+  // A depthwise convolution computing its input from a pointwise one (AnchorStage::expand):
+  // conv_nhwc_expand_f32(pointwise shape, its x, weights, epilogue, depthwise shape, weights,
+  // y, epilogue), then the pooled buffer and scale of a spatial mean it also takes.
+  void expand(const AnchorStage& a) {
+    const AnchorStage& p = a.expand.at(0);
+    code_.open("");
+    const std::string pep = epilogue(p, "0L"), ep = epilogue(a, "0L");
+    std::string c = std::string(a.reduced_by ? "dnnf::conv::conv_nhwc_expand_mean_f32(" : "dnnf::conv::conv_nhwc_expand_f32(") +
+                    shape_literal(p.args[0]) + ", " + arg(p.args[1], p, pep) + ", " + arg(p.args[2], p, pep) + ", " +
+                    pep + ", " + shape_literal(a.args[0]) + ", " + arg(a.args[2], a, ep) + ", " + y(a) + ", " + ep;
+    for (size_t i = 5; i < a.args.size(); ++i) c += ", " + arg(a.args[i], a, ep);
+    code_.line(c + ");");
+    code_.close();
+  }
+
   void anchor(const AnchorStage& a) {
     using K = AnchorKind;
     if (a.kind == K::MatMul || a.kind == K::Gemm) return gemm(a);
+    if (!a.expand.empty()) return expand(a);
     const char* fn = nullptr;
     switch (a.kind) {
       case K::Conv: fn = "dnnf::conv::conv_f32"; break;
@@ -512,15 +528,19 @@ int mentions(const BlockPlan& b, ValueId v) {
         n += (s.transpose.in == v) + (s.transpose.out == v);
         break;
       case Stage::Kind::Anchor: {
-        const AnchorStage& a = s.anchor;
-        for (const std::vector<AnchorArg>* args : {&a.args, &a.second})
-          for (const AnchorArg& x : *args) {
-            n += (x.kind == AnchorArg::Kind::Buffer && x.value == v);
-            for (ValueId u : x.values) n += u == v;
-          }
-        n += (a.gemm.a == v) + (a.gemm.b == v) + (a.y == v);
-        prog(a.gemm.a_prog);
-        prog(a.ep.prog);
+        std::vector<const AnchorStage*> calls{&s.anchor};  // and a pointwise convolution it computes
+        for (const AnchorStage& e : s.anchor.expand) calls.push_back(&e);
+        for (const AnchorStage* c : calls) {
+          const AnchorStage& a = *c;
+          for (const std::vector<AnchorArg>* args : {&a.args, &a.second})
+            for (const AnchorArg& x : *args) {
+              n += (x.kind == AnchorArg::Kind::Buffer && x.value == v);
+              for (ValueId u : x.values) n += u == v;
+            }
+          n += (a.gemm.a == v) + (a.gemm.b == v) + (a.y == v);
+          prog(a.gemm.a_prog);
+          prog(a.ep.prog);
+        }
         break;
       }
     }

@@ -268,6 +268,10 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
   // stage of its own in the same kernel (for comparisons).
   const char* means_env = std::getenv("DNNF_CONV_MEANS");
   lo.conv_means = !(means_env && means_env[0] == '0');
+  // A pointwise convolution feeding a depthwise one in its block is computed by it, rows at a
+  // time (expand_rows.cc). DNNF_EXPAND_ROWS=0 keeps it a stage of its own (for comparisons).
+  const char* expand_env = std::getenv("DNNF_EXPAND_ROWS");
+  lo.expand_rows = !(expand_env && expand_env[0] == '0');
   lo.concat_run_alignment = memory.run_alignment;
   cg::ModulePlan mp = cg::plan_module(g, p, memory, lo);
   // Residuals added in place (an anchor's output in the bytes of the residual its epilogue

@@ -186,6 +186,8 @@ void Renderer::block(const BlockPlan& b) {
       case Stage::Kind::Anchor:
         // (LowerOptions::conv_means is the CPU's: no OpenCL kernel reduces as it stores)
         if (st.anchor.reduced_by) throw InternalError("codegen: an OpenCL anchor asked to reduce its output");
+        if (!st.anchor.expand.empty())
+          throw InternalError("codegen: an OpenCL anchor asked to compute its input from a convolution");
         anchor(k, st.anchor, global);
         break;
     }

@@ -52,7 +52,16 @@
                                        const EP&))                                                      \
   D(void dnnf::conv::conv_nhwc_mean_f32<EP>(const dnnf::conv::ConvShape&, const float*,                 \
                                             const dnnf::conv::PackedNhwcWeights&, float*, const EP&,    \
-                                            float*, float))
+                                            float*, float))    \
+  D(void dnnf::conv::conv_nhwc_expand_f32<EP, EP>(const dnnf::conv::ConvShape&, const float*,           \
+                                                  const dnnf::conv::PackedNhwcWeights&, const EP&,      \
+                                                  const dnnf::conv::ConvShape&,                         \
+                                                  const dnnf::conv::PackedNhwcWeights&, float*, const EP&)) \
+  D(void dnnf::conv::conv_nhwc_expand_mean_f32<EP, EP>(const dnnf::conv::ConvShape&, const float*,      \
+                                                       const dnnf::conv::PackedNhwcWeights&, const EP&, \
+                                                       const dnnf::conv::ConvShape&,                    \
+                                                       const dnnf::conv::PackedNhwcWeights&, float*,    \
+                                                       const EP&, float*, float))
 
 // Pooling in NCHW (pool.h).
 #define DNNF_UNIT_pool(EP, D)                                                                          \
