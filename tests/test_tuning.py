@@ -29,14 +29,18 @@ def test_blocking_follows_this_machines_caches(isa):
     assert t["kc"] * (t["nc"] + t["nr"]) * 4 > t["l2_bytes"] / 2
     # A shorter k-block gets wider column blocks.
     assert t["nc_for_k64"] >= t["nc"]
+    # The planner's bound for expansions computed inside a depthwise conv: twice the L2.
+    if "DNNF_EXPAND_MIN_BYTES" not in os.environ:
+        assert t["expand_min_bytes"] == 2 * t["l2_bytes"], t
 
 
 def test_environment_overrides_reach_the_kernels(monkeypatch):
     isa = runnable()[-1]
     monkeypatch.setenv("DNNF_GEMM_BLOCKING", "48,256,96")
     monkeypatch.setenv("DNNF_NUM_THREADS", "3")
+    monkeypatch.setenv("DNNF_EXPAND_MIN_BYTES", "12345")
     t = tuning.machine_tuning(isa)
-    assert (t["mc"], t["nc_by_kc"], t["threads"]) == (48, 0, 3)
+    assert (t["mc"], t["nc_by_kc"], t["threads"], t["expand_min_bytes"]) == (48, 0, 3, 12345)
     assert t["kc"] == 256 // t["ku"] * t["ku"] and t["nc"] == max(t["nr"], 96 // t["nr"] * t["nr"])
     assert "fixed by $DNNF_GEMM_BLOCKING" in "\n".join(tuning.describe(t))
 
@@ -50,3 +54,4 @@ def test_info_machine_prints_the_kernels_tuning(tmp_path):
     lines = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln and not ln.startswith(" ")}
     assert f"register tile {t['mr']} x {t['nr']} floats" in lines["gemm"], r.stdout
     assert f"kc {t['kc']} " in r.stdout and "at most" in lines["conv"], r.stdout
+    assert f"when larger than {t['expand_min_bytes'] >> 10} KiB" in r.stdout, r.stdout

@@ -178,6 +178,9 @@ void bind_plan(py::module_& m) {
     return would_create_cycle(*g, group_of, a, b);
   });
 
+  m.def("expand_min_bytes", &expand_min_bytes,
+        "Expanded tensors of at most this many bytes stay apart from the depthwise convolution "
+        "that reads them (twice the L2, or $DNNF_EXPAND_MIN_BYTES).");
   m.def("profile_target_key", &profile_target_key, py::arg("target") = "cpu",
         "The target part of a profiling-database key for this machine.");
   m.def("shape_bucket", &shape_bucket);
