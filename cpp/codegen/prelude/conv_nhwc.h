@@ -454,7 +454,6 @@ void depthwise_nhwc(const ConvShape& s, const window::Geom& g, const float* x, c
   parallel_for(static_cast<int>(tasks), [&](int t) { task(rows * t / tasks, rows * (t + 1) / tasks); });
 }
 
-
 // pooled[n, c] = scale * the sum of the row sums rs[r, c] of image n's rows, in row order (so
 // the result does not depend on the threads).
 inline void pool_row_sums(const float* rs, long N, long per_image, int C, float* pooled, float scale) {
