@@ -21,7 +21,9 @@ std::set<std::string> headers(const ModulePlan& mp) {
     for (const Stage& s : b.stages) {
       if (s.kind != Stage::Kind::Anchor) continue;
       switch (s.anchor.kind) {
-        case AnchorKind::NhwcConv: out.insert("conv_nhwc.h"); break;
+        case AnchorKind::NhwcConv:
+          out.insert(s.anchor.expand.empty() ? "conv_nhwc.h" : "conv_nhwc_expand.h");
+          break;
         case AnchorKind::NhwcMaxPool:
         case AnchorKind::NhwcAvgPool: out.insert("pool_nhwc.h"); break;
         case AnchorKind::TopK:

@@ -3,6 +3,7 @@
 #pragma once
 #include "module_common.h"
 #include "conv_nhwc.h"
+#include "conv_nhwc_expand.h"
 #include "irregular.h"
 #include "pool_nhwc.h"
 #include "resize.h"
