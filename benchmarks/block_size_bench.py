@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=9)
     args = ap.parse_args(argv)
     os.environ["DNNF_CACHE_DIR"] = tempfile.mkdtemp(prefix="dnnf-block-bench-")  # cold compiles
+    os.environ.pop("DNNF_PRELUDE_CACHE_DIR", None)
     isa = _core.cpu_features()["isa"]
     cpu = cpu_info()
     print(f"machine: {cpu['model_name']}, {cpu['logical_cpus']} CPUs, isa {isa}, {args.threads} thread(s), "

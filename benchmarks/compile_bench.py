@@ -68,6 +68,7 @@ zm = zoo.get(name)
 path = zoo.export_onnx(name)
 xs = [x.numpy() for x in zm.example_inputs]
 os.environ.pop("DNNF_PRELUDE_UNITS", None)
+os.environ.pop("DNNF_PRELUDE_CACHE_DIR", None)  # cold: the prelude in each fresh cache
 os.environ["DNNF_CACHE_DIR"] = tempfile.mkdtemp()
 units = df.compile(str(path), example_inputs=xs, profile="off", threads=threads)
 os.environ["DNNF_PRELUDE_UNITS"] = "0"
@@ -93,6 +94,7 @@ for tag, v in res.items():
 
 def child(model: str, mode: str, cache: str, profile: str, runs: int, threads: int) -> dict:
     env = dict(os.environ, DNNF_CACHE_DIR=cache)
+    env.pop("DNNF_PRELUDE_CACHE_DIR", None)  # the prelude built in (or read from) `cache`
     env.pop("DNNF_OPT_LEVEL", None)  # the shipped -O3
     if mode == "whole":
         env["DNNF_PRELUDE_UNITS"] = "0"

@@ -111,10 +111,12 @@ def _print_machine() -> int:
         kdir = _core.kernel_cache_dir()
         objs = [f for f in os.listdir(kdir) if f.endswith(".so")]
         size = sum(os.path.getsize(os.path.join(kdir, f)) for f in objs)
-        pch = [f for f in os.listdir(kdir) if f.startswith("pch-")]
-        pch_mb = sum(os.path.getsize(os.path.join(kdir, d, f)) for d in pch for f in os.listdir(os.path.join(kdir, d)))
+        pdir = _core.prelude_cache_dir()
+        pch = [f for f in os.listdir(pdir) if f.startswith("pch-")]
+        pch_mb = sum(os.path.getsize(os.path.join(pdir, d, f)) for d in pch for f in os.listdir(os.path.join(pdir, d)))
         print(f"kernels    {kdir}: {len(objs)} compiled modules, {size / 1e6:.1f} MB; "
-              f"{len(pch)} precompiled headers, {pch_mb / 1e6:.1f} MB")
+              f"{len(pch)} precompiled headers, {pch_mb / 1e6:.1f} MB"
+              + (f" in {pdir} ($DNNF_PRELUDE_CACHE_DIR, with the prelude units)" if pdir != kdir else ""))
     except Error as e:
         print(f"kernels    no cache: {e}")
     if cxx:  # what the generated kernels derive from this machine, read from the prelude itself
@@ -415,7 +417,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
         before, t0 = _core.prelude_build_seconds(), time.perf_counter()
         _core.prebuild_prelude(isa, prelude_dir(), units)
         built = _core.prelude_build_seconds() - before
-        print(f"{isa}: the precompiled header and {len(units)} prelude units are in {_core.kernel_cache_dir()} "
+        print(f"{isa}: the precompiled header and {len(units)} prelude units are in {_core.prelude_cache_dir()} "
               f"({time.perf_counter() - t0:.1f} s, {built:.1f} s of it building)")
     return 0
 

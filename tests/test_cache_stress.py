@@ -15,6 +15,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from dnnfusion import _core
+
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
 
@@ -49,8 +51,8 @@ def model_path(tmp_path):
     return str(path)
 
 
-def child(path: str, cache: str) -> subprocess.Popen:
-    env = dict(os.environ, DNNF_CACHE_DIR=cache)
+def child(path: str, cache: str, **env_vars: str) -> subprocess.Popen:
+    env = dict(os.environ, DNNF_CACHE_DIR=cache, **env_vars)
     return subprocess.Popen([sys.executable, "-c", CHILD, path], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -60,13 +62,25 @@ def finish(p: subprocess.Popen) -> tuple[int, str]:
     return p.returncode, out + err[-2000:]
 
 
-def test_two_processes_compile_the_same_model_at_once(model_path, tmp_path):
+def test_two_processes_compile_the_same_model_at_once(model_path, tmp_path, own_prelude):
     cache = str(tmp_path / "cache")
-    procs = [child(model_path, cache) for _ in range(2)]  # both start on a cold cache
+    # A compiler that logs its command lines: the precompiled header and each prelude unit are
+    # built once, by one of the two (a lock file per entry), the other waits and uses them.
+    cxx = _core.find_compiler()["path"]
+    log = tmp_path / "cxx.log"
+    wrapper = tmp_path / "cxx-log"
+    wrapper.write_text(f'#!/bin/sh\n[ "$1" = --version ] || echo "$@" >> {log}\nexec {cxx} "$@"\n')
+    wrapper.chmod(0o755)
+    procs = [child(model_path, cache, DNNF_CXX=str(wrapper)) for _ in range(2)]  # both cold, prelude too
     results = [finish(p) for p in procs]
     for rc, out in results:
         assert rc == 0 and out.startswith("correct"), out
-    rc, out = finish(child(model_path, cache))  # a third finds what they left
+    lines = log.read_text().splitlines()
+    headers = [ln for ln in lines if "c++-header" in ln]
+    units = [ln.split("tmp.unit.")[1].split(".")[0:3] for ln in lines if " -c " in f" {ln} " and "tmp.unit." in ln]
+    assert len(headers) == 1, headers
+    assert units and len(units) == len({tuple(u) for u in units}), units
+    rc, out = finish(child(model_path, cache, DNNF_CXX=str(wrapper)))  # a third finds what they left
     assert rc == 0 and out.startswith("correct cache_hit"), out
 
 

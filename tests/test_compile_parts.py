@@ -20,8 +20,9 @@ from dnnfusion.builtin import tiny_convnet
 
 
 @pytest.fixture
-def logged_cxx(tmp_path, monkeypatch):
-    """DNNF_CXX: the real compiler behind a script that logs each command line."""
+def logged_cxx(tmp_path, monkeypatch, own_prelude):
+    """DNNF_CXX: the real compiler behind a script that logs each command line; the kernel cache
+    holds its own prelude (own_prelude), so what a fresh cache builds shows in the log."""
     real = _core.find_compiler()["argv"]
     log = tmp_path / "cxx.log"
     script = tmp_path / "cxx.sh"
@@ -116,7 +117,7 @@ def test_a_part_that_fails_falls_back_to_the_whole_compile(broken, logged_cxx, m
     assert kinds == (["part", "part", "whole"] if broken else ["part", "part", "link"])
 
 
-def test_prelude_build_time_is_counted_apart(tmp_path, monkeypatch):
+def test_prelude_build_time_is_counted_apart(tmp_path, monkeypatch, own_prelude):
     monkeypatch.setenv("DNNF_CACHE_DIR", str(tmp_path / "cache"))
     before = _core.prelude_build_seconds()
     df.compile(tiny_convnet(), threads=1, profile="off")  # a fresh cache: header and units built

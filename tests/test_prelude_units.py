@@ -40,16 +40,16 @@ def shared(tmp_path_factory):
 
 
 @pytest.fixture
-def cache(shared, monkeypatch):
-    """The shared kernel cache, units on."""
+def cache(shared, monkeypatch, own_prelude):
+    """The shared kernel cache, units on (built in it: own_prelude)."""
     monkeypatch.setenv("DNNF_CACHE_DIR", str(shared / "cache"))
     monkeypatch.delenv("DNNF_PRELUDE_UNITS", raising=False)
     return shared / "cache" / "kernels"
 
 
 @pytest.fixture
-def own_cache(tmp_path, monkeypatch):
-    """A kernel cache of this test's own, units on."""
+def own_cache(tmp_path, monkeypatch, own_prelude):
+    """A kernel cache of this test's own, units on (built in it: own_prelude)."""
     monkeypatch.setenv("DNNF_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("DNNF_PRELUDE_UNITS", raising=False)
     return tmp_path / "cache" / "kernels"

@@ -243,7 +243,9 @@ def test_compile_auto_skips_a_measurement_that_would_pass_the_budget(monkeypatch
 
 def _prelude_counts_as_the_candidates(monkeypatch):
     """The fresh cache's precompiled header and prelude units counted as the first candidate's
-    own build (seconds), as if the model's own compile did not need them."""
+    own build (seconds), as if the model's own compile did not need them. The cache builds them
+    (not the session's shared prelude: conftest's own_prelude)."""
+    monkeypatch.delenv("DNNF_PRELUDE_CACHE_DIR", raising=False)
     monkeypatch.setattr(profiling._core, "prelude_build_seconds", lambda: 0.0)
 
 

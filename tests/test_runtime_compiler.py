@@ -37,8 +37,9 @@ def expected(x: np.ndarray) -> np.ndarray:
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    """Every test gets its own cache directory and the default compiler search."""
+def private_cache(tmp_path, monkeypatch, own_prelude):
+    """Every test gets its own cache directory (precompiled headers in it) and the default
+    compiler search."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("DNNF_CACHE_DIR", str(cache))
     for var in ("DNNF_CXX", "CXX", "DNNF_ISA", "DNNF_COMPILE_TIMEOUT"):
@@ -319,6 +320,50 @@ def test_a_header_that_does_not_compile_alone_is_not_an_error(private_cache, tmp
     with pytest.raises(df.CompileError, match="this is not C"):  # the module's own compile reports it
         _core.compile_shared(PCH_KERNEL, flags, pch_header=header)
     assert not _pch_dirs(private_cache)
+
+
+def test_kernel_caches_share_one_precompiled_header_through_dnnf_prelude_cache_dir(private_cache, tmp_path,
+                                                                                 monkeypatch):
+    """$DNNF_PRELUDE_CACHE_DIR holds the precompiled header (and the prelude units, built by the
+    same code path) for every kernel cache: a second cache builds none of its own."""
+    header, flags = _pch_setup(tmp_path)
+    shared = tmp_path / "prelude"
+    monkeypatch.setenv("DNNF_PRELUDE_CACHE_DIR", str(shared))
+    assert _core.prelude_cache_dir() == str(shared) and shared.is_dir()
+    assert oct(shared.stat().st_mode & 0o777) == oct(0o700)
+    run(_core.compile_shared(f"// 1\n{PCH_KERNEL}", flags, pch_header=header))
+    built = _core.prelude_build_seconds()
+    assert not _pch_dirs(private_cache)
+    if not _gcc():
+        return
+    assert len([d for d in os.listdir(shared) if d.startswith("pch-")]) == 1
+    monkeypatch.setenv("DNNF_CACHE_DIR", str(tmp_path / "second"))
+    lib = _core.compile_shared(f"// 2\n{PCH_KERNEL}", flags, pch_header=header)
+    run(lib)
+    assert lib.path.startswith(str(tmp_path / "second" / "kernels"))
+    assert _core.prelude_build_seconds() == built  # nothing built for the second cache
+    assert not _pch_dirs(tmp_path / "second")
+
+
+def test_a_bad_dnnf_prelude_cache_dir_is_a_clear_error(private_cache, tmp_path, monkeypatch):
+    header, flags = _pch_setup(tmp_path)
+    monkeypatch.setenv("DNNF_PRELUDE_CACHE_DIR", "relative/prelude")
+    with pytest.raises(df.CompileError, match="DNNF_PRELUDE_CACHE_DIR must be an absolute path"):
+        _core.compile_shared(PCH_KERNEL, flags, pch_header=header)
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o775)
+    loose.chmod(0o775)
+    monkeypatch.setenv("DNNF_PRELUDE_CACHE_DIR", str(loose))
+    with pytest.raises(df.CompileError, match="writable by its group.*set DNNF_PRELUDE_CACHE_DIR"):
+        _core.compile_shared(PCH_KERNEL, flags, pch_header=header)
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("DNNF_PRELUDE_CACHE_DIR", str(tmp_path / "file"))
+    with pytest.raises(df.CompileError, match="file"):
+        _core.compile_shared(PCH_KERNEL, flags, pch_header=header)
+    monkeypatch.setenv("DNNF_PRELUDE_CACHE_DIR", str(tmp_path / "ok"))  # a module without a header: not read
+    run(_core.compile_shared(PCH_KERNEL.replace('#include "common.h"', "#include <cstdint>\n#include <vector>\n"
+                                                "inline float dnnf_test_square(float x) { return x * x; }"), flags))
+    assert not (tmp_path / "ok").exists()
 
 
 # ---- CPU features and SHA-256 -------------------------------------------------------------

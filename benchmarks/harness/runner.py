@@ -54,6 +54,8 @@ def cell_env(threads: int, celldir: pathlib.Path, kernel_cache: str | None = Non
     env["TORCHINDUCTOR_CACHE_DIR"] = str(celldir / "inductor_cache")  # fresh: honest compile time
     # The same for dnnfusion's kernels, unless --kernel-cache shares one (compile_s then warm).
     env["DNNF_CACHE_DIR"] = kernel_cache or str(celldir / "dnnfusion_cache")
+    if not kernel_cache:  # cold means the precompiled prelude too, wherever the caller keeps it
+        env.pop("DNNF_PRELUDE_CACHE_DIR", None)
     env.setdefault("PYTHONWARNINGS", "ignore")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -28,6 +28,8 @@ void bind_runtime(py::module_& m) {
 
   m.def("kernel_cache_dir", &cache_dir,
         "The per-user kernel cache directory, created and checked (CompileError if not private).");
+  m.def("prelude_cache_dir", &prelude_cache_dir,
+        "Where the precompiled header and prelude units live: $DNNF_PRELUDE_CACHE_DIR, else the kernel cache.");
   m.def("sha256_hex", [](const py::bytes& b) { return sha256_hex(std::string(b)); });
 
   m.def("cpu_features", [] {

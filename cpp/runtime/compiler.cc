@@ -128,10 +128,10 @@ std::string mode_str(mode_t mode) {
   return m;
 }
 
-void reject_cache(const std::string& dir, const std::string& why) {
+void reject_cache(const std::string& dir, const std::string& why, const char* var = "DNNF_CACHE_DIR") {
   throw CompileError("refusing to use kernel cache directory " + dir + ": " + why +
                      ". dnnfusion only loads compiled code from a directory that only you can "
-                     "write; fix its owner/permissions or set DNNF_CACHE_DIR to a private directory");
+                     "write; fix its owner/permissions or set " + var + " to a private directory");
 }
 
 // Whether the file holds every byte its ELF headers point at. dlopen maps the segments where
@@ -209,6 +209,31 @@ Compiler find_compiler() {
   return c;
 }
 
+namespace {
+// `dir` (= base + "/kernels" or a directory named by the user) created mode 0700 and checked
+// to be the user's own, as cache_dir() documents.
+std::string checked_cache_dir(const std::string& base, const std::string& dir, const char* var) {
+  make_dirs(dir);
+  uid_t me = ::geteuid();
+  struct stat st;
+  // The parent: another user (root excepted) or anyone, without the sticky bit, could swap
+  // the kernels directory for one of their own.
+  if (::stat(base.c_str(), &st) != 0) reject_cache(base, std::strerror(errno), var);
+  if (st.st_uid != me && st.st_uid != 0)
+    reject_cache(base, "it is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(me) + ")", var);
+  if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+    reject_cache(base, "it is world-writable without the sticky bit (mode " + mode_str(st.st_mode) + ")", var);
+  if (::lstat(dir.c_str(), &st) != 0) reject_cache(dir, std::strerror(errno), var);
+  if (!S_ISDIR(st.st_mode)) reject_cache(dir, "it is not a directory (a symlink?)", var);
+  if (st.st_uid != me)
+    reject_cache(dir, "it is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(me) + ")", var);
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    reject_cache(dir, std::string("it is writable by ") + ((st.st_mode & S_IWOTH) ? "others" : "its group") +
+                          " (mode " + mode_str(st.st_mode) + ")", var);
+  return dir;
+}
+}  // namespace
+
 std::string cache_dir() {
   std::string base;
   if (!env("DNNF_CACHE_DIR").empty()) {
@@ -223,25 +248,16 @@ std::string cache_dir() {
     base = home + "/.cache/dnnfusion";
   }
   while (base.size() > 1 && base.back() == '/') base.pop_back();
-  std::string dir = base + "/kernels";
-  make_dirs(dir);
-  uid_t me = ::geteuid();
-  struct stat st;
-  // The parent: another user (root excepted) or anyone, without the sticky bit, could swap
-  // the kernels directory for one of their own.
-  if (::stat(base.c_str(), &st) != 0) reject_cache(base, std::strerror(errno));
-  if (st.st_uid != me && st.st_uid != 0)
-    reject_cache(base, "it is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(me) + ")");
-  if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-    reject_cache(base, "it is world-writable without the sticky bit (mode " + mode_str(st.st_mode) + ")");
-  if (::lstat(dir.c_str(), &st) != 0) reject_cache(dir, std::strerror(errno));
-  if (!S_ISDIR(st.st_mode)) reject_cache(dir, "it is not a directory (a symlink?)");
-  if (st.st_uid != me)
-    reject_cache(dir, "it is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(me) + ")");
-  if (st.st_mode & (S_IWGRP | S_IWOTH))
-    reject_cache(dir, std::string("it is writable by ") + ((st.st_mode & S_IWOTH) ? "others" : "its group") +
-                          " (mode " + mode_str(st.st_mode) + ")");
-  return dir;
+  return checked_cache_dir(base, base + "/kernels", "DNNF_CACHE_DIR");
+}
+
+std::string prelude_cache_dir() {
+  std::string dir = env("DNNF_PRELUDE_CACHE_DIR");
+  if (dir.empty()) return cache_dir();
+  if (dir[0] != '/') throw CompileError("DNNF_PRELUDE_CACHE_DIR must be an absolute path, not '" + dir + "'");
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t slash = dir.rfind('/');
+  return checked_cache_dir(slash == 0 ? "/" : dir.substr(0, slash), dir, "DNNF_PRELUDE_CACHE_DIR");
 }
 
 void* CompiledLibrary::symbol(const std::string& name) const {
@@ -307,7 +323,8 @@ std::string precompiled_header(const Compiler& cc, const std::vector<std::string
            st.st_size > 0;
   };
   if (built()) return pdir;
-  // One build at a time in this process: a compile that waited uses the one just built.
+  // One build at a time in this process, and across processes (a lock file beside it): a
+  // compile that waited uses the one just built. The wait counts as building time.
   static std::mutex building;
   std::lock_guard<std::mutex> one_build(building);
   if (built()) return pdir;
@@ -320,6 +337,8 @@ std::string precompiled_header(const Compiler& cc, const std::vector<std::string
     std::chrono::steady_clock::time_point t0;
     ~Timed() { add_prelude_build_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); }
   } timed{t_build};
+  FileLock across(dir + "/lock.pch-" + key, timeout_s);
+  if (built()) return pdir;
   const std::string tmp = dir + "/tmp.pch." + key.substr(0, 16) + "." + std::to_string(::getpid()) + "." + random_tag();
   if (::mkdir(tmp.c_str(), 0700) != 0) return "";
   std::vector<std::string> argv = cc.argv;
@@ -412,9 +431,10 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
 
   // Neither the precompiled header nor the prelude units are part of the key: with or without
   // them the object runs the same code.
-  const std::string pch = precompiled_header(cc, all_flags, pch_header, dir, timeout_s);
+  const std::string shared = pch_header.empty() ? dir : prelude_cache_dir();
+  const std::string pch = precompiled_header(cc, all_flags, pch_header, shared, timeout_s);
   const std::vector<std::string> named = prelude_units_named(source);
-  std::vector<std::string> units = prelude_unit_objects(cc, all_flags, named, pch_header, pch, dir, timeout_s, false);
+  std::vector<std::string> units = prelude_unit_objects(cc, all_flags, named, pch_header, pch, shared, timeout_s, false);
   // Units still to build are built beside the module's own compile, which needs them only to
   // link (a plan that profiling changed named a unit the first plan did not: U-Net's module
   // waited 5.7 s for it with one CPU idle).
@@ -424,7 +444,7 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   bool builder_done = true;
   if (build_beside) {
     builder_done = false;
-    builder = std::thread([&] { units = prelude_unit_objects(cc, all_flags, named, pch_header, pch, dir, timeout_s); });
+    builder = std::thread([&] { units = prelude_unit_objects(cc, all_flags, named, pch_header, pch, shared, timeout_s); });
   }
   auto built_units = [&] {
     if (!builder_done) {

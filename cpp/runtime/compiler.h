@@ -86,6 +86,13 @@ void add_prelude_build_seconds(double seconds);  // where the header or units ar
 // parent owned by another user (root excepted) or world-writable without the sticky bit.
 std::string cache_dir();
 
+// Where the precompiled header (pch-<key>/) and the prelude units (units-<key>/) live:
+// $DNNF_PRELUDE_CACHE_DIR (an absolute path, checked and created as cache_dir() is) where
+// set, so that several kernel caches (a test suite's private ones, one per project) share
+// one build of them, else cache_dir(). Both are keyed by compiler, flags and prelude text,
+// and built into private temporaries rename()d into place, so sharing is safe.
+std::string prelude_cache_dir();
+
 // The SHA-256 of `data` as 64 lowercase hex digits (FIPS 180-4; written here so the core
 // needs no crypto library). Exposed for tests against hashlib.
 std::string sha256_hex(const std::string& data);

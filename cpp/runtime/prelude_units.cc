@@ -104,6 +104,10 @@ std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vec
   // a compile that waited finds what the other built, instead of building it again beside it.
   static std::mutex building;
   std::lock_guard<std::mutex> one_batch(building);
+  // And one at a time across processes (a lock file per key): the second finds what the first
+  // built. The wait counts as building time.
+  const auto t_batch = std::chrono::steady_clock::now();
+  FileLock across(dir + "/lock.units-" + key, timeout_s);
   missing.erase(std::remove_if(missing.begin(), missing.end(),
                                [&](const std::string& u) {
                                  const std::string o = udir + "/" + u + ".o";
@@ -116,8 +120,10 @@ std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vec
     for (const std::string& u : units)
       if (failed.count(key + "/" + u)) return {};
   }
-  if (missing.empty()) return objects;
-  const auto t_batch = std::chrono::steady_clock::now();
+  if (missing.empty()) {  // built while this one waited, by this process or another
+    add_prelude_build_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_batch).count());
+    return objects;
+  }
   // Hinted units (hint_prelude_units) this cache lacks are built in the same batch, after the
   // missing ones, on CPUs the batch leaves idle; only the missing ones decide the result.
   const size_t needed = missing.size();
