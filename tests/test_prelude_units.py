@@ -94,8 +94,37 @@ def transformer_block() -> str:
     return model.SerializeToString()
 
 
+def inverted_residual() -> bytes:
+    """MobileNetV2's block (1x1 expansion + ReLU, depthwise 3x3 + ReLU, 1x1 projection, residual
+    Add), planned channels last: the nhwc unit, with the expansion computed inside the depthwise
+    kernel (conv_nhwc_expand.h) or, below its size bound, apart from it."""
+    rng = np.random.default_rng(2)
+
+    def t(name, *shape):
+        return helper.make_tensor(name, TensorProto.FLOAT, list(shape),
+                                  (0.3 * rng.standard_normal(shape)).astype(np.float32).ravel())
+    nodes = [  # a stem first, so that the expansion reads a channels-last tensor as in a network
+        helper.make_node("Conv", ["x", "ws"], ["s0"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["s0"], ["s"]),
+        helper.make_node("Conv", ["s", "we", "be"], ["e"]),
+        helper.make_node("Relu", ["e"], ["er"]),
+        helper.make_node("Conv", ["er", "wd", "bd"], ["d"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=64),
+        helper.make_node("Relu", ["d"], ["dr"]),
+        helper.make_node("Conv", ["dr", "wp", "bp"], ["p"]),
+        helper.make_node("Add", ["p", "s"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "inverted_residual",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 24, 24])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 24, 24])],
+                              initializer=[t("ws", 16, 3, 3, 3), t("we", 64, 16, 1, 1), t("be", 64), t("wd", 64, 1, 3, 3), t("bd", 64),
+                                           t("wp", 16, 64, 1, 1), t("bp", 16)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
 MODELS = {
     "tiny_convnet": (lambda path: tiny_convnet(), [(1, 3, 32, 32)], {"gemm", "pool"}),
+    "inverted_residual": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)], {"nhwc"}),
+    "inverted_residual_expanded": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)], {"nhwc"}),
     "transformer_block": (lambda path: _write(path, transformer_block()), [(1, 16, 32)], {"gemm", "rows", "reduce"}),
 }
 
@@ -109,16 +138,20 @@ def _write(path, data: bytes) -> str:
 def test_a_module_links_its_units_and_computes_what_it_computes_whole(name, cache, shared, tmp_path, monkeypatch):
     make, shapes, groups = MODELS[name]
     model = make(tmp_path / f"{name}.onnx")
+    # The expansion inside the depthwise kernel, or (default bound, this small block) apart.
+    monkeypatch.setenv("DNNF_EXPAND_MIN_BYTES", "0" if name.endswith("_expanded") else str(1 << 30))
     xs = [np.random.default_rng(1).standard_normal(s).astype(np.float32) for s in shapes]
-    linked = df.compile(model, profile="off")
+    layout = {"layout": "nhwc"} if "inverted" in name else {}
+    linked = df.compile(model, profile="off", **layout)
     units = units_of(linked.source())
     assert groups <= {u.split(".")[0] for u in units}, units
+    assert ('#include "conv_nhwc_expand.h"' in linked.source()) == name.endswith("_expanded")
     assert linked_units(linked.library_path) == set(units)
     assert {p.stem for p in cache.glob("units-*/*.o")} >= set(units)
 
     monkeypatch.setenv("DNNF_PRELUDE_UNITS", "0")
     monkeypatch.setenv("DNNF_CACHE_DIR", str(shared / "whole"))
-    whole = df.compile(model, profile="off")
+    whole = df.compile(model, profile="off", **layout)
     assert whole.source() == linked.source()
     assert linked_units(whole.library_path) == set()
     assert not list((shared / "whole").glob("kernels/units-*"))
@@ -183,6 +216,22 @@ def test_a_malformed_units_line_compiles_whole(own_cache):
     lib = _core.compile_shared(f"// header\n{KERNEL.format(line='// dnnf-prelude-units: roi.0')}", flags,
                                pch_header=os.path.join(prelude_dir(), "module_common.h"))
     assert linked_units(lib.path) == {"roi.0"}
+
+
+def test_every_unit_can_be_declared_by_a_module_that_includes_only_what_it_needs(tmp_path):
+    """A module declares its units (DNNF_UNIT_EXTERN) after module_common.h and the headers its
+    stages need (cpu/render_module.cc headers(): conv_nhwc.h for an NHWC conv without an
+    expansion, pool_nhwc.h, irregular.h, resize.h). A unit declaring a template those headers do
+    not (the expansion kernels before conv_nhwc_expand.h defined DNNF_UNIT_NHWC_EXPAND) made such
+    modules fail with their units and compile whole, twice as slowly, with no other sign."""
+    src = tmp_path / "module_like.cc"
+    src.write_text('#include "module_common.h"\n' +
+                   "".join(f'#include "{h}"\n' for h in ("conv_nhwc.h", "pool_nhwc.h", "irregular.h", "resize.h")) +
+                   "".join(f"DNNF_UNIT_EXTERN({g}, {e})\n" for g in UNITS for e in "012"))
+    cxx = _core.find_compiler()["argv"]
+    r = subprocess.run(cxx + ["-fsyntax-only", "-std=c++17", "-DDNNF_LINK_UNITS", f"-I{prelude_dir()}", str(src)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 dialects")

@@ -133,3 +133,17 @@ void conv_nhwc_expand_mean_f32(const ConvShape& sp, const float* x, const Packed
 }
 
 }  // namespace dnnf::conv
+
+// The expansion kernels' instances in the nhwc prelude unit (prelude_units.h, DNNF_UNIT_nhwc):
+// declared by modules that include this header, defined by the unit, which includes it too.
+#undef DNNF_UNIT_NHWC_EXPAND
+#define DNNF_UNIT_NHWC_EXPAND(EP, D)                                                                 \
+  D(void dnnf::conv::conv_nhwc_expand_f32<EP, EP>(const dnnf::conv::ConvShape&, const float*,           \
+                                                  const dnnf::conv::PackedNhwcWeights&, const EP&,      \
+                                                  const dnnf::conv::ConvShape&,                         \
+                                                  const dnnf::conv::PackedNhwcWeights&, float*, const EP&)) \
+  D(void dnnf::conv::conv_nhwc_expand_mean_f32<EP, EP>(const dnnf::conv::ConvShape&, const float*,      \
+                                                       const dnnf::conv::PackedNhwcWeights&, const EP&, \
+                                                       const dnnf::conv::ConvShape&,                    \
+                                                       const dnnf::conv::PackedNhwcWeights&, float*,    \
+                                                       const EP&, float*, float))
