@@ -1,5 +1,6 @@
 // Compile-and-cache of generated kernels (see compiler.h): compiler discovery, the per-user
-// object cache, dlopen, and CPU detection (child processes: process.h; SHA-256: sha256.cc).
+// object cache, dlopen, and CPU detection (child processes: process.h; SHA-256: sha256.cc;
+// the cache directories: cache_dir.cc).
 #include "runtime/compiler.h"
 
 #include <dlfcn.h>
