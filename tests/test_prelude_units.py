@@ -121,11 +121,17 @@ def inverted_residual() -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+# name -> (model, input shapes, unit groups it must link, compile options, whether the 1x1
+# expansion is computed inside the depthwise kernel: DNNF_EXPAND_MIN_BYTES 0, else far above it)
+CHANNELS_LAST = {"layout": "nhwc"}
 MODELS = {
-    "tiny_convnet": (lambda path: tiny_convnet(), [(1, 3, 32, 32)], {"gemm", "pool"}),
-    "inverted_residual": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)], {"nhwc"}),
-    "inverted_residual_expanded": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)], {"nhwc"}),
-    "transformer_block": (lambda path: _write(path, transformer_block()), [(1, 16, 32)], {"gemm", "rows", "reduce"}),
+    "tiny_convnet": (lambda path: tiny_convnet(), [(1, 3, 32, 32)], {"gemm", "pool"}, {}, False),
+    "inverted_residual": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)], {"nhwc"},
+                          CHANNELS_LAST, False),
+    "inverted_residual_expanded": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)], {"nhwc"},
+                                   CHANNELS_LAST, True),
+    "transformer_block": (lambda path: _write(path, transformer_block()), [(1, 16, 32)], {"gemm", "rows", "reduce"},
+                          {}, False),
 }
 
 
@@ -136,22 +142,20 @@ def _write(path, data: bytes) -> str:
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_a_module_links_its_units_and_computes_what_it_computes_whole(name, cache, shared, tmp_path, monkeypatch):
-    make, shapes, groups = MODELS[name]
+    make, shapes, groups, options, expanded = MODELS[name]
     model = make(tmp_path / f"{name}.onnx")
-    # The expansion inside the depthwise kernel, or (default bound, this small block) apart.
-    monkeypatch.setenv("DNNF_EXPAND_MIN_BYTES", "0" if name.endswith("_expanded") else str(1 << 30))
+    monkeypatch.setenv("DNNF_EXPAND_MIN_BYTES", "0" if expanded else str(1 << 30))
     xs = [np.random.default_rng(1).standard_normal(s).astype(np.float32) for s in shapes]
-    layout = {"layout": "nhwc"} if "inverted" in name else {}
-    linked = df.compile(model, profile="off", **layout)
+    linked = df.compile(model, profile="off", **options)
     units = units_of(linked.source())
     assert groups <= {u.split(".")[0] for u in units}, units
-    assert ('#include "conv_nhwc_expand.h"' in linked.source()) == name.endswith("_expanded")
+    assert ('#include "conv_nhwc_expand.h"' in linked.source()) == expanded
     assert linked_units(linked.library_path) == set(units)
     assert {p.stem for p in cache.glob("units-*/*.o")} >= set(units)
 
     monkeypatch.setenv("DNNF_PRELUDE_UNITS", "0")
     monkeypatch.setenv("DNNF_CACHE_DIR", str(shared / "whole"))
-    whole = df.compile(model, profile="off", **layout)
+    whole = df.compile(model, profile="off", **options)
     assert whole.source() == linked.source()
     assert linked_units(whole.library_path) == set()
     assert not list((shared / "whole").glob("kernels/units-*"))
