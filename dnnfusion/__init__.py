@@ -21,6 +21,7 @@ if _os.environ.get("DNNF_CORE_LIBRARY"):  # another build of the C++ core (.ci/s
 
 from dnnfusion.errors import (
     CompileError,
+    CompileWarning,
     DTypeError,
     Error,
     InternalError,
@@ -58,6 +59,7 @@ __all__ = [
     "ShapeError",
     "DTypeError",
     "ModelFormatError",
+    "CompileWarning",
     "ModelWarning",
     "CompileError",
     "InternalError",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -19,7 +20,7 @@ from dnnfusion import profiling as _profiling
 from dnnfusion import rewrite as _rewrite
 from dnnfusion import specialize as _specialize
 from dnnfusion.ecg import ECG, load
-from dnnfusion.errors import DTypeError, Error, ShapeError
+from dnnfusion.errors import CompileWarning, DTypeError, Error, ShapeError
 
 LAYOUTS = ("auto", "nchw", "nhwc")
 TARGETS = ("cpu", "opencl")
@@ -488,6 +489,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     # them (the OpenCL target keeps the estimate: its candidates would need the device's
     # timers, see profiling.py); baselines read the same databases.
     auto = profile == "auto" and target == "cpu"
+    problems_before = len(_core.prelude_unit_problems())
     dbs = [d for d in [_plan._default_db()] if d]
     if auto and os.path.isfile(_profiling.machine_db(isa)):
         dbs.append(str(_profiling.machine_db(isa)))
@@ -521,6 +523,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         t_generated = time.perf_counter()
         exe = _core.OpenclExecutable(generated)
     t_done = time.perf_counter()
+    units = _prelude_units(exe, problems_before) if target == "cpu" else None
 
     plan_stats = fusion.stats
     counts = generated.counts
@@ -557,11 +560,26 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         "profile": _profiling.stats(profiled, profile if target == "cpu" else "off", yellow),
         # "f32" when a float16 model computes in float32 (compile's float16 option), else None
         "float16": "f32" if f16_out else None,
+        # The prelude units the module names and links (CPU), and what went wrong with units
+        # during this compile (then a CompileWarning said so too).
+        "prelude_units": units,
     }
     m = CompiledModel(ecg, fusion, generated, exe, stats, report)
     m._f16_inputs = frozenset(f16_in)
     m._f16_outputs = f16_out or [False] * len(m.output_names)
     return m
+
+
+def _prelude_units(exe: Any, problems_before: int) -> dict[str, Any]:
+    """stats["prelude_units"]: what the module names and what this compile linked (None for a
+    module found in the kernel cache), and the problems noted since `problems_before` (this
+    compile's, its profiling candidates' included), each also a CompileWarning."""
+    problems = list(_core.prelude_unit_problems()[problems_before:])
+    for p in problems:
+        warnings.warn(f"dnnfusion compiled more slowly than it should: {p}", CompileWarning, stacklevel=4)
+    return {"named": list(exe.prelude_units_named),
+            "linked": None if exe.cached else list(exe.prelude_units_linked),
+            "problems": problems}
 
 
 __all__ = ["compile", "CompiledModel", "KernelProfile", "prelude_dir", "default_threads"]

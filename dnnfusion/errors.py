@@ -36,5 +36,12 @@ class ModelWarning(UserWarning):
     type has no shape): dnnfusion imports it too, and says what the checker found."""
 
 
+class CompileWarning(UserWarning):
+    """A compile that succeeded the slow way: the C++ compiler rejected a prelude unit, or a
+    module did not compile with its prelude units and was compiled whole (a unit object damaged
+    on disk, or a fault in dnnfusion's prelude: please report it). The results are correct; the
+    compile took longer. ``stats["prelude_units"]`` says what was named, linked and why."""
+
+
 class InternalError(RuntimeError):
     """A broken invariant inside dnnfusion: please report it."""

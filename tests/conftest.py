@@ -23,7 +23,12 @@ and 6-25 s for the units (a full run on a 2-vCPU Zen 3 left 62 header builds and
 batches in its temporary directories; sharing them took about 170 s off its 2900 s of test
 time, e.g. test_profiling.py 125 -> 58 s).
 Tests of how the header and units are built, found and rebuilt take a cache of their own with
-the `own_prelude` fixture."""
+the `own_prelude` fixture.
+
+A test in whose process a prelude unit failed to compile, or a module compiled whole because it
+did not compile with its units (_core.prelude_unit_problems()), fails unless it is marked
+`prelude_unit_problems` (it damages units on purpose): the fallback is correct and silent, and
+once hid a broken header that doubled every channels-last module's compile time (4f28d04)."""
 
 import os
 
@@ -94,3 +99,20 @@ def own_prelude(monkeypatch):
     """The precompiled header and prelude units in the test's kernel cache, as a user without
     DNNF_PRELUDE_CACHE_DIR has them (see the module docstring)."""
     monkeypatch.delenv("DNNF_PRELUDE_CACHE_DIR", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _prelude_units_work(request):
+    """Fails the test if prelude units failed in it (see the module docstring)."""
+    try:
+        from dnnfusion import _core
+
+        before = len(_core.prelude_unit_problems())
+    except Exception:  # no core: the tests themselves will say why
+        yield
+        return
+    yield
+    new = _core.prelude_unit_problems()[before:]
+    if new and request.node.get_closest_marker("prelude_unit_problems") is None:
+        pytest.fail("prelude units failed during this test (a fault in cpp/codegen/prelude, or mark the test "
+                    "prelude_unit_problems if it damages them on purpose):\n" + "\n".join(new), pytrace=False)

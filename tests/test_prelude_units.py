@@ -177,24 +177,57 @@ def test_a_second_module_reuses_the_unit_objects(cache):
     assert linked_units(second.library_path) == set(units_of(second.source()))
 
 
+@pytest.mark.prelude_unit_problems
 def test_a_damaged_unit_object_is_rebuilt_and_the_module_still_compiles(own_cache):
     cache = own_cache
-    df.compile(tiny_convnet(), profile="off")
+    first = df.compile(tiny_convnet(), profile="off")
+    assert first.stats["prelude_units"] == {"named": units_of(first.source()),
+                                            "linked": units_of(first.source()), "problems": []}
     damaged = list(cache.glob("units-*/*.o"))
     for p in damaged:
         p.write_bytes(b"not an object file")
     x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    again = df.compile(tiny_convnet(), profile="off", planner="tvm")  # a module not compiled yet
+    with pytest.warns(df.CompileWarning, match="did not compile with its prelude units") as said:
+        again = df.compile(tiny_convnet(), profile="off", planner="tvm")  # a module not compiled yet
     assert set(units_of(again.source())) & {p.stem for p in damaged}
-    assert linked_units(again.library_path) == set()  # compiled whole
+    assert linked_units(again.library_path) == set()  # compiled whole, and it says so
+    units = again.stats["prelude_units"]
+    assert units["named"] == units_of(again.source()) and units["linked"] == []
+    # the linker's complaint names the damaged object
+    assert len(units["problems"]) == 1 and any(str(p) in units["problems"][0] for p in damaged)
+    assert str(said[0].message).endswith(units["problems"][0])
     assert not any(p.exists() for p in damaged)  # and the damaged objects are gone
     third = df.compile(tiny_convnet(), profile="off", planner="patterns")  # built again, linked
     assert linked_units(third.library_path) == set(units_of(third.source()))
+    assert third.stats["prelude_units"]["linked"] == units_of(third.source())
     want = tiny_convnet().run_reference(x)
     for got in (outputs(again(x)), outputs(third(x))):
         assert len(got) == len(want)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.prelude_unit_problems
+def test_a_unit_the_compiler_rejects_is_said_and_the_module_compiles_whole(own_cache, tmp_path, monkeypatch):
+    """The other fallback: a unit that does not compile (a broken prelude, a compiler that
+    rejects it) leaves the module to compile whole, correct and slower, with a CompileWarning
+    that quotes the compiler."""
+    real = _core.find_compiler()["argv"]
+    script = tmp_path / "cxx.sh"  # the real compiler, except for unit sources
+    script.write_text('#!/bin/sh\ncase "$*" in *tmp.unit.*) echo "unit.cc:3:1: error: injected" >&2; exit 1;; esac\n'
+                      f'exec {" ".join(real)} "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("DNNF_CXX", str(script))
+    with pytest.warns(df.CompileWarning, match="did not compile, so modules naming it compile whole") as said:
+        m = df.compile(tiny_convnet(), profile="off")
+    units = m.stats["prelude_units"]
+    assert units["named"] == units_of(m.source()) and units["named"] and units["linked"] == []
+    assert units["problems"] and all(p.endswith("unit.cc:3:1: error: injected") for p in units["problems"])
+    assert len(said) == len(units["problems"])
+    assert linked_units(m.library_path) == set()
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    for a, b in zip(outputs(m(x)), tiny_convnet().run_reference(x)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 KERNEL = """{line}

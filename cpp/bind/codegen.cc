@@ -225,6 +225,11 @@ void bind_codegen(py::module_& m) {
       .def_property_readonly("num_threads", &CpuExecutable::num_threads)
       .def_property_readonly("compile_seconds", &CpuExecutable::compile_seconds)
       .def_property_readonly("cached", &CpuExecutable::cached)
+      .def_property_readonly("prelude_units_named", [](const CpuExecutable& e) { return e.library().units_named(); },
+                             "The prelude units (group.epilogue) the module's source names.")
+      .def_property_readonly("prelude_units_linked", [](const CpuExecutable& e) { return e.library().units_linked(); },
+                             "The prelude units this compile linked into the module: all it names, or none "
+                             "(units off, or compiled whole); none for a module found in the cache.")
       .def_property_readonly("library_path", &CpuExecutable::library_path)
       .def_property_readonly("isa", &CpuExecutable::isa)
       .def_property_readonly("arena_bytes", [](const CpuExecutable& e) { return e.module().arena_bytes; })

@@ -94,6 +94,10 @@ void bind_runtime(py::module_& m) {
   m.def("hint_prelude_units", &hint_prelude_units, py::arg("units"),
         "Prelude units (group.epilogue) a later compile will likely name: a compile that builds "
         "units it lacks builds these too, on the CPUs it leaves idle; [] clears them.");
+  m.def("prelude_unit_problems", &prelude_unit_problems,
+        "What went wrong with prelude units in this process, oldest first, one line each: a unit "
+        "the compiler rejected, or a module compiled whole because it did not compile with its "
+        "units. Correct results either way, at the cost of compile time.");
   m.def("prelude_build_seconds", &prelude_build_seconds,
         "Seconds this process spent building the precompiled header and prelude units (caches "
         "every later compile reuses), included in the compile times that built them.");

@@ -334,9 +334,10 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
 
   std::string err;
   struct stat st;
+  const std::vector<std::string> named = prelude_units_named(source);
   if (::lstat(so.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && elf_complete(so)) {
-    if (!load_it) return CompiledLibrary(nullptr, so, true);
-    if (void* h = load(so, &err)) return CompiledLibrary(handle_of(h), so, true);
+    if (!load_it) return CompiledLibrary(nullptr, so, true, named, {});
+    if (void* h = load(so, &err)) return CompiledLibrary(handle_of(h), so, true, named, {});
     // An unloadable cached object (a disk fault, a foreign file): compile it again.
   }
 
@@ -361,7 +362,6 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   // them the object runs the same code.
   const std::string shared = pch_header.empty() ? dir : prelude_cache_dir();
   const std::string pch = precompiled_header(cc, all_flags, pch_header, shared, timeout_s);
-  const std::vector<std::string> named = prelude_units_named(source);
   std::vector<std::string> units = prelude_unit_objects(cc, all_flags, named, pch_header, pch, shared, timeout_s, false);
   // Units still to build are built beside the module's own compile, which needs them only to
   // link (a plan that profiling changed named a unit the first plan did not: U-Net's module
@@ -422,14 +422,19 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
       if (r.output.find(w) != std::string::npos) return true;
     return false;
   };
+  std::string units_failed;  // why the compile with units failed where the whole one passed
   if (link_units && r.started && !r.timed_out && r.status != 0) {
     // Once more whole, so that an error is always the source's own. If that passes, a unit
-    // object did not link (damaged on disk, say): remove them, to be built again next time.
+    // object did not link (damaged on disk, say) or the declarations the module compiled
+    // against are out of step with the units: remove them, to be built again next time.
+    const std::string complaint = first_compiler_complaint(r.output);
     link_units = false;
     argv = command_for(pch, false);
     r = run_process(argv, timeout_s);
-    if (r.started && !r.timed_out && r.status == 0)
+    if (r.started && !r.timed_out && r.status == 0) {
       for (const std::string& o : units) ::unlink(o.c_str());
+      units_failed = complaint;
+    }
   }
   if (!pch.empty() && failed_with({"PCH", ".gch"})) {
     // A .gch damaged on disk can fail a compile that the header itself would pass ("cannot read
@@ -439,6 +444,12 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
   }
   // Keep the source under its key, for the error message and for debugging generated code.
   if (::rename(tmp_src.c_str(), kept.c_str()) != 0) kept = tmp_src;
+  if (!units_failed.empty()) {
+    std::string names;
+    for (const auto& u : named) names += (names.empty() ? "" : " ") + u;
+    note_prelude_unit_problem("module " + kept + " did not compile with its prelude units (" + names +
+                              ") and was compiled whole: " + units_failed);
+  }
   std::string command = joined(argv);
   replace_all(command, tmp_src, kept);
   if (!r.started || r.timed_out || r.status != 0) {
@@ -462,10 +473,11 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
     ::unlink(tmp_so.c_str());
     throw CompileError("cannot move compiled kernel into the cache at " + so + ": " + std::strerror(e));
   }
-  if (!load_it) return CompiledLibrary(nullptr, so, false);
+  std::vector<std::string> linked = link_units ? named : std::vector<std::string>{};
+  if (!load_it) return CompiledLibrary(nullptr, so, false, named, std::move(linked));
   void* h = load(so, &err);
   if (!h) throw CompileError("cannot load compiled kernel " + so + " (source " + kept + "): " + err);
-  return CompiledLibrary(handle_of(h), so, false);
+  return CompiledLibrary(handle_of(h), so, false, named, std::move(linked));
 }
 
 bool cpu_supports(const CpuFeatures& f, const IsaInfo& isa) {

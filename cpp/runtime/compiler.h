@@ -31,10 +31,19 @@ class CompiledLibrary {
   CompiledLibrary() = default;
   CompiledLibrary(std::shared_ptr<void> handle, std::string path, bool cached)
       : handle_(std::move(handle)), path_(std::move(path)), cached_(cached) {}
+  CompiledLibrary(std::shared_ptr<void> handle, std::string path, bool cached, std::vector<std::string> units_named,
+                  std::vector<std::string> units_linked)
+      : handle_(std::move(handle)), path_(std::move(path)), cached_(cached), units_named_(std::move(units_named)),
+        units_linked_(std::move(units_linked)) {}
 
   const std::string& path() const { return path_; }
   bool cached() const { return cached_; }  // found in the cache, not compiled now
   bool loaded() const { return handle_ != nullptr; }
+  // The prelude units the source names, and those this compile linked into the object (all of
+  // them, or none where units do not apply or it compiled the source whole; empty also for an
+  // object found in the cache, whose compile is not known).
+  const std::vector<std::string>& units_named() const { return units_named_; }
+  const std::vector<std::string>& units_linked() const { return units_linked_; }
   // The address of an exported (extern "C") symbol; CompileError if it is missing.
   void* symbol(const std::string& name) const;
   template <class Fn>
@@ -44,6 +53,7 @@ class CompiledLibrary {
   std::shared_ptr<void> handle_;
   std::string path_;
   bool cached_ = false;
+  std::vector<std::string> units_named_, units_linked_;
 };
 
 // Compiles `source` with `<compiler> -shared -fPIC <flags>` and loads it (RTLD_NOW |
@@ -65,6 +75,8 @@ class CompiledLibrary {
 // and linked into it, and is compiled with -DDNNF_LINK_UNITS, under which it declares the
 // units' instances extern; a unit that does not build, or a link that fails, compiles the
 // source whole instead (a failed link also removes the unit objects, to be built again).
+// Both fallbacks are correct but cost the module's compile its units' time again: each is
+// noted in prelude_unit_problems() with the compiler's first complaint.
 CompiledLibrary compile_shared(const std::string& source, const std::vector<std::string>& flags,
                                double timeout_s = 0, bool load_it = true, const std::string& pch_header = "");
 
@@ -73,6 +85,13 @@ CompiledLibrary compile_shared(const std::string& source, const std::vector<std:
 // lacks builds these too, in the same batch on the CPUs it leaves idle, so that the model's
 // own compile finds them. Names as on the units line (others are ignored); {} clears them.
 void hint_prelude_units(const std::vector<std::string>& units);
+
+// What went wrong with prelude units in this process, oldest first: a unit that the compiler
+// rejected, or a module that did not compile with its units and was compiled whole (a unit
+// object damaged on disk, or declarations out of step with the units: a dnnfusion bug). One
+// line each, with the compiler's first error; compile() turns new ones into a warning.
+std::vector<std::string> prelude_unit_problems();
+void note_prelude_unit_problem(const std::string& what);
 
 // Seconds this process has spent in compile_shared building the precompiled header and
 // prelude units (machine-wide caches every later compile reuses), so that callers timing a

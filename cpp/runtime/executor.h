@@ -86,6 +86,7 @@ class CpuExecutable {
   const std::string& isa() const { return isa_; }
   const std::string& library_path() const { return library_.path(); }
   bool cached() const { return library_.cached(); }     // the object came from the cache
+  const CompiledLibrary& library() const { return library_; }
   double compile_seconds() const { return compile_seconds_; }  // compile_shared's wall time
 
  private:

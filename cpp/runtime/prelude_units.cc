@@ -34,7 +34,38 @@ bool valid_unit(const std::string& u) {
 std::mutex g_hint_mu;
 std::vector<std::string> g_hints;  // hint_prelude_units
 
+std::mutex g_problem_mu;
+std::vector<std::string> g_problems;  // prelude_unit_problems
+
 }  // namespace
+
+std::string first_compiler_complaint(const std::string& output) {
+  std::string first, line;
+  std::istringstream in(output);
+  while (std::getline(in, line)) {
+    // The driver's summary ("collect2: error: ld returned 1") and include traces say nothing.
+    if (line.empty() || line.rfind("collect2:", 0) == 0 || line.rfind("In file included", 0) == 0 ||
+        line.rfind("                 from", 0) == 0)
+      continue;
+    if (first.empty()) first = line;
+    if (line.find("error") != std::string::npos) {
+      first = line;
+      break;
+    }
+  }
+  if (first.empty()) return "no output";
+  return first.size() > 300 ? first.substr(0, 300) + "..." : first;
+}
+
+void note_prelude_unit_problem(const std::string& what) {
+  std::lock_guard<std::mutex> lock(g_problem_mu);
+  g_problems.push_back(what);
+}
+
+std::vector<std::string> prelude_unit_problems() {
+  std::lock_guard<std::mutex> lock(g_problem_mu);
+  return g_problems;
+}
 
 // The units a module source names on its second line ("gemm.1 reduce.0"); none where the line
 // is absent or malformed (then the module compiles whole, as any other source).
@@ -176,6 +207,11 @@ std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vec
         ok[i] = 1;
       } else {
         ::unlink((tmp + ".o").c_str());
+        // The compiler rejecting a unit is a fault in the prelude (or the compiler), worth
+        // saying; a file that could not be written or moved is the disk's.
+        if (written && r.started && !r.timed_out && r.status != 0)
+          note_prelude_unit_problem("prelude unit " + u + " did not compile, so modules naming it compile whole: " +
+                                    first_compiler_complaint(r.output));
       }
     }
   };

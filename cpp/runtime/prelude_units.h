@@ -25,6 +25,11 @@ std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vec
 // (DNNF_PRELUDE_UNITS=0 and sources without the prelude hash cannot).
 bool prelude_units_apply(const std::vector<std::string>& flags, const std::string& header);
 
+// The first line of compiler output that reports an error (else its first line that says
+// something: the linker's complaints carry no "error"), at most 300
+// characters: what prelude_unit_problems() quotes.
+std::string first_compiler_complaint(const std::string& output);
+
 // A random 16-hex-digit tag for temporary file names in the cache (compiler.cc).
 std::string random_tag();
 
