@@ -25,7 +25,7 @@
 #endif
 
 extern "C" int dnnf_abi_version(void);
-extern "C" void* dnnf_create(const void* const* constants, char* err, int errlen);
+extern "C" void* dnnf_create(const void* const* constants, int num_threads, char* err, int errlen);
 extern "C" void dnnf_destroy(void* state);
 extern "C" int dnnf_run(void* state, const void* const* inputs, void* const* outputs, void* arena,
                         int num_threads, char* err, int errlen);
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   void* arena = aligned(arena_bytes, 0xA5);  // garbage: the module must not rely on zeroed memory
 
   char err[kErrLen] = {0};
-  void* state = dnnf_create(cptr.empty() ? nullptr : cptr.data(), err, kErrLen);
+  void* state = dnnf_create(cptr.empty() ? nullptr : cptr.data(), static_cast<int>(threads), err, kErrLen);
   if (!state) fail(4, "dnnf_create failed", err[0] ? err : "no message");
   int rc = dnnf_run(state, iptr.data(), optr.data(), arena, static_cast<int>(threads), err, kErrLen);
   if (rc != 0) {

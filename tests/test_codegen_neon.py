@@ -26,7 +26,7 @@ from native_toolchain import ARM_CXX, ARM_SYSROOT, PRELUDE, QEMU, neon_missing
 from test_codegen import CASES, case_gather_where_int
 
 DRIVER = Path(__file__).resolve().parent / "neon_module_driver.cc"
-ABI_VERSION = 2  # kGeneratedAbiVersion in cpp/codegen/codegen.h
+ABI_VERSION = 3  # kGeneratedAbiVersion in cpp/codegen/codegen.h
 THREADS = 2
 # The executor's flags (cpp/runtime/executor.cc) for -DDNNF_ISA_NEON, at -O1: the aarch64
 # g++ 12 can crash at -O3 on some reductions, the level changes no semantics, and -O1 builds
@@ -96,7 +96,8 @@ def _run_neon(workdir: Path, driver: Path, ecg, feeds: dict, gen: dict
     payload += [struct.pack("<q", int(np.prod(s, dtype=np.int64)) * dt.itemsize) for s, dt in out_types]
     inp, out = workdir / "in.bin", workdir / "out.bin"
     inp.write_bytes(b"".join(payload))
-    # A 1-thread default pool, so the 2 threads come from dnnf_run's argument.
+    # A 1-thread default pool, so the 2 threads come from the ABI's argument (dnnf_create's, then
+    # dnnf_run's).
     r = subprocess.run([QEMU, "-L", ARM_SYSROOT, str(exe), str(inp), str(out)],
                        capture_output=True, text=True, timeout=RUN_TIMEOUT,
                        env={**os.environ, "DNNF_NUM_THREADS": "1"})

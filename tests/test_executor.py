@@ -37,7 +37,7 @@ SOURCE = r"""
 struct State { const float* c; const float* two; };
 
 extern "C" __attribute__((visibility("default"))) int dnnf_abi_version(void) { return ABI; }
-extern "C" __attribute__((visibility("default"))) void* dnnf_create(const void* const* c, char* err, int errlen) {
+extern "C" __attribute__((visibility("default"))) void* dnnf_create(const void* const* c, int nt, char* err, int errlen) {
   if (CREATE_FAILS) { std::snprintf(err, errlen, "cannot pack the weights"); return nullptr; }
   return new State{static_cast<const float*>(c[0]), static_cast<const float*>(c[1])};
 }
@@ -87,7 +87,7 @@ def graph():
     return df.parse(GRAPH)
 
 
-def source(tag: str = "base", abi: int = 2, create_fails: bool = False) -> str:
+def source(tag: str = "base", abi: int = 3, create_fails: bool = False) -> str:
     return (SOURCE.replace("TAG", tag).replace("ABI", str(abi))
             .replace("CREATE_FAILS", "true" if create_fails else "false"))
 
@@ -173,6 +173,48 @@ def test_create_failure_and_abi_mismatch(graph):
         build(graph, source("create-fails", create_fails=True))
     with pytest.raises(df.InternalError, match="ABI version 99"):
         build(graph, source("abi", abi=99))
+
+
+# Packs four 512x512 3x3 weights (9.4 MB each; Winograd's transform takes 43 MB each while
+# packing, on the module's two threads) after the address space was limited to 24 MB more than
+# the process holds.
+PACKING_OUT_OF_MEMORY = r"""
+import resource, numpy as np, dnnfusion as df
+from dnnfusion import _core
+from dnnfusion.compiler import prelude_dir
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+nodes, inits, x = [], [], "x"
+for i in range(4):
+    inits.append(numpy_helper.from_array((0.01 * rng.standard_normal((512, 512, 3, 3))).astype(np.float32), f"w{i}"))
+    nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"y{i}"], pads=[1, 1, 1, 1]))
+    x = f"y{i}"
+g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512, 8, 8])],
+                      [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 512, 8, 8])], inits)
+m = df.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(), threads=2)
+graph, generated, isa = m.graph.graph, m.generated, m.stats["isa"]
+del m  # its packed weights freed
+vm = int(next(ln for ln in open("/proc/self/status") if ln.startswith("VmSize")).split()[1]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (24 << 20), resource.RLIM_INFINITY))
+try:
+    _core.CpuExecutable(graph, generated, isa, 2, str(prelude_dir()))
+    print("packed")
+except df.Error as e:
+    print("error:", e)
+"""
+
+
+def test_weights_that_cannot_be_packed_are_a_clear_error_on_any_thread(tmp_path):
+    """dnnf_create packs the weights on the module's pool: an allocation that fails on a worker
+    thread is caught there and rethrown by the caller, a clear error, never std::terminate."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "65536", "DNNF_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", PACKING_OUT_OF_MEMORY], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "error: cannot set up the compiled model: std::bad_alloc" in r.stdout, (r.stdout, r.stderr[-2000:])
 
 
 def test_threads_reach_the_code(graph):

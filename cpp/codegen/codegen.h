@@ -6,10 +6,12 @@
 // compiled with hidden visibility and -fno-gnu-unique, so these five functions must be
 // declared with default visibility (the generator's DNNF_EXPORT):
 //   extern "C" int   dnnf_abi_version(void);                      // == kGeneratedAbiVersion
-//   extern "C" void* dnnf_create(const void* const* constants, char* err, int errlen);
+//   extern "C" void* dnnf_create(const void* const* constants, int num_threads, char* err,
+//                                int errlen);
 //       constants[i] is the data of GeneratedModule::constants[i] (row-major, the value's
-//       dtype), alive for the state's lifetime; weights are pre-packed here, once. Returns
-//       the model state, or nullptr with a message in err.
+//       dtype), alive for the state's lifetime; weights are pre-packed here, once, on a pool
+//       of num_threads (<= 0: the current pool), as dnnf_run's. Returns the model state, or
+//       nullptr with a message in err.
 //   extern "C" void  dnnf_destroy(void* state);
 //   extern "C" int   dnnf_run(void* state, const void* const* inputs, void* const* outputs,
 //                             void* arena, int num_threads, char* err, int errlen);
@@ -33,7 +35,7 @@
 
 namespace dnnf {
 
-inline constexpr int kGeneratedAbiVersion = 2;
+inline constexpr int kGeneratedAbiVersion = 3;
 
 // The prelude header a generated CPU module includes first, which the runtime precompiles.
 inline constexpr const char* kModuleCommonHeader = "module_common.h";

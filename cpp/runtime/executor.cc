@@ -146,14 +146,14 @@ CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule
   if (abi != kGeneratedAbiVersion)
     throw InternalError("generated module " + library_.path() + " has ABI version " + std::to_string(abi) +
                         "; this runtime speaks version " + std::to_string(kGeneratedAbiVersion));
-  auto create = library_.function<void* (*)(const void* const*, char*, int)>("dnnf_create");
+  auto create = library_.function<void* (*)(const void* const*, int, char*, int)>("dnnf_create");
   run_ = library_.function<RunFn>("dnnf_run");
   run_timed_ = library_.function<RunTimedFn>("dnnf_run_timed");
   destroy_ = library_.function<DestroyFn>("dnnf_destroy");
   arena_ = aligned_bytes(static_cast<size_t>(module_.arena_bytes));
 
   char err[kErrLen] = {0};
-  state_ = create(constants.empty() ? nullptr : constants.data(), err, kErrLen);
+  state_ = create(constants.empty() ? nullptr : constants.data(), num_threads_, err, kErrLen);
   if (!state_) throw Error(std::string("cannot set up the compiled model: ") + err);
 }
 
