@@ -290,6 +290,10 @@ def cases_x86() -> list[Case]:
         # many row panels (BERT's 128 rows: every tile shares the next block's prefetch) over
         # several k-blocks, with the packed B over 2 MiB (large_alloc.h's huge-page path)
         cs.append(Case(130, 800, 700, packed=1, threads=threads, ep="bias_col"))
+    # a B of over 2^20 floats is packed on the pool, in k-blocks x runs of 32 panels: a partial
+    # last k-block and a partial last run, read by rows and transposed
+    for tb in (0, 1):
+        cs.append(Case(5, 1300, 1000, packed=1, kc=128, threads=2, tb=tb))
     for threads in (1, 2):
         cs.append(Case(200, 150, 100, threads=threads))
         cs.append(Case(129, 300, 70, threads=threads, mc=32, nc=64, ep="bias_col"))
