@@ -213,8 +213,9 @@ def test_weights_that_cannot_be_packed_are_a_clear_error_on_any_thread(tmp_path)
     env = {**os.environ, "MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "65536", "DNNF_CACHE_DIR": str(tmp_path)}
     r = subprocess.run([sys.executable, "-c", PACKING_OUT_OF_MEMORY], capture_output=True, text=True,
                        timeout=600, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "error: cannot set up the compiled model: std::bad_alloc" in r.stdout, (r.stdout, r.stderr[-2000:])
+    assert r.returncode == 0, r.stderr[-3000:]  # std::terminate would end it with SIGABRT
+    # std::bad_alloc from the packing, or the pool's thread that could not start: a clear error
+    assert r.stdout.startswith("error: cannot set up the compiled model: "), (r.stdout, r.stderr[-2000:])
 
 
 def test_threads_reach_the_code(graph):
