@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "gemm_epilogue.h"
-#include "parallel.h"
 #include "gemm_kernel.h"
 #include "large_alloc.h"
 #include "parallel.h"
@@ -287,26 +286,23 @@ void pack_b_block(const BRows<L>& s, float* dst, int k0, int kc, int kc_pad, int
 class PackedB {
  public:
   PackedB() = default;
-  // A large B (a weight, packed once when the model is set up) is packed on the pool in
-  // k-blocks x runs of panels: VGG-16's 25088x4096 classifier took 0.8 s on one thread.
+  // A large B (a weight, packed once at model setup: VGG-16's 25088x4096 classifier took 0.8 s on
+  // one thread) is packed on the pool in k-blocks x runs of 32 panels; up to 2^20 floats inline.
   PackedB(const float* b, long rs, long cs, int K, int N, int kc_max = default_blocking().kc)
       : kc_(choose_kc(K, kc_max)),
         buf_(detail::alloc_floats(std::max<size_t>(1, packed_b_floats(K, N, kc_)))) {
-    constexpr long kParallelFloats = 1L << 20;  // 4 MB: below, a fork/join costs more than it saves
     constexpr int kRunCols = 32 * kNR;
-    if (K <= 0 || static_cast<long>(K) * N < kParallelFloats) {
+    if (K <= 0 || static_cast<long>(K) * N < (1L << 20)) {
       view_ = pack_b_into(buf_.get(), b, rs, cs, K, N, kc_);
       return;
     }
-    const int n_pad = round_up(N, kNR), kblocks = num_kblocks(K, kc_), runs = (N + kRunCols - 1) / kRunCols;
-    float* dst = buf_.get();
-    parallel_for(kblocks * runs, [&](int t) {
-      const int p = t / runs, col0 = (t % runs) * kRunCols;
-      const int pc = p * kc_, kcb = std::min(kc_, K - pc), kc_pad = round_up(kcb, kKU);
-      pack_b(dst + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(col0) * kc_pad, b, rs, cs, pc, kcb, kc_pad,
-             col0, std::min(kRunCols, N - col0));
+    const int n_pad = round_up(N, kNR), runs = (N + kRunCols - 1) / kRunCols;
+    parallel_for(num_kblocks(K, kc_) * runs, [&](int t) {
+      const int pc = t / runs * kc_, col0 = t % runs * kRunCols, kcb = std::min(kc_, K - pc);
+      pack_b(buf_.get() + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(col0) * round_up(kcb, kKU), b, rs,
+             cs, pc, kcb, round_up(kcb, kKU), col0, std::min(kRunCols, N - col0));
     });
-    view_ = {dst, K, N, kc_};
+    view_ = {buf_.get(), K, N, kc_};
   }
   const PackedBView& view() const { return view_; }
 
