@@ -29,10 +29,8 @@ Compiler find_compiler();
 class CompiledLibrary {
  public:
   CompiledLibrary() = default;
-  CompiledLibrary(std::shared_ptr<void> handle, std::string path, bool cached)
-      : handle_(std::move(handle)), path_(std::move(path)), cached_(cached) {}
-  CompiledLibrary(std::shared_ptr<void> handle, std::string path, bool cached, std::vector<std::string> units_named,
-                  std::vector<std::string> units_linked)
+  CompiledLibrary(std::shared_ptr<void> handle, std::string path, bool cached, std::vector<std::string> units_named = {},
+                  std::vector<std::string> units_linked = {})
       : handle_(std::move(handle)), path_(std::move(path)), cached_(cached), units_named_(std::move(units_named)),
         units_linked_(std::move(units_linked)) {}
 
@@ -91,7 +89,6 @@ void hint_prelude_units(const std::vector<std::string>& units);
 // object damaged on disk, or declarations out of step with the units: a dnnfusion bug). One
 // line each, with the compiler's first error; compile() turns new ones into a warning.
 std::vector<std::string> prelude_unit_problems();
-void note_prelude_unit_problem(const std::string& what);
 
 // Seconds this process has spent in compile_shared building the precompiled header and
 // prelude units (machine-wide caches every later compile reuses), so that callers timing a

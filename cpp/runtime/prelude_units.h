@@ -25,6 +25,9 @@ std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vec
 // (DNNF_PRELUDE_UNITS=0 and sources without the prelude hash cannot).
 bool prelude_units_apply(const std::vector<std::string>& flags, const std::string& header);
 
+// Adds a line to prelude_unit_problems() (runtime/compiler.h).
+void note_prelude_unit_problem(const std::string& what);
+
 // The first line of compiler output that reports an error (else its first line that says
 // something: the linker's complaints carry no "error"), at most 300
 // characters: what prelude_unit_problems() quotes.

@@ -173,12 +173,21 @@ inline size_t packed_b_floats(int K, int N, int kc) {
   return static_cast<size_t>(packed_k(K, kc)) * round_up(N, kNR);
 }
 // Packs B into dst (packed_b_floats(K, N, kc) floats, 64-byte aligned for speed).
-inline PackedBView pack_b_into(float* dst, const float* b, long rs, long cs, int K, int N,
-                               int kc) {
-  int n_pad = round_up(N, kNR);
-  for (int p = 0; p < num_kblocks(K, kc) && K > 0; ++p) {
-    int pc = p * kc, kcb = std::min(kc, K - pc);
-    pack_b(dst + static_cast<size_t>(pc) * n_pad, b, rs, cs, pc, kcb, round_up(kcb, kKU), 0, N);
+// `parallel`: on the pool, in k-blocks x runs of 32 panels (a large weight at model setup:
+// VGG-16's 25088x4096 classifier took 0.8 s on one thread); else one task per k-block, inline.
+inline PackedBView pack_b_into(float* dst, const float* b, long rs, long cs, int K, int N, int kc,
+                               bool parallel = false) {
+  const int n_pad = round_up(N, kNR), run = parallel ? 32 * kNR : std::max(N, 1), runs = (N + run - 1) / run;
+  auto task = [&](int t) {
+    const int pc = t / runs * kc, col0 = t % runs * run, kcb = std::min(kc, K - pc), kc_pad = round_up(kcb, kKU);
+    pack_b(dst + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(col0) * kc_pad, b, rs, cs, pc, kcb, kc_pad,
+           col0, std::min(run, N - col0));
+  };
+  const int tasks = K > 0 ? num_kblocks(K, kc) * runs : 0;
+  if (parallel) {
+    parallel_for(tasks, task);
+  } else {
+    for (int t = 0; t < tasks; ++t) task(t);
   }
   return {dst, K, N, kc};
 }
@@ -286,23 +295,10 @@ void pack_b_block(const BRows<L>& s, float* dst, int k0, int kc, int kc_pad, int
 class PackedB {
  public:
   PackedB() = default;
-  // A large B (a weight, packed once at model setup: VGG-16's 25088x4096 classifier took 0.8 s on
-  // one thread) is packed on the pool in k-blocks x runs of 32 panels; up to 2^20 floats inline.
   PackedB(const float* b, long rs, long cs, int K, int N, int kc_max = default_blocking().kc)
       : kc_(choose_kc(K, kc_max)),
         buf_(detail::alloc_floats(std::max<size_t>(1, packed_b_floats(K, N, kc_)))) {
-    constexpr int kRunCols = 32 * kNR;
-    if (K <= 0 || static_cast<long>(K) * N < (1L << 20)) {
-      view_ = pack_b_into(buf_.get(), b, rs, cs, K, N, kc_);
-      return;
-    }
-    const int n_pad = round_up(N, kNR), runs = (N + kRunCols - 1) / kRunCols;
-    parallel_for(num_kblocks(K, kc_) * runs, [&](int t) {
-      const int pc = t / runs * kc_, col0 = t % runs * kRunCols, kcb = std::min(kc_, K - pc);
-      pack_b(buf_.get() + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(col0) * round_up(kcb, kKU), b, rs,
-             cs, pc, kcb, round_up(kcb, kKU), col0, std::min(kRunCols, N - col0));
-    });
-    view_ = {buf_.get(), K, N, kc_};
+    view_ = pack_b_into(buf_.get(), b, rs, cs, K, N, kc_, static_cast<long>(K) * N >= (1L << 20));
   }
   const PackedBView& view() const { return view_; }
 
