@@ -104,11 +104,26 @@ std::pair<int64_t, int64_t> view_global_pool(const Graph& g, const Node& n) {  /
 bool always(const Node&) { return true; }
 
 // ---- GEMM -------------------------------------------------------------------------------
+// MatMul's element types besides f32, as ONNX Runtime's CPU kernel has them (f16 models are
+// computed in f32 at import): summed in the type itself, integers wrapping around.
+bool matmul_any_type(DType t) {
+  return t == DType::F64 || t == DType::I32 || t == DType::I64 || t == DType::U32 || t == DType::U64;
+}
+
 void lower_matmul(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();
-  need_f32(g, n);
+  const DType dt = g.value(n.inputs[0]).type.dtype;
+  if (dt == DType::F32) {
+    need_f32(g, n);
+  } else if (!matmul_any_type(dt) || g.value(n.inputs[1]).type.dtype != dt) {
+    throw UnsupportedOperatorError("code generation computes MatMul on float32, float64, int32, int64, uint32 and "
+                                   "uint64, both inputs of one type; node '" + n.name + "' reads " +
+                                   dtype_name(dt) + " and " + dtype_name(g.value(n.inputs[1]).type.dtype) +
+                                   ": a Cast of its inputs to float32 in the model lets it compile");
+  }
   AnchorStage& a = st.anchor;
   GemmCall& gc = a.gemm;
+  gc.dtype = dt;
   const ValueId A = n.inputs[0], B = n.inputs[1], O = n.outputs[0];
   const std::vector<int64_t> ad = dims_of(g, A), bd = dims_of(g, B), od = dims_of(g, O);
   const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
@@ -144,6 +159,13 @@ void lower_matmul(BlockLowerer& bl, const Node& n, Stage& st) {
   int64_t nb;
   std::tie(a.offset_a, std::ignore) = batch_offset(ad, a1, gc.M * gc.K, va);
   std::tie(a.offset_b, nb) = batch_offset(bd, b1, gc.K * gc.N, vb);
+  a.flops_per_batch = 2.0 * gc.M * gc.N * gc.K;
+  if (dt != DType::F32) {  // no packing, prologue or epilogue: they compute in f32
+    bl.epilogue(n, a);
+    st.label = "matmul " + std::string(dtype_name(dt)) + " " + std::to_string(a.batch) + "x[" +
+               std::to_string(gc.M) + "x" + std::to_string(gc.N) + "x" + std::to_string(gc.K) + "]";
+    return;
+  }
   if (g.value(B).constant && nb == 1 && !vb) {
     PackedConstant p;
     p.kind = PackedConstant::Kind::GemmB;
@@ -151,7 +173,6 @@ void lower_matmul(BlockLowerer& bl, const Node& n, Stage& st) {
     p.ints = {gc.N, 1, gc.K, gc.N};
     gc.packed_b = bl.module().pack(p);
   }
-  a.flops_per_batch = 2.0 * gc.M * gc.N * gc.K;
   bl.gemm_prologue(n, gc);
   bl.epilogue(n, a);
   st.label = "gemm " + std::to_string(a.batch) + "x[" + std::to_string(gc.M) + "x" + std::to_string(gc.N) + "x" +
@@ -369,7 +390,11 @@ void lower_conv(BlockLowerer& bl, const Node& n, Stage& st) {
 // [shape, x, indices, storage_order].
 void lower_pool(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();
-  need_f32_library(g, n);
+  // MaxPool's other element types as ONNX has them (and ONNX Runtime computes): a window at a
+  // time in the type (pool::max_pool_scalar), without an epilogue (epilogues compute in f32).
+  const DType dt = g.value(n.inputs[0]).type.dtype;
+  const bool scalar = n.op == OpKind::MaxPool && (dt == DType::F64 || dt == DType::I8 || dt == DType::U8);
+  if (!scalar) need_f32_library(g, n);
   InferCtx c(g, n);
   AnchorStage& a = st.anchor;
   const bool indices = n.outputs.size() > 1 && n.outputs[1] != kNoValue &&
@@ -382,9 +407,11 @@ void lower_pool(BlockLowerer& bl, const Node& n, Stage& st) {
     throw UnsupportedOperatorError("MaxPool storage_order " + std::to_string(storage_order) + " (node '" + n.name + "')");
   AnchorArg shape = pool_shape(c, dims_of(g, n.inputs[0]), dims_of(g, n.outputs[0]));
   a.args = {shape, buffer_arg(n.inputs[0]), kind_arg(AnchorArg::Kind::Y), kind_arg(AnchorArg::Kind::Ep)};
+  a.args[1].dtype = dt;  // the renderer's choice of kernel
   bl.epilogue(n, a);
   if (indices) a.second = {shape, buffer_arg(n.inputs[0]), buffer_arg(n.outputs[1]), bool_arg(storage_order != 0)};
-  st.label = std::string(op_info(n.op).name) + (indices ? " +indices" : "") + epilogue_label(bl, n, false);
+  st.label = std::string(op_info(n.op).name) + (scalar ? std::string(" ") + dtype_name(dt) : std::string()) +
+             (indices ? " +indices" : "") + epilogue_label(bl, n, false);
 }
 
 void lower_nhwc_pool(BlockLowerer& bl, const Node& n, Stage& st) {

@@ -196,6 +196,9 @@ struct GemmCall {
   int packed_b = -1;  // a packed slot: B was packed when the model was created
   int64_t rs_a = 0, cs_a = 1, rs_b = 0, cs_b = 1;
   bool batched = false;
+  // The element type: F32 runs the packed GEMM (gemm.h); F64 and the 32/64-bit integers
+  // (MatMul only) run cg::matmul_any, a plain loop without packing, prologue or epilogue.
+  DType dtype = DType::F32;
   // A computed while it is packed (a fused prologue; `a` is then kNoValue): the program sets
   // the accumulator `v` to A[row, k .. k + n) over vars (b, row, j), j along K the inner one, reading
   // A's producers through their composed index maps; A itself never reaches memory.

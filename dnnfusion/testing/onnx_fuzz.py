@@ -239,9 +239,13 @@ def build(draw: Callable, max_nodes: int = 12) -> Model:
                 v = emit(op, [a.name], a.shape[:2] + hw, kernel_shape=[k, k], pads=[p] * 4, strides=[s, s])
         elif kind == "int":  # integer arithmetic and a reduction, back to float
             i = emit("Cast", [a.name], a.shape, "i64", to=T.INT64)
-            op = draw(st.sampled_from(["Add", "Mul", "Max", "ReduceSum"]))
+            op = draw(st.sampled_from(["Add", "Mul", "Max", "ReduceSum", "MatMul"]))
             if op == "ReduceSum":
                 j = emit(op, [i.name, const(np.array([r - 1], np.int64))], a.shape[:-1] + (1,), "i64", keepdims=1)
+            elif op == "MatMul":
+                n = draw(st.integers(1, 5))
+                j = emit(op, [i.name, const(rng.integers(-3, 4, (a.shape[-1], n)).astype(np.int64))],
+                         a.shape[:-1] + (n,), "i64")
             else:
                 j = emit(op, [i.name, const(rng.integers(-3, 4, bshape(a.shape)).astype(np.int64))],
                          a.shape, "i64")

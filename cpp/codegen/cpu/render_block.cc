@@ -361,6 +361,18 @@ class BlockRenderer {
   void gemm(const AnchorStage& a) {
     const GemmCall& g = a.gemm;
     code_.open("");
+    if (g.dtype != DType::F32) {  // cg::matmul_any: the batches one after the other, rows in parallel
+      const std::string offa = g.batched ? index(a.offset_a, a.batch_vars) : "0L";
+      const std::string offb = g.batched ? index(a.offset_b, a.batch_vars) : "0L";
+      code_.open("for (long b = 0; b < " + L(g.batched ? a.batch : 1) + "; ++b)");
+      code_.line("(void)b;");
+      code_.line("dnnf::cg::matmul_any(" + L(g.M) + ", " + L(g.N) + ", " + L(g.K) + ", " + ptr(g.a) + " + (" + offa +
+                 "), " + L(g.rs_a) + ", " + L(g.cs_a) + ", " + ptr(g.b) + " + (" + offb + "), " + L(g.rs_b) + ", " +
+                 L(g.cs_b) + ", " + y(a) + " + b * " + L(g.M * g.N) + ");");
+      code_.close();
+      code_.close();
+      return;
+    }
     if (!g.batched) {
       const std::string ep = epilogue(a, "0L");
       code_.line("dnnf::gemm::Options opt;");
@@ -406,7 +418,16 @@ class BlockRenderer {
       case K::Conv: fn = "dnnf::conv::conv_f32"; break;
       case K::ConvTranspose: fn = "dnnf::conv::conv_transpose_f32"; break;
       case K::NhwcConv: fn = a.reduced_by ? "dnnf::conv::conv_nhwc_mean_f32" : "dnnf::conv::conv_nhwc_f32"; break;
-      case K::MaxPool: fn = "dnnf::pool::max_pool_f32"; break;
+      case K::MaxPool:
+        if (a.args.at(1).dtype != DType::F32) {  // f64, i8, u8: values and indices in one pass
+          const AnchorArg* idx = a.second.empty() ? nullptr : &a.second.at(2);
+          code_.line("dnnf::pool::max_pool_scalar(" + shape_literal(a.args[0]) + ", " + arg(a.args[1], a, "") + ", " +
+                     y(a) + ", " + (idx ? arg(*idx, a, "") : std::string("nullptr")) + ", " +
+                     (idx && a.second.at(3).i ? "true" : "false") + ");");
+          return;
+        }
+        fn = "dnnf::pool::max_pool_f32";
+        break;
       case K::AvgPool: fn = "dnnf::pool::avg_pool_f32"; break;
       case K::NhwcMaxPool: fn = "dnnf::pool::max_pool_nhwc_f32"; break;
       case K::NhwcAvgPool: fn = "dnnf::pool::avg_pool_nhwc_f32"; break;

@@ -14,6 +14,11 @@
 namespace dnnf::cg::opencl {
 
 void Renderer::pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max) {
+  // MaxPool also in f64, i8, u8 (lower_pool): no epilogue then; integers start from the
+  // first in-bounds tap (no infinity below them, and no NaN).
+  const DType dt = a.args.at(1).dtype;
+  const std::string T = cltype(dt, sp);
+  const bool integer = dt != DType::F32 && dt != DType::F64;
   // nd, N, C, in, out, kernel, stride, dilation, begin, end, count_include_pad
   const std::vector<int64_t>& s = a.args.at(0).ints;
   const int nd = static_cast<int>(s[0]);
@@ -28,7 +33,7 @@ void Renderer::pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max) 
   global[0] = N * C * pixels;
   elementwise_head(k, global[0]);
   k.body.line("const long dn_pix = e % " + L(pixels) + ", dn_nc = e / " + L(pixels) + ";");
-  k.body.line("__global const float* dn_x = " + p(a.args.at(1).value) + " + dn_nc * " + L(in_plane) + ";");
+  k.body.line("__global const " + T + "* dn_x = " + p(a.args.at(1).value) + " + dn_nc * " + L(in_plane) + ";");
   k.body.line("long dn_rest = dn_pix, dn_count = 1;");
   for (int d = nd; d-- > 0;) {
     const std::string D = std::to_string(d);
@@ -42,7 +47,8 @@ void Renderer::pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max) 
   }
   int64_t taps = 1;
   for (int d = 0; d < nd; ++d) taps *= arr(2, d);
-  k.body.line(std::string("float acc = ") + (is_max ? "-INFINITY" : "0.0f") + "; long dn_best = 0;");
+  k.body.line(T + " acc = " + (integer ? "0" : is_max ? "-INFINITY" : "0.0f") + "; long dn_best = 0;" +
+              (integer ? " bool dn_seen = false;" : ""));
   k.body.open("for (long dn_t = 0; dn_t < " + L(taps) + "; ++dn_t)");
   k.body.line("long dn_tr = dn_t, dn_off = 0, dn_st = 1; bool dn_in = true;");
   for (int d = nd; d-- > 0;) {
@@ -51,8 +57,9 @@ void Renderer::pool(K& k, const AnchorStage& a, int64_t global[3], bool is_max) 
                 " * " + L(arr(3, d)) + " - " + L(arr(5, d)) + " + kd * " + L(arr(4, d)) + "; dn_in = dn_in && id >= 0 && id < " +
                 L(arr(0, d)) + "; dn_off += id * dn_st; dn_st *= " + L(arr(0, d)) + "; }");
   }
-  k.body.line(is_max ? "if (dn_in) { const float x = dn_x[dn_off]; if (x > acc || (isnan(x) && !isnan(acc))) { acc = x; dn_best = dn_t; } }"
-                     : "if (dn_in) acc += dn_x[dn_off];");
+  k.body.line(integer  ? "if (dn_in) { const " + T + " x = dn_x[dn_off]; if (!dn_seen || x > acc) { acc = x; dn_best = dn_t; } dn_seen = true; }"
+              : is_max ? "if (dn_in) { const " + T + " x = dn_x[dn_off]; if (x > acc || (isnan(x) && !isnan(acc))) { acc = x; dn_best = dn_t; } }"
+                       : "if (dn_in) acc += dn_x[dn_off];");
   k.body.close();
   if (!a.second.empty()) {  // MaxPool's Indices: the flat input index of the max (storage_order 1: column-major)
     const bool colmajor = a.second.at(3).i != 0;

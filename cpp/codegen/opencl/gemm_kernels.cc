@@ -14,6 +14,9 @@ namespace dnnf::cg::opencl {
 
 void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
   const GemmCall& c = a.gemm;
+  if (c.dtype != DType::F32)
+    throw UnsupportedOperatorError("the OpenCL target computes MatMul on float32 only; node '" + a.node->name +
+                                   "' reads " + dtype_name(c.dtype) + " (the CPU target computes it)");
   const std::string offa = c.batched ? index(a.offset_a, a.batch_vars) : "0L";
   const std::string offb = c.batched ? index(a.offset_b, a.batch_vars) : "0L";
   // v = A[dn_m, dn_k] by its prologue (index composition, or arithmetic where LowerOptions

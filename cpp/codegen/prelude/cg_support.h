@@ -10,6 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "gemm_kernel.h"
 #include "parallel.h"
@@ -278,6 +279,27 @@ inline bool batch_parallel(long batch, double flops_per_batch) {
   const int T = get_num_threads();
   if (T <= 1 || batch < T) return false;
   return batch % T == 0 || batch >= 4L * T || flops_per_batch < 4e6;
+}
+
+// MatMul in float64 or a 32/64-bit integer type (GemmCall::dtype): C[M, N] = A[M, K] B[K, N],
+// A and B strided, C dense. Each row of C is summed in k order, in the type itself; integers
+// wrap around as two's complement (in the unsigned type: signed overflow is undefined), like
+// NumPy and ONNX Runtime. A plain loop: models rarely compute these in bulk.
+template <class T>
+void matmul_any(long M, long N, long K, const T* a, long rs_a, long cs_a, const T* b, long rs_b, long cs_b,
+                T* c) {
+  using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::common_type<T>>::type;
+  par_rows(M, N * std::max(K, 1L), [&](long r0, long r1) {
+    for (long i = r0; i < r1; ++i) {
+      A* row = reinterpret_cast<A*>(c + i * N);
+      for (long j = 0; j < N; ++j) row[j] = 0;
+      for (long k = 0; k < K; ++k) {
+        const A x = static_cast<A>(a[i * rs_a + k * cs_a]);
+        const T* bk = b + k * rs_b;
+        for (long j = 0; j < N; ++j) row[j] += x * static_cast<A>(bk[j * cs_b]);
+      }
+    }
+  });
 }
 
 }  // namespace dnnf::cg

@@ -153,12 +153,14 @@ void global_max_pool_f32(int N, int C, long spatial, const float* x, float* y, c
   detail::global_pool<true>(N, C, spatial, x, y, ep);
 }
 
-// MaxPool's Indices output, idx [N, C, out...]: the flat input index (n * C + c) * prod(in)
-// + position of the window's first maximum (a later tap wins only if strictly greater, so a
-// NaN found first stays), the position row-major over the spatial dims, or column-major
-// with column_major (ONNX storage_order = 1); padding taps never count. Scalar: the values
-// themselves come from max_pool_f32, with its epilogue, and this pass only adds indices.
-inline void max_pool_indices(const PoolShape& s, const float* x, int64_t* idx, bool column_major) {
+// MaxPool by windows, one output at a time, in any element type: the values (y, unless null)
+// and/or the Indices output (idx, unless null) [N, C, out...]: the flat input index
+// (n * C + c) * prod(in) + position of the window's first maximum (a later tap wins only if
+// strictly greater, so a NaN found first stays), the position row-major over the spatial dims,
+// or column-major with column_major (ONNX storage_order = 1); padding taps never count, and a
+// window without an in-bounds tap is the type's lowest value (-inf in floating point).
+template <class T>
+void max_pool_scalar(const PoolShape& s, const T* x, T* y, int64_t* idx, bool column_major) {
   const window::Geom g = detail::geom(s);
   const long in_plane = g.in_plane(), out_plane = g.out_plane();
   // Strides of the flat spatial index along (depth, height, width) of the geometry.
@@ -171,16 +173,17 @@ inline void max_pool_indices(const PoolShape& s, const float* x, int64_t* idx, b
       acc *= g.in[i];
     }
   }
+  constexpr T none = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                          : std::numeric_limits<T>::lowest();
   const long planes = static_cast<long>(s.N) * s.C;
   auto run = [&](long p0, long p1) {
     for (long p = p0; p < p1; ++p) {
-      const float* xp = x + p * in_plane;
-      int64_t* ip = idx + p * out_plane;
+      const T* xp = x + p * in_plane;
       for (int oz = 0; oz < g.out[0]; ++oz)
         for (int oy = 0; oy < g.out[1]; ++oy)
           for (int ox = 0; ox < g.out[2]; ++ox) {
             bool seen = false;
-            float best = 0.0f;
+            T best = none;
             long at = 0;
             for (int kz = 0; kz < g.k[0]; ++kz) {
               const int iz = oz * g.stride[0] + kz * g.dil[0] - g.pad[0];
@@ -191,7 +194,7 @@ inline void max_pool_indices(const PoolShape& s, const float* x, int64_t* idx, b
                 for (int kx = 0; kx < g.k[2]; ++kx) {
                   const int ix = ox * g.stride[2] + kx * g.dil[2] - g.pad[2];
                   if (ix < 0 || ix >= g.in[2]) continue;
-                  const float v = xp[(static_cast<long>(iz) * g.in[1] + iy) * g.in[2] + ix];
+                  const T v = xp[(static_cast<long>(iz) * g.in[1] + iy) * g.in[2] + ix];
                   if (!seen || v > best) {
                     best = v;
                     at = iz * st[0] + iy * st[1] + ix * st[2];
@@ -200,13 +203,20 @@ inline void max_pool_indices(const PoolShape& s, const float* x, int64_t* idx, b
                 }
               }
             }
-            ip[(static_cast<long>(oz) * g.out[1] + oy) * g.out[2] + ox] = p * in_plane + at;
+            const long o = p * out_plane + (static_cast<long>(oz) * g.out[1] + oy) * g.out[2] + ox;
+            if (y) y[o] = best;
+            if (idx) idx[o] = p * in_plane + at;
           }
     }
   };
   const long tasks = std::min<long>(planes, 4L * get_num_threads());
   if (tasks <= 1 || planes * out_plane * g.taps() < 32768) return run(0, planes);
   parallel_for(static_cast<int>(tasks), [&](int t) { run(planes * t / tasks, planes * (t + 1) / tasks); });
+}
+
+// The Indices of a float MaxPool whose values max_pool_f32 computes (with its epilogue).
+inline void max_pool_indices(const PoolShape& s, const float* x, int64_t* idx, bool column_major) {
+  max_pool_scalar<float>(s, x, nullptr, idx, column_major);
 }
 
 }  // namespace dnnf::pool
