@@ -1,7 +1,7 @@
 """Anchors beyond float32 in generated code (issue 17 part 3, the element types ONNX Runtime's
 CPU kernels have): MatMul on float64 and the 32/64-bit integers, summed in the type itself
-(integers wrapping around as NumPy's and ONNX Runtime's do), and MaxPool on float64, int8 and
-uint8 with its Indices output. Checked against ONNX Runtime and NumPy on every x86 dialect
+(integers wrapping around as NumPy's and ONNX Runtime's do), MaxPool on float64, int8 and
+uint8 with its Indices output, and Softmax / LogSoftmax on float64. Checked against ONNX Runtime and NumPy on every x86 dialect
 (compiled only where this CPU lacks it) and NEON under qemu; the OpenCL target and the other
 types refuse them and say what to do."""
 
@@ -134,13 +134,28 @@ def test_matmul_on_neon(dtype, driver_obj, tmp_path):
     _check(outs[0], want, dtype)
 
 
-def test_what_stays_refused_says_what_to_do(ocl_device):
+@pytest.mark.parametrize("dtype", TYPES, ids=lambda d: d.__name__)
+def test_matmul_on_opencl(dtype, ocl_device):
+    for case in ("batched_constant_b", "transposed_b", "vector_a_then_add"):
+        m = _model(dtype, case)
+        feeds = _feeds(m, seed=7)
+        got = df.compile(m.SerializeToString(), target="opencl")(**feeds)
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        _check(got, want, dtype)
+    if dtype == np.int32:  # products past 2^31 wrap there too
+        a, b = np.array([[2**30, 2**30, 7]], np.int32), np.array([[3], [3], [-1]], np.int32)
+        g = h.make_graph([h.make_node("MatMul", ["a", "b"], ["y"])], "wrap",
+                         [h.make_tensor_value_info("a", T.INT32, a.shape), h.make_tensor_value_info("b", T.INT32, b.shape)],
+                         [h.make_tensor_value_info("y", T.INT32, (1, 1))])
+        m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+        np.testing.assert_array_equal(df.compile(m.SerializeToString(), target="opencl")(a=a, b=b), np.matmul(a, b))
+
+
+def test_what_stays_refused_says_what_to_do():
     m = _model(np.int8, "plain")
     with pytest.raises(df.UnsupportedOperatorError, match=r"MatMul on float32, float64, int32, int64, uint32 and "
                                                           r"uint64.*reads i8.*Cast"):
         df.compile(m.SerializeToString())
-    with pytest.raises(df.UnsupportedOperatorError, match="OpenCL target computes MatMul on float32 only.*i64"):
-        df.compile(_model(np.int64, "plain").SerializeToString(), target="opencl")
 
 
 # ---- MaxPool ------------------------------------------------------------------------------
@@ -234,3 +249,24 @@ def test_average_pool_beyond_float32_says_what_to_do():
                      [h.make_tensor_value_info("y", T.DOUBLE, (1, 1, 3, 3))])
     with pytest.raises(df.UnsupportedOperatorError, match="AveragePool on f32 only.*f64.*Cast"):
         df.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]).SerializeToString())
+
+
+# ---- Softmax, LogSoftmax --------------------------------------------------------------------
+def _softmax_model(op, shape, axis):
+    g = h.make_graph([h.make_node(op, ["x"], ["y"], axis=axis)], "sm", [h.make_tensor_value_info("x", T.DOUBLE, shape)],
+                     [h.make_tensor_value_info("y", T.DOUBLE, shape)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("target", ["cpu", "opencl"])
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_float64_softmax_matches_onnxruntime(op, target, request):
+    if target == "opencl":
+        request.getfixturevalue("ocl_device")
+    for shape, axis in [((3, 700), -1), ((2, 5, 6), 1), ((4, 3, 2), 0)]:
+        m = _softmax_model(op, shape, axis)
+        x = np.random.default_rng(8).standard_normal(shape) * 30  # a float32 exp would lose digits
+        got = df.compile(m.SerializeToString(), target=target)(x=x)
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)  # LogSoftmax near 0: ulps of ~1

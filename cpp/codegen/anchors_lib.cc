@@ -88,12 +88,14 @@ bool layer_norm_epilogue(const Node& n) { return n.outputs.size() == 1; }
 // Softmax, LogSoftmax: [outer, len, inner, x, y, ep].
 void lower_softmax(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();
-  need_f32_library(g, n);
+  const DType dt = g.value(n.inputs[0]).type.dtype;  // f32, or f64 (rowops::softmax_f64, no epilogue)
+  if (dt != DType::F64) need_f32_library(g, n);
   InferCtx c(g, n);
   const std::vector<int64_t> id = dims_of(g, n.inputs[0]);
   AnchorStage& a = st.anchor;
   push_rows(a.args, id, axis_attr(c, -1, static_cast<int64_t>(id.size())));
   a.args.push_back(buffer_arg(n.inputs[0]));
+  a.args.back().dtype = dt;
   a.args.push_back(kind_arg(AnchorArg::Kind::Y));
   a.args.push_back(kind_arg(AnchorArg::Kind::Ep));
   bl.epilogue(n, a);

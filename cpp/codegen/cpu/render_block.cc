@@ -433,8 +433,12 @@ class BlockRenderer {
       case K::NhwcAvgPool: fn = "dnnf::pool::avg_pool_nhwc_f32"; break;
       case K::GlobalAvgPool: fn = "dnnf::pool::global_avg_pool_f32"; break;
       case K::GlobalMaxPool: fn = "dnnf::pool::global_max_pool_f32"; break;
-      case K::Softmax: fn = "dnnf::rowops::softmax_f32"; break;
-      case K::LogSoftmax: fn = "dnnf::rowops::log_softmax_f32"; break;
+      case K::Softmax:
+        fn = a.args.at(3).dtype == DType::F64 ? "dnnf::rowops::softmax_f64<false>" : "dnnf::rowops::softmax_f32";
+        break;
+      case K::LogSoftmax:
+        fn = a.args.at(3).dtype == DType::F64 ? "dnnf::rowops::softmax_f64<true>" : "dnnf::rowops::log_softmax_f32";
+        break;
       case K::LayerNorm: fn = "dnnf::rowops::layer_norm_f32"; break;
       case K::InstanceNorm: fn = "dnnf::rowops::instance_norm_f32"; break;
       case K::CumSum:

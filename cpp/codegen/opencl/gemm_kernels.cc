@@ -14,11 +14,30 @@ namespace dnnf::cg::opencl {
 
 void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
   const GemmCall& c = a.gemm;
-  if (c.dtype != DType::F32)
-    throw UnsupportedOperatorError("the OpenCL target computes MatMul on float32 only; node '" + a.node->name +
-                                   "' reads " + dtype_name(c.dtype) + " (the CPU target computes it)");
   const std::string offa = c.batched ? index(a.offset_a, a.batch_vars) : "0L";
   const std::string offb = c.batched ? index(a.offset_b, a.batch_vars) : "0L";
+  if (c.dtype != DType::F32) {
+    // MatMul in f64 or a 32/64-bit integer type (no prologue, no epilogue: lower_matmul): a
+    // work-item per output element, summed in k order in the type, integers in its unsigned
+    // form so that they wrap (signed overflow is undefined in OpenCL C as in C).
+    const std::string T = cltype(c.dtype, sp);
+    const std::string S = c.dtype == DType::F64 || T[0] == 'u' ? T : "u" + T;
+    global[0] = c.N;
+    global[1] = c.M;
+    global[2] = a.batch;
+    shape.dims = 3;
+    k.body.line("const long dn_n = get_global_id(0), dn_m = get_global_id(1), b = get_global_id(2);");
+    k.body.line("if (dn_n >= " + L(c.N) + " || dn_m >= " + L(c.M) + ") return;");
+    k.body.line("(void)b;");
+    k.body.line("__global const " + T + "* dn_a = " + p(c.a) + " + (" + offa + ") + dn_m * " + L(c.rs_a) + ";");
+    k.body.line("__global const " + T + "* dn_b = " + p(c.b) + " + (" + offb + ") + dn_n * " + L(c.cs_b) + ";");
+    k.body.line(S + " dn_s = 0;");
+    k.body.line("for (long dn_k = 0; dn_k < " + L(c.K) + "; ++dn_k) dn_s += (" + S + ")dn_a[dn_k * " + L(c.cs_a) +
+                "] * (" + S + ")dn_b[dn_k * " + L(c.rs_b) + "];");
+    k.body.line("const " + T + " acc = (" + T + ")dn_s;");
+    finish_element(k, a, "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n");
+    return;
+  }
   // v = A[dn_m, dn_k] by its prologue (index composition, or arithmetic where LowerOptions
   // allowed it for tiles).
   auto a_prologue = [&] {

@@ -13,21 +13,23 @@ namespace dnnf::cg::opencl {
 // work-group per row where the rows are long.
 void Renderer::softmax(K& k, const AnchorStage& a, int64_t global[3], bool log) {
   const int64_t outer = a.args.at(0).i, len = a.args.at(1).i, inner = a.args.at(2).i;
+  const std::string T = cltype(a.args.at(3).dtype, sp);  // float, or double (no epilogue then)
+  const std::string zero = a.args.at(3).dtype == DType::F64 ? "0.0" : "0.0f";
   const std::string xl = "dn_x[l * " + L(inner) + "]";
   const std::string value = log ? xl + " - dn_max - log(dn_sum)" : "exp(" + xl + " - dn_max) / dn_sum";
-  if (row_groups(len)) {
+  if (row_groups(len) && a.args.at(3).dtype == DType::F32) {  // (group_reduce combines floats)
     group_head(k, outer * inner, global);
     k.body.line("const long dn_base = (dn_r / " + L(inner) + ") * " + L(len * inner) + " + dn_r % " + L(inner) + ";");
-    k.body.line("__global const float* dn_x = " + p(a.args.at(3).value) + " + dn_base;");
+    k.body.line("__global const " + T + "* dn_x = " + p(a.args.at(3).value) + " + dn_base;");
     const std::string each = "for (long l = dn_lid; l < " + L(len) + "; l += " + L(kRowGroup) + ")";
-    k.body.line("float dn_p = -INFINITY;");
+    k.body.line(T + " dn_p = -INFINITY;");
     k.body.line(each + " dn_p = fmax(dn_p, " + xl + ");");
     group_reduce(k, "dn_p", "dn_max", "fmax(x, y)");
-    k.body.line("dn_p = 0.0f;");
+    k.body.line("dn_p = " + zero + ";");
     k.body.line(each + " dn_p += exp(" + xl + " - dn_max);");
     group_reduce(k, "dn_p", "dn_sum", "x + y");
     k.body.open(each);
-    k.body.line("const float acc = " + value + ";");
+    k.body.line("const " + T + " acc = " + value + ";");
     finish_element(k, a, "dn_base + l * " + L(inner));
     k.body.close();
     return;
@@ -36,12 +38,12 @@ void Renderer::softmax(K& k, const AnchorStage& a, int64_t global[3], bool log) 
   k.body.line("const long dn_r = get_global_id(0);");
   k.body.line("if (dn_r >= " + L(outer * inner) + ") return;");
   k.body.line("const long dn_base = (dn_r / " + L(inner) + ") * " + L(len * inner) + " + dn_r % " + L(inner) + ";");
-  k.body.line("__global const float* dn_x = " + p(a.args.at(3).value) + " + dn_base;");
-  k.body.line("float dn_max = -INFINITY, dn_sum = 0.0f;");
+  k.body.line("__global const " + T + "* dn_x = " + p(a.args.at(3).value) + " + dn_base;");
+  k.body.line(T + " dn_max = -INFINITY, dn_sum = " + zero + ";");
   k.body.line("for (long l = 0; l < " + L(len) + "; ++l) dn_max = fmax(dn_max, " + xl + ");");
   k.body.line("for (long l = 0; l < " + L(len) + "; ++l) dn_sum += exp(" + xl + " - dn_max);");
   k.body.open("for (long l = 0; l < " + L(len) + "; ++l)");
-  k.body.line("const float acc = " + value + ";");
+  k.body.line("const " + T + " acc = " + value + ";");
   finish_element(k, a, "dn_base + l * " + L(inner));
   k.body.close();
 }

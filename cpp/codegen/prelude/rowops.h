@@ -244,6 +244,27 @@ void log_softmax_f32(long outer, long axis, long inner, const float* x, float* y
   detail::softmax_any<true>(outer, axis, inner, x, y, ep);
 }
 
+// Softmax / LogSoftmax in float64 (ONNX Runtime has double kernels): each line of x [outer,
+// axis, inner] along the axis in double, std::exp and std::log; no epilogue (f32 only).
+template <bool kLog, class Ep = EpNone>
+void softmax_f64(long outer, long axis, long inner, const double* x, double* y, const Ep& = {}) {
+  static_assert(std::is_same_v<Ep, EpNone>, "float64 Softmax takes no epilogue");
+  if (outer <= 0 || axis <= 0 || inner <= 0) return;
+  detail::parallel_rows(outer * inner, axis * 3, [&](long lo, long hi) {
+    for (long r = lo; r < hi; ++r) {
+      const long base = (r / inner) * axis * inner + r % inner;
+      double m = -std::numeric_limits<double>::infinity(), s = 0.0;
+      for (long t = 0; t < axis; ++t) m = std::max(m, x[base + t * inner]);
+      for (long t = 0; t < axis; ++t) s += std::exp(x[base + t * inner] - m);
+      const double ls = std::log(s);
+      for (long t = 0; t < axis; ++t) {
+        const double d = x[base + t * inner] - m;
+        y[base + t * inner] = kLog ? d - ls : std::exp(d) / s;
+      }
+    }
+  });
+}
+
 // ---- LayerNormalization / InstanceNormalization ---------------------------------------------
 // ONNX LayerNormalization with the normalised axes [axis, rank) flattened to `norm`. scale
 // and bias (nullable) hold `norm` elements: where the model broadcasts a smaller scale or bias
