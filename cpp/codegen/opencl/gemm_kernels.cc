@@ -16,12 +16,8 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
   const GemmCall& c = a.gemm;
   const std::string offa = c.batched ? index(a.offset_a, a.batch_vars) : "0L";
   const std::string offb = c.batched ? index(a.offset_b, a.batch_vars) : "0L";
-  if (c.dtype != DType::F32) {
-    // MatMul in f64 or a 32/64-bit integer type (no prologue, no epilogue: lower_matmul): a
-    // work-item per output element, summed in k order in the type, integers in its unsigned
-    // form so that they wrap (signed overflow is undefined in OpenCL C as in C).
-    const std::string T = cltype(c.dtype, sp);
-    const std::string S = c.dtype == DType::F64 || T[0] == 'u' ? T : "u" + T;
+  // A work-item per output element (dn_n, dn_m, batch b) over a 3-D range.
+  auto per_element = [&] {
     global[0] = c.N;
     global[1] = c.M;
     global[2] = a.batch;
@@ -29,13 +25,22 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
     k.body.line("const long dn_n = get_global_id(0), dn_m = get_global_id(1), b = get_global_id(2);");
     k.body.line("if (dn_n >= " + L(c.N) + " || dn_m >= " + L(c.M) + ") return;");
     k.body.line("(void)b;");
+  };
+  const std::string element = "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n";
+  if (c.dtype != DType::F32) {
+    // MatMul in f64 or a 32/64-bit integer type (no prologue, no epilogue: lower_matmul): a
+    // work-item per output element, summed in k order in the type, integers in its unsigned
+    // form so that they wrap (signed overflow is undefined in OpenCL C as in C).
+    const std::string T = cltype(c.dtype, sp);
+    const std::string S = c.dtype == DType::F64 || T[0] == 'u' ? T : "u" + T;
+    per_element();
     k.body.line("__global const " + T + "* dn_a = " + p(c.a) + " + (" + offa + ") + dn_m * " + L(c.rs_a) + ";");
     k.body.line("__global const " + T + "* dn_b = " + p(c.b) + " + (" + offb + ") + dn_n * " + L(c.cs_b) + ";");
     k.body.line(S + " dn_s = 0;");
     k.body.line("for (long dn_k = 0; dn_k < " + L(c.K) + "; ++dn_k) dn_s += (" + S + ")dn_a[dn_k * " + L(c.cs_a) +
                 "] * (" + S + ")dn_b[dn_k * " + L(c.rs_b) + "];");
     k.body.line("const " + T + " acc = (" + T + ")dn_s;");
-    finish_element(k, a, "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n");
+    finish_element(k, a, element);
     return;
   }
   // v = A[dn_m, dn_k] by its prologue (index composition, or arithmetic where LowerOptions
@@ -75,7 +80,7 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
         [] {},
         [&] { k.body.line("v = " + p(c.b) + "[(" + offb + ") + dn_k * " + L(c.rs_b) + " + dn_n * " + L(c.cs_b) + "];"); },
         c.rs_b == 1 && c.cs_b != 1, !c.a_computed && c.rs_a == 1 && c.cs_a != 1,
-        "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n", global);
+        element, global);
     return;
   }
   if ((c.rs_b == 1 || few_outputs(a.batch * c.M * c.N)) && c.K >= kRowGroup && row_groups(c.K)) {
@@ -98,17 +103,11 @@ void Renderer::gemm(K& k, const AnchorStage& a, int64_t global[3]) {
     k.body.close();
     return;
   }
-  global[0] = c.N;
-  global[1] = c.M;
-  global[2] = a.batch;
-  shape.dims = 3;
-  k.body.line("const long dn_n = get_global_id(0), dn_m = get_global_id(1), b = get_global_id(2);");
-  k.body.line("if (dn_n >= " + L(c.N) + " || dn_m >= " + L(c.M) + ") return;");
-  k.body.line("(void)b;");
+  per_element();
   k.body.line(b_column);
   k.body.line("float acc = 0.0f;");
   dot("0", 1);  // an A made by arithmetic is not fused here (index composition only: see LowerOptions)
-  finish_element(k, a, "(b * " + L(c.M) + " + dn_m) * " + L(c.N) + " + dn_n");
+  finish_element(k, a, element);
 }
 
 void Renderer::conv(K& k, const AnchorStage& a, int64_t global[3]) {
