@@ -68,13 +68,34 @@ def _model(dtype, case):
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
 
 
-def _feeds(m, seed=0):
+def _merge(models: dict):
+    """The graphs of `models` side by side in one model (names prefixed with their key), so
+    that one compile checks them all."""
+    from onnx import compose
+
+    parts = [compose.add_prefix(m, f"{k}_").graph for k, m in models.items()]
+    g = h.make_graph([n for p in parts for n in p.node], "merged", [i for p in parts for i in p.input],
+                     [o for p in parts for o in p.output], [t for p in parts for t in p.initializer])
+    return h.make_model(g, opset_imports=list(next(iter(models.values())).opset_import))
+
+
+def _feeds(m, seed=0, full_range=False):
     rng = np.random.default_rng(seed)
     out = {}
     for vi in m.graph.input:
         dtype = {v: k for k, v in ONNX_TYPE.items()}[vi.type.tensor_type.elem_type]
-        out[vi.name] = _values(dtype, tuple(d.dim_value for d in vi.type.tensor_type.shape.dim), rng)
+        out[vi.name] = _values(dtype, tuple(d.dim_value for d in vi.type.tensor_type.shape.dim), rng, full_range)
     return out
+
+
+def _check_all(c, m, feeds):
+    """The compiled model `c` of `m` against ONNX Runtime, output by output."""
+    got = c(**feeds)
+    got = list(got) if isinstance(got, (list, tuple)) else [got]
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        _check(a, b, b.dtype.type)
 
 
 def _check(got, want, dtype):
@@ -85,42 +106,42 @@ def _check(got, want, dtype):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("dtype", TYPES, ids=lambda d: d.__name__)
-def test_matmul_matches_onnxruntime(dtype, case):
-    m = _model(dtype, case)
-    feeds = _feeds(m)
+def test_matmul_matches_onnxruntime(dtype):
+    m = _merge({case: _model(dtype, case) for case in sorted(CASES)})
     c = df.compile(m.SerializeToString(), threads=2)
-    got = c(**feeds)
-    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    _check(got, want, dtype)
+    _check_all(c, m, _feeds(m))
     stages = [s for k in c.kernels for s in k["stages"]]
     name = np.dtype(dtype).kind + str(8 * np.dtype(dtype).itemsize)
-    assert any(s.startswith(f"matmul {name} ") for s in stages), stages
+    assert sum(s.startswith(f"matmul {name} ") for s in stages) == len(CASES), stages
 
 
 @pytest.mark.parametrize("isa", params())
 @pytest.mark.parametrize("planner", ["dnnfusion", "none"])
 def test_every_dialect_wraps_integers_and_sums_doubles(planner, isa):
     """int32 products past 2^31 wrap (NumPy's rule), uint64 too, and a double sum keeps what
-    float32 would lose; in every dialect, under both ends of the planners."""
-    for dtype, a, b in [
-        (np.int32, np.array([[2**30, 2**30, 7]], np.int32), np.array([[3], [3], [-1]], np.int32)),
-        (np.uint64, np.array([[2**63, 3]], np.uint64), np.array([[2], [2**62]], np.uint64)),
-        (np.float64, np.array([[1.0, 1e-12, -1.0]]), np.array([[1.0], [1.0], [1.0]])),
-    ]:
-        g = h.make_graph([h.make_node("MatMul", ["a", "b"], ["y"])], "w",
+    float32 would lose; in every dialect, under both ends of the planners (one module)."""
+    cases = {
+        "i32": (np.int32, np.array([[2**30, 2**30, 7]], np.int32), np.array([[3], [3], [-1]], np.int32)),
+        "u64": (np.uint64, np.array([[2**63, 3]], np.uint64), np.array([[2], [2**62]], np.uint64)),
+        "f64": (np.float64, np.array([[1.0, 1e-12, -1.0]]), np.array([[1.0], [1.0], [1.0]])),
+    }
+    models, feeds = {}, {}
+    for k, (dtype, a, b) in cases.items():
+        g = h.make_graph([h.make_node("MatMul", ["a", "b"], ["y"])], k,
                          [h.make_tensor_value_info("a", ONNX_TYPE[dtype], a.shape),
                           h.make_tensor_value_info("b", ONNX_TYPE[dtype], b.shape)],
                          [h.make_tensor_value_info("y", ONNX_TYPE[dtype], (a.shape[0], b.shape[1]))])
-        ecg = df.load(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString())
-        if lacks_here(isa):
-            compile_only(ecg, planner, isa)
-            continue
-        outs, _ = run(ecg, {"a": a, "b": b}, planner=planner, isa=isa)
-        np.testing.assert_array_equal(outs[0], np.matmul(a, b))
-        if dtype == np.float64:  # summed in k order in double (in float32: 0)
-            assert outs[0][0, 0] == (1.0 + 1e-12) - 1.0
+        models[k] = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+        feeds.update({f"{k}_a": a, f"{k}_b": b})
+    ecg = df.load(_merge(models).SerializeToString())
+    if lacks_here(isa):
+        compile_only(ecg, planner, isa)
+        return
+    outs, _ = run(ecg, feeds, planner=planner, isa=isa)
+    for out, (k, (_, a, b)) in zip(outs, cases.items()):
+        np.testing.assert_array_equal(out, np.matmul(a, b))
+    assert outs[2][0, 0] == (1.0 + 1e-12) - 1.0  # summed in k order in double (in float32: 0)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int64], ids=lambda d: d.__name__)
@@ -136,12 +157,8 @@ def test_matmul_on_neon(dtype, driver_obj, tmp_path):
 
 @pytest.mark.parametrize("dtype", TYPES, ids=lambda d: d.__name__)
 def test_matmul_on_opencl(dtype, ocl_device):
-    for case in ("batched_constant_b", "transposed_b", "vector_a_then_add"):
-        m = _model(dtype, case)
-        feeds = _feeds(m, seed=7)
-        got = df.compile(m.SerializeToString(), target="opencl")(**feeds)
-        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-        _check(got, want, dtype)
+    m = _merge({case: _model(dtype, case) for case in ("batched_constant_b", "transposed_b", "vector_a_then_add")})
+    _check_all(df.compile(m.SerializeToString(), target="opencl"), m, _feeds(m, seed=7))
     if dtype == np.int32:  # products past 2^31 wrap there too
         a, b = np.array([[2**30, 2**30, 7]], np.int32), np.array([[3], [3], [-1]], np.int32)
         g = h.make_graph([h.make_node("MatMul", ["a", "b"], ["y"])], "wrap",
@@ -180,20 +197,13 @@ def _pool_model(dtype, case):
 
 
 @pytest.mark.filterwarnings("ignore::dnnfusion.ModelWarning")  # outputs without a shape field
-@pytest.mark.parametrize("case", sorted(POOLS))
 @pytest.mark.parametrize("dtype", POOL_TYPES, ids=lambda d: d.__name__)
-def test_max_pool_matches_onnxruntime(dtype, case):
-    m = _pool_model(dtype, case)
-    x = _values(dtype, POOLS[case][0], np.random.default_rng(3), full_range=True)  # the type's bounds too
+def test_max_pool_matches_onnxruntime(dtype):
+    m = _merge({case: _pool_model(dtype, case) for case in sorted(POOLS)})
     c = df.compile(m.SerializeToString(), threads=2)
-    got = c(x=x)
-    got = list(got) if isinstance(got, (list, tuple)) else [got]
-    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    assert len(got) == len(want)
-    for a, b in zip(got, want):
-        assert a.dtype == b.dtype and a.shape == b.shape
-        np.testing.assert_array_equal(a, b)
-    assert [s for k in c.kernels for s in k["stages"]][0].startswith(f"MaxPool {np.dtype(dtype).kind}")
+    _check_all(c, m, _feeds(m, seed=3, full_range=True))  # the type's bounds in the data too
+    stages = [s for k in c.kernels for s in k["stages"]]
+    assert sum(s.startswith(f"MaxPool {np.dtype(dtype).kind}") for s in stages) == len(POOLS), stages
 
 
 @pytest.mark.filterwarnings("ignore::dnnfusion.ModelWarning")
@@ -232,15 +242,8 @@ def test_max_pool_on_neon(driver_obj, tmp_path):
 @pytest.mark.filterwarnings("ignore::dnnfusion.ModelWarning")
 @pytest.mark.parametrize("dtype", POOL_TYPES, ids=lambda d: d.__name__)
 def test_max_pool_on_opencl(dtype, ocl_device):
-    for case in ("k3s2_padded", "column_major_indices"):
-        m = _pool_model(dtype, case)
-        x = _values(dtype, POOLS[case][0], np.random.default_rng(6), full_range=True)
-        got = df.compile(m.SerializeToString(), target="opencl")(x=x)
-        got = list(got) if isinstance(got, (list, tuple)) else [got]
-        for a, b in zip(got, ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-                None, {"x": x})):
-            assert a.dtype == b.dtype
-            np.testing.assert_array_equal(a, b)
+    m = _merge({case: _pool_model(dtype, case) for case in ("k3s2_padded", "column_major_indices")})
+    _check_all(df.compile(m.SerializeToString(), target="opencl"), m, _feeds(m, seed=6, full_range=True))
 
 
 def test_average_pool_beyond_float32_says_what_to_do():
@@ -263,10 +266,7 @@ def _softmax_model(op, shape, axis):
 def test_float64_softmax_matches_onnxruntime(op, target, request):
     if target == "opencl":
         request.getfixturevalue("ocl_device")
-    for shape, axis in [((3, 700), -1), ((2, 5, 6), 1), ((4, 3, 2), 0)]:
-        m = _softmax_model(op, shape, axis)
-        x = np.random.default_rng(8).standard_normal(shape) * 30  # a float32 exp would lose digits
-        got = df.compile(m.SerializeToString(), target=target)(x=x)
-        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-        assert got.dtype == np.float64
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)  # LogSoftmax near 0: ulps of ~1
+    m = _merge({f"s{i}": _softmax_model(op, shape, axis)
+                for i, (shape, axis) in enumerate([((3, 700), -1), ((2, 5, 6), 1), ((4, 3, 2), 0)])})
+    feeds = {k: v * 30 for k, v in _feeds(m, seed=8).items()}  # a float32 exp would lose digits
+    _check_all(df.compile(m.SerializeToString(), target=target), m, feeds)
