@@ -150,10 +150,11 @@ def test_expanded_tensors_the_caches_hold_stay_apart(monkeypatch):
         monkeypatch.setenv("DNNF_EXPAND_MIN_BYTES", str(bound))
         assert ("computes the rows of its input" in df.plan.plan(ecg, planner="dnnfusion").explain()) == fused
     monkeypatch.delenv("DNNF_EXPAND_MIN_BYTES")
-    # a plane larger than twice this machine's L2 (1 MiB when sysconf does not say): fused
-    import os
-    l2 = os.sysconf("SC_LEVEL2_CACHE_SIZE") if "SC_LEVEL2_CACHE_SIZE" in os.sysconf_names else 0
-    cexp = (2 * (l2 if l2 > 0 else 1 << 20) // (56 * 56 * 4) // 8 + 1) * 8
+    # a plane larger than the default bound: fused. The bound as the core reads it (twice
+    # the L2 that sysconf reports): Python's os.sysconf may not know SC_LEVEL2_CACHE_SIZE (a
+    # 2 MiB-L2 Xeon, where a 1 MiB guess made a plane too small to fuse)
+    from dnnfusion import _core
+    cexp = (_core.expand_min_bytes() // (56 * 56 * 4) // 8 + 1) * 8
     big, _ = _inverted_residual("big", cin=8, cexp=cexp, hw=(56, 56))
     assert "computes the rows of its input" in df.plan.plan(big, planner="dnnfusion").explain()
 
