@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime as dt
+import itertools
 import json
 import os
 import platform
@@ -162,12 +163,18 @@ def build(name: str, path: str, names: list[str], arrays: list[np.ndarray], thre
 
 
 def time_rounds(sides: list[Side], budget: float, min_rounds: int, block: int) -> dict:
-    """Interleaved rounds: per round, every framework runs 1 untimed + ``block`` timed calls."""
+    """Interleaved rounds: per round, every framework runs 1 untimed + ``block`` timed calls.
+    Round n runs them in the n-th of their orders (permutations, in turn), so that over each
+    len(sides)! rounds every framework runs right after every other one equally often: a
+    runtime whose worker threads keep spinning after its calls (or whose weights fill the
+    caches) then costs each peer alike, not always the one after it. (A rotation would not
+    do: it keeps the cyclic order, so each framework would mostly follow the same one.)"""
+    orders = list(itertools.permutations(sides))
     rounds: dict[str, list[float]] = {s.name: [] for s in sides}
     t_end = time.perf_counter() + budget
     n = 0
     while n < min_rounds or time.perf_counter() < t_end:
-        for s in sides:
+        for s in orders[n % len(orders)]:
             s.call()
             ts = []
             for _ in range(block):

@@ -7,7 +7,9 @@ No timing assertions: only that the machinery produces well-formed results.
 """
 from __future__ import annotations
 
+import collections
 import csv
+import itertools
 import json
 import math
 import pathlib
@@ -428,6 +430,24 @@ def test_side_by_side_kinds():
     assert sbs.ort_kind(w(24, 96, 1, 1)) == "Conv 1x1"
     assert sbs.ort_kind(w(64, 3, 7, 7)) == "Conv 7x7"
     assert sbs.ort_kind({"op_name": "Gemm"}) == "Gemm"
+
+
+def test_side_by_side_rounds_vary_who_follows_whom():
+    """Within its rounds each framework runs right after each other one equally often (a
+    runtime's lingering threads or cache contents then cost every peer alike), and every
+    round times every framework."""
+    import side_by_side as sbs
+
+    order = []
+    sides = [sbs.Side(n, (lambda n=n: order.append(n)), None) for n in "abc"]
+    rounds = sbs.time_rounds(sides, budget=0.0, min_rounds=6, block=2)
+    assert {k: len(v) for k, v in rounds.items()} == {"a": 6, "b": 6, "c": 6}
+    turns = order[::3]  # each framework's turn: 1 untimed + 2 timed calls
+    assert all(order[3 * i:3 * i + 3] == [t] * 3 for i, t in enumerate(turns)), order
+    per_round = [turns[3 * r:3 * r + 3] for r in range(6)]
+    assert sorted(map(tuple, per_round)) == sorted(itertools.permutations("abc")), per_round
+    follows = collections.Counter(p for r in per_round for p in zip(r, r[1:]))
+    assert len(follows) == 6 and set(follows.values()) == {2}, follows
 
 
 def test_side_by_side_run(tmp_path):
