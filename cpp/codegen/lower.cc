@@ -173,7 +173,9 @@ void BlockLowerer::emit_pointwise(ValueId v) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     const bool flat = attempt == 0, vec = attempt < 2;
     if (vec && t != DType::F32) continue;
-    if (flat && d.size() <= 1) continue;
+    // (A 1-D value is one row in the row form: past one flat chunk it takes the flat form,
+    // whose chunks par_rows can share out.)
+    if (flat && (d.empty() || (d.size() == 1 && total <= 4096))) continue;
     Stage st;
     st.kind = Stage::Kind::Loop;
     LoopStage& loop = st.loop;

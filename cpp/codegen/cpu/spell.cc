@@ -145,60 +145,138 @@ std::string expr_of(const Program& p, Ref r) {
   throw InternalError("codegen: an instruction spelled in place that has no expression");
 }
 
+namespace {
+
+// One instruction of `p` (most are one line; IfBegin, Else and IfEnd open and close blocks).
+void render_instr(const Program& p, const Instr& i, Code& out) {
+  switch (i.kind) {
+    case Instr::Kind::Load:
+      out.line("const " + vtype(i.dtype, i.mode) + " " + i.name + " = " + load_text(i, p.vars) + ";");
+      break;
+    case Instr::Kind::Compute:
+      if (i.inline_) break;
+      out.line("const " + vtype(i.dtype, i.mode) + " " + i.name + " = " + compute_text(p, i) + ";");
+      break;
+    case Instr::Kind::Literal:
+    case Instr::Kind::Range:
+      break;
+    case Instr::Kind::WrapIndex:
+      out.line("const long " + i.name + " = cg::wrap_index(static_cast<long>(" + expr_of(p, i.args[0]) + "), " +
+               L(i.extent) + ", \"" + i.what + "\");");
+      break;
+    case Instr::Kind::IfBegin:
+      out.line(vtype(i.dtype, i.mode) + " " + i.name + ";");
+      out.open("if (" + conds_text(i.conds, p.vars) + ")");
+      break;
+    case Instr::Kind::Assign:
+      out.line(i.target + " = " + expr_of(p, i.args[0]) + ";");
+      break;
+    case Instr::Kind::Else:
+      out.close("} else {");
+      ++out.indent;
+      break;
+    case Instr::Kind::IfEnd:
+      out.close();
+      break;
+    case Instr::Kind::Store: {
+      const std::string off = index(i.index, p.vars), v = expr_of(p, i.args[0]), q = ptr(i.value);
+      if (i.mode == Mode::Scalar) {
+        out.line(q + "[" + off + "] = " + v + ";");
+      } else if (i.stride == Stride::Contiguous) {
+        out.line("cg::st(" + q + " + (" + off + "), " + v + ", n);");
+      } else {
+        out.line("cg::scatter(j, n, " + v + ", [&](long j, float e) { " + q + "[" + off + "] = e; });");
+      }
+      break;
+    }
+    case Instr::Kind::Acc:
+      if (i.acc_op.empty()) {
+        out.line("v = " + expr_of(p, i.args[0]) + ";");
+      } else {
+        out.line("v = V::v_" + i.acc_op + "(v, " + expr_of(p, i.args[0]) + ");");
+      }
+      break;
+    case Instr::Kind::Define:
+      out.line("const V::vf " + i.name + " = v;");
+      break;
+  }
+}
+
+// Whether an elementwise tree calls a function that costs tens of cycles a vector (a
+// polynomial or a division), or runs libm lane by lane.
+bool heavy(const Ew& e) {
+  static const char* const kHeavy[] = {"v_exp", "v_log", "v_tanh",  "v_sigmoid",  "v_erf",      "v_pow",        "v_div",
+                                       "v_rcp", "v_sqrt", "v_elu", "v_softplus", "v_mish", "v_gelu_erf", "v_gelu_tanh"};
+  if (e.kind == Ew::Kind::Lanes || e.kind == Ew::Kind::Libm) return true;
+  if (e.kind == Ew::Kind::Call)
+    for (const char* h : kHeavy)
+      if (e.name == h) return true;
+  for (const Ew& k : e.kids)
+    if (heavy(k)) return true;
+  return false;
+}
+
+// An index that names the inner var only through the term algebra (an opaque part spells
+// the var's name into its own text, which renaming the var cannot reach).
+bool renamable(const IExpr& e, int inner) {
+  if (e.affine()) return true;
+  for (int v : e.opaque_vars)
+    if (v == inner) return false;
+  return true;
+}
+
+}  // namespace
+
 void render_program(const Program& p, Code& out) {
+  for (const Instr& i : p.code) render_instr(p, i, out);
+}
+
+int heavy_calls(const Program& p) {
+  int n = 0;
+  for (const Instr& i : p.code)
+    if (i.kind == Instr::Kind::Compute && heavy(i.ew)) ++n;
+  return n;
+}
+
+bool interleavable(const Program& p) {
+  if (p.mode != Mode::Vector || p.inner < 0) return false;
   for (const Instr& i : p.code) {
     switch (i.kind) {
       case Instr::Kind::Load:
-        out.line("const " + vtype(i.dtype, i.mode) + " " + i.name + " = " + load_text(i, p.vars) + ";");
+        if (i.stride == Stride::Gather || !renamable(i.index, p.inner)) return false;
+        break;
+      case Instr::Kind::Store:
+        if (i.stride != Stride::Contiguous || !renamable(i.index, p.inner)) return false;
+        break;
+      case Instr::Kind::Range:
+        if (!renamable(i.index, p.inner)) return false;
         break;
       case Instr::Kind::Compute:
-        if (i.inline_) break;
-        out.line("const " + vtype(i.dtype, i.mode) + " " + i.name + " = " + compute_text(p, i) + ";");
-        break;
       case Instr::Kind::Literal:
-      case Instr::Kind::Range:
         break;
-      case Instr::Kind::WrapIndex:
-        out.line("const long " + i.name + " = cg::wrap_index(static_cast<long>(" + expr_of(p, i.args[0]) + "), " +
-                 L(i.extent) + ", \"" + i.what + "\");");
-        break;
-      case Instr::Kind::IfBegin:
-        out.line(vtype(i.dtype, i.mode) + " " + i.name + ";");
-        out.open("if (" + conds_text(i.conds, p.vars) + ")");
-        break;
-      case Instr::Kind::Assign:
-        out.line(i.target + " = " + expr_of(p, i.args[0]) + ";");
-        break;
-      case Instr::Kind::Else:
-        out.close("} else {");
-        ++out.indent;
-        break;
-      case Instr::Kind::IfEnd:
-        out.close();
-        break;
-      case Instr::Kind::Store: {
-        const std::string off = index(i.index, p.vars), v = expr_of(p, i.args[0]), q = ptr(i.value);
-        if (i.mode == Mode::Scalar) {
-          out.line(q + "[" + off + "] = " + v + ";");
-        } else if (i.stride == Stride::Contiguous) {
-          out.line("cg::st(" + q + " + (" + off + "), " + v + ", n);");
-        } else {
-          out.line("cg::scatter(j, n, " + v + ", [&](long j, float e) { " + q + "[" + off + "] = e; });");
-        }
-        break;
-      }
-      case Instr::Kind::Acc:
-        if (i.acc_op.empty()) {
-          out.line("v = " + expr_of(p, i.args[0]) + ";");
-        } else {
-          out.line("v = V::v_" + i.acc_op + "(v, " + expr_of(p, i.args[0]) + ");");
-        }
-        break;
-      case Instr::Kind::Define:
-        out.line("const V::vf " + i.name + " = v;");
-        break;
+      default:
+        return false;  // conditions, wrapped indices, accumulators: not straight-line values
     }
   }
+  return true;
+}
+
+void render_interleaved(const Program& p, int copies, Code& out) {
+  if (!interleavable(p)) throw InternalError("codegen: interleaving a program that is not straight-line");
+  // Copy u: every bound name gets the suffix _u and the inner var j reads (j + u * cg::W).
+  std::vector<Program> cs(static_cast<size_t>(copies), p);
+  for (int u = 1; u < copies; ++u) {
+    Program& c = cs[static_cast<size_t>(u)];
+    VarTable vt;
+    for (int k = 0; k < p.vars.size(); ++k)
+      vt.add(k == p.inner ? "(" + p.vars[k].name + " + " + std::to_string(u) + " * cg::W)" : p.vars[k].name,
+             p.vars[k].range);
+    c.vars = vt;
+    for (Instr& i : c.code)
+      if (!i.name.empty()) i.name += "_" + std::to_string(u);
+  }
+  for (size_t k = 0; k < p.code.size(); ++k)
+    for (const Program& c : cs) render_instr(c, c.code[k], out);
 }
 
 }  // namespace dnnf::cg::cpu

@@ -22,6 +22,15 @@ std::string vtype(DType t, Mode m);
 // A program's statements, appended to `out` at its indentation; buffers of values in memory
 // are named p<value id>.
 void render_program(const Program& p, Code& out);
+// Whether `p` is straight-line vector code over its inner var (contiguous or broadcast loads
+// and contiguous stores at affine indices, computes, literals, ranges), so that several
+// vectors' copies of it can be interleaved instruction by instruction.
+bool interleavable(const Program& p);
+// `copies` copies of interleavable `p` for the vectors at j, j + W, ..., instruction by
+// instruction: the copies' chains of dependent calls are then in flight together.
+void render_interleaved(const Program& p, int copies, Code& out);
+// The Compute instructions of `p` that call a costly function (exp, tanh, erf, a division...).
+int heavy_calls(const Program& p);
 // The C++ expression of instruction `r` of `p`: its name, or its text where it is spelled in
 // place.
 std::string expr_of(const Program& p, Ref r);
