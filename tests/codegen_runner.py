@@ -1,6 +1,7 @@
 """Test helper: lower an ECG with a planner and run the generated module through the
-executor, at -O1 (the tests compile a few hundred small modules; the optimisation level
-changes no semantics: generated code never uses -ffast-math)."""
+executor, at -O0 (the tests compile a few hundred small modules; the optimisation level
+changes no semantics: generated code never uses -ffast-math, and -ffp-contract=off holds at
+every level)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,16 @@ from dnnfusion.compiler import prelude_dir
 # (templates instantiated, intrinsics against the dialect's target flags, object code emitted) in
 # about a third of -O1's time (the AVX-512 conv/pool test driver: 7.9 s against 27 s).
 COMPILE_ONLY_LEVEL = "0"
+# Code that runs is built at -O0 too: these tests check what the generated source computes on
+# small tensors, where g++'s optimising took most of the time and running unoptimised code
+# little (2-vCPU Xeon, fresh caches, -O1 -> -O0: tests/test_views.py with test_codegen.py 287
+# -> 205 s, the ONNX node suite 157 -> 99 s). Optimised builds stay tested where models run:
+# df.compile at -O1 in the suite (tests/conftest.py), at -O3 in tests/test_compile_api.py.
+RUN_LEVEL = "0"
 
 
 @contextmanager
-def _opt_level_1(level: str = "1"):
+def _opt_level(level: str):
     old = os.environ.get("DNNF_OPT_LEVEL")
     os.environ["DNNF_OPT_LEVEL"] = level
     try:
@@ -39,7 +46,7 @@ def run(ecg, feeds: dict, planner: str = "dnnfusion", isa: str | None = None, th
     best this machine runs (``$DNNF_ISA`` lowers it)."""
     isa = isa or _core.cpu_features()["isa"]
     gen = _core.generate_cpu(ecg, df.plan.plan(ecg, planner=planner, horizontal=horizontal), isa)
-    with _opt_level_1():
+    with _opt_level(RUN_LEVEL):
         exe = _core.CpuExecutable(ecg, gen, isa, threads, prelude_dir())
     return exe.run([feeds[v.name] for v in ecg.inputs]), gen.to_dict()
 
@@ -48,7 +55,7 @@ def compile_only(ecg, planner: str, isa: str, horizontal: bool = False) -> dict:
     """Generates the plan's module for `isa` and compiles it without running it (a dialect
     this machine lacks); returns the generated module as a dict."""
     gen = _core.generate_cpu(ecg, df.plan.plan(ecg, planner=planner, horizontal=horizontal), isa)
-    with _opt_level_1(COMPILE_ONLY_LEVEL):
+    with _opt_level(COMPILE_ONLY_LEVEL):
         path = _core.compile_only(gen, isa, prelude_dir())
     assert os.path.getsize(path) > 0, path
     return gen.to_dict()

@@ -11,7 +11,9 @@ the suite compiles hundreds of them, most of CI's time was g++ optimising them (
 `pytest -n 2 tests/test_layout.py`: 150 s at the shipped -O3, 81 s at -O1), and what they
 compute does not depend on the level (the flags never include -ffast-math; -ffp-contract=off
 at every level). tests/test_compile_api.py runs at the caller's level (-O3 by default), so the
-shipped build stays tested end to end.
+shipped build stays tested end to end. The generated-kernel tests that lower a plan themselves
+(tests/codegen_runner.py, the ONNX node suite) build at -O0: small tensors, where compiling was
+the cost.
 
 PoCL builds kernels without work-group specialisation (POCL_WORK_GROUP_SPECIALIZATION=0)
 unless the caller set it: see below.

@@ -17,7 +17,7 @@ import pytest
 import dnnfusion as df
 from dnnfusion import _core
 
-from codegen_runner import _opt_level_1, prelude_dir  # noqa: E402
+from codegen_runner import RUN_LEVEL, _opt_level, prelude_dir  # noqa: E402
 from dialects import compile_only, params  # noqa: E402
 from test_memory_plan import CONV, align, broken, const_line, one_block_per_node, planned  # noqa: E402
 
@@ -82,7 +82,7 @@ def test_a_concat_its_block_convolves_gets_a_buffer_holding_its_inputs():
     assert [s.split(" ")[0] for s in k["stages"]] == ["Conv"] and k["scratch_bytes"] == 0, k
     feeds = {"x": np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype(np.float32),
              "y": np.random.default_rng(1).standard_normal((1, 4, 4, 4)).astype(np.float32)}
-    with _opt_level_1():  # this plan's module, run
+    with _opt_level(RUN_LEVEL):  # this plan's module, run
         got = _core.CpuExecutable(g, gen, "scalar", 1, prelude_dir()).run([feeds["x"], feeds["y"]])[0]
     np.testing.assert_allclose(got, g.run_reference(**feeds)[0], rtol=1e-5, atol=1e-5)
 
@@ -104,7 +104,7 @@ def run_plan(g, plan, isa, feeds):
     """The plan's module for `isa` and its output, run here; compiled only (output None) where
     this CPU lacks the dialect."""
     gen = _core.generate_cpu(g, plan, isa)
-    with _opt_level_1():
+    with _opt_level(RUN_LEVEL):
         if compile_only(isa):
             assert os.path.getsize(_core.compile_only(gen, isa, prelude_dir())) > 0
             return gen, None

@@ -145,7 +145,7 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
     g = _as_computed(df.load(model))
     feeds = {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in feeds.items()}
     inputs = [feeds[v.name] for v in g.inputs]
-    # Builds unoptimised (-O1; -cl-opt-disable before the user's own OpenCL options):
+    # Builds unoptimised (-O0; -cl-opt-disable before the user's own OpenCL options):
     # semantics do not depend on it, build time does.
     if isa == "opencl":  # the OpenCL target on the default device
         gen = _core.generate_opencl(g.graph, _plan.plan(g, planner=planner, target="opencl"))
@@ -154,7 +154,7 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
             exe = _core.OpenclExecutable(gen)
         return _problems(where, exe.run(inputs))
     gen = _core.generate_cpu(g.graph, _plan.plan(g, planner=planner), isa)
-    with _env("DNNF_OPT_LEVEL", "1" if run else "0"):  # compiled only: -O0 checks the same source
+    with _env("DNNF_OPT_LEVEL", "0"):  # run or compiled only: the source's semantics, at -O0
         if not run:
             _core.compile_only(gen, isa, prelude_dir())
             return {}
