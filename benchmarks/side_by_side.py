@@ -3,6 +3,7 @@ timed in interleaved rounds, then each framework's own per-kernel profile, group
 
     python benchmarks/side_by_side.py mobilenetv2,bert_base --threads 2 --budget 20
     python benchmarks/side_by_side.py all --threads 1,2 --json results/side-by-side.json
+    python benchmarks/side_by_side.py mobilenetv2,resnet50 --threads 1,2 --batch 8
 
 Why one process and rounds: on a shared VM the speed of the machine changes for seconds at a
 time (the 2-vCPU VMs here run the same cell 1.3-1.8x slower in their slow spells), so two
@@ -196,9 +197,9 @@ def _quartiles(v: list[float]) -> tuple[float, float, float]:
 
 
 def run_model(name: str, threads: int, fws: list[str], budget: float, min_rounds: int, block: int,
-              profile_repeat: int, profile_rounds: int, workdir: str) -> dict:
-    path = str(models.export_onnx(name, False, workdir))
-    m = models.load(name, False)
+              profile_repeat: int, profile_rounds: int, workdir: str, batch: int = 1) -> dict:
+    path = str(models.export_onnx(name, False, workdir, batch=batch))
+    m = models.load(name, False, batch)
     arrays = [t.numpy() for t in m.example_inputs]
     names = list(m.input_names)
     t0 = time.perf_counter()
@@ -214,7 +215,7 @@ def run_model(name: str, threads: int, fws: list[str], budget: float, min_rounds
         probe.append(time.perf_counter() - t)
     blk = max(1, min(block, int(budget / 8 / max(1e-6, sum(probe)))))
     rounds = time_rounds(sides, budget, min_rounds, blk)
-    out = {"model": name, "threads": threads, "block": blk, "rounds": len(rounds[fws[0]]),
+    out = {"model": name, "threads": threads, "batch": batch, "block": blk, "rounds": len(rounds[fws[0]]),
            "setup_s": round(setup_s, 1), "frameworks": {}, "ratios": {}}
     for s in sides:
         q = _quartiles(rounds[s.name])
@@ -252,7 +253,8 @@ def run_model(name: str, threads: int, fws: list[str], budget: float, min_rounds
 
 def report(res: dict, top: int) -> str:
     fws = list(res["frameworks"])
-    lines = [f"## {res['model']}, {res['threads']} thread(s): {res['rounds']} interleaved rounds of "
+    lines = [f"## {res['model']}{'' if res.get('batch', 1) == 1 else ', batch ' + str(res['batch'])}, "
+             f"{res['threads']} thread(s): {res['rounds']} interleaved rounds of "
              f"{res['block']} timed calls each"]
     for f in fws:
         v = res["frameworks"][f]
@@ -281,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-rounds", type=int, default=5,
                     help="interleaved profile rounds; each kernel keeps its lowest round median")
     ap.add_argument("--top", type=int, default=8, help="kinds shown per framework")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="inputs of this batch (a static export at it, as benchmarks/run.py --batch)")
     ap.add_argument("--json", help="write the results here (default: results/side-by-side-<stamp>.json)")
     args = ap.parse_args(argv)
     names = models.zoo_names() if args.models == "all" else [m for m in args.models.split(",") if m]
@@ -307,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     for t in threads:
         for name in names:
             res = run_model(name, t, fws, args.budget, args.min_rounds, args.block, args.profile_repeat,
-                            args.profile_rounds, work)
+                            args.profile_rounds, work, args.batch)
             head["results"].append(res)
             print(report(res, args.top), flush=True)
     head["load_end"] = machine.loadavg()

@@ -452,16 +452,18 @@ def test_side_by_side_rounds_vary_who_follows_whom():
 
 def test_side_by_side_run(tmp_path):
     """dnnfusion and ONNX Runtime in one process (OpenVINO is a benchmark extra, not a test
-    dependency): interleaved rounds, per-round ratios and both profiles, grouped by kind."""
+    dependency): interleaved rounds, per-round ratios and both profiles, grouped by kind; at
+    batch 2, as `--batch` exports and feeds it."""
     import side_by_side as sbs
 
     out = tmp_path / "sbs.json"
     assert sbs.main(["tiny_cnn", "--threads", "1", "--frameworks", "dnnfusion,ort", "--budget", "0.5",
-                     "--min-rounds", "3", "--profile-rounds", "2", "--json", str(out)]) == 0
+                     "--min-rounds", "3", "--profile-rounds", "2", "--batch", "2", "--json", str(out)]) == 0
     res = json.loads(out.read_text())
     assert res["isa"] and res["cpu"]["logical_cpus"] >= 1
     (r,) = res["results"]
-    assert r["model"] == "tiny_cnn" and r["threads"] == 1 and r["rounds"] >= 3
+    assert r["model"] == "tiny_cnn" and r["threads"] == 1 and r["batch"] == 2 and r["rounds"] >= 3
+    assert sbs.report(r, 3).startswith("## tiny_cnn, batch 2, 1 thread(s)")
     for fw in ("dnnfusion", "ort"):
         f = r["frameworks"][fw]
         assert 0 < f["min_round_ms"] <= f["p25"] <= f["median_ms"] <= f["p75"]
