@@ -53,8 +53,8 @@ def cheap_graph():
 
 
 def _wide_copies(source: str) -> set[str]:
-    """Names of the interleaved copies (t<k>_1 ... t<k>_3) the source binds."""
-    return set(re.findall(r"\b(t\d+_[123]) = ", source))
+    """Names of the interleaved copies (t<k>_1, t<k>_2, ...) the source binds."""
+    return set(re.findall(r"\b(t\d+_\d+) = ", source))
 
 
 @pytest.mark.parametrize("isa", params())
@@ -67,16 +67,19 @@ def test_heavy_loops_interleave_and_match_reference(isa):
         assert_matches_reference(ecg, feeds, outs)
     src = gen["source"]
     loops = [s for k in gen["kernels"] for s in k["stages"] if "loop" in s]
-    assert loops == ["vector loop f32[770]", "vector loop f32[4100]"] or \
-        sorted(loops) == ["vector loop f32[4100]", "vector loop f32[770]"], loops
+    assert sorted(loops) == ["vector loop f32[4100]", "vector loop f32[770]"], loops
+    # rows of 77 take 4 vectors a step (8 of the widest would pass the row), the flat loop's
+    # 4096-element chunks 8; each wide step is followed by its tail, one vector a step
+    assert sorted(re.findall(r"j \+= (\d) \* cg::W", src)) == ["4", "8"], src
+    assert src.count("for (; j < je; j += cg::W)") == 2
     copies = _wide_copies(src)
     bases = {c.rsplit("_", 1)[0] for c in copies}
-    # the values of both chains bound in the wide steps (loads, calls, products), each with
-    # its three extra copies
-    assert len(bases) >= 8 and copies == {f"{b}_{u}" for b in bases for u in (1, 2, 3)}, sorted(copies)
-    assert src.count("j += 4 * cg::W") == 2, "one wide step per loop"
-    # the tail loop after each wide step, one vector at a time
-    assert src.count("for (; j < je; j += cg::W)") == 2
+    # the values of both chains bound in the wide steps (loads, calls, products), each with all
+    # its extra copies: 3 in one loop, 7 in the other
+    per_base = {b: sum(c.rsplit("_", 1)[0] == b for c in copies) for b in bases}
+    assert len(bases) >= 8 and set(per_base.values()) == {3, 7}, sorted(copies)
+    for b, k in per_base.items():
+        assert {f"{b}_{u}" for u in range(1, k + 1)} <= copies, (b, k)
 
 
 def test_loops_of_cheap_ops_stay_one_vector_a_step():
@@ -84,7 +87,7 @@ def test_loops_of_cheap_ops_stay_one_vector_a_step():
     outs, gen = run(ecg, feeds, planner="dnnfusion")
     assert_matches_reference(ecg, feeds, outs)
     assert not _wide_copies(gen["source"])
-    assert "4 * cg::W" not in gen["source"]
+    assert not re.search(r"\d \* cg::W", gen["source"])
 
 
 def test_heavy_loops_split_across_threads_by_their_work():

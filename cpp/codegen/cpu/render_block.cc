@@ -59,13 +59,19 @@ std::string shape_literal(const AnchorArg& a) {
 
 namespace {
 
-// Vectors a step of a loop whose body calls costly functions (see BlockRenderer::loop), and
-// what such a call weighs against a plain elementwise op when par_rows decides to fork:
+// Vectors a step of a loop whose body calls costly functions (see BlockRenderer::loop): 8 for
+// a short body, 4 for one up to 48 instructions (more copies of a longer body only grow the
+// code and its compile time, and run out of registers: AVX2 has 16), none beyond; and what
+// such a call weighs against a plain elementwise op when par_rows decides to fork:
 // single-precision exp/tanh/erf/sigmoid cost 0.3-0.7 ns an element a thread against ~0.1-0.15
 // for an add streaming through L1/L2 (Xeon, AVX-512), so 8192 elements of one Sigmoid stay on
 // one thread and 8192 of eight chained transcendental ops split.
-constexpr int kInterleave = 4;
-constexpr size_t kInterleaveMaxInstrs = 48;
+int interleave_copies(const Program& body, int64_t row_len) {
+  const size_t n = body.code.size();
+  if (n <= 16 && row_len >= 8 * kMaxVecWidth) return 8;
+  if (n <= 48 && row_len >= 4 * kMaxVecWidth) return 4;
+  return 1;  // (a row shorter than the copies' widest vectors would never take the wide step)
+}
 constexpr int kHeavyWork = 4;
 
 class BlockRenderer {
@@ -100,24 +106,21 @@ class BlockRenderer {
       body.line("const long i" + std::to_string(v.k) + " = " +
                 (v.zero ? std::string("0") : "(o / " + std::to_string(v.div) + "L) % " + std::to_string(v.mod) + "L") + ";");
     // A body that calls costly functions (exp, tanh, erf, divisions: tens of cycles of
-    // latency each, in one dependent chain per vector) runs kInterleave vectors a step,
+    // latency each, in one dependent chain per vector) runs several vectors a step,
     // instruction by instruction, so that the chains of different vectors overlap; one vector
     // a step left the FMA ports idle behind each chain's latency (8 chained Exp/Tanh/Erf/
-    // Sigmoid over 8192 floats: 2.2-2.6x faster with 4 vectors, AVX-512 and AVX2).
+    // Sigmoid over 8192 floats, hand-written, ns an element per op, 1 / 4 / 8 vectors a step:
+    // AVX-512 0.85-1.69 / 0.36-0.67 / 0.29-0.66, AVX2 1.68-3.28 / 0.73-1.53 / 0.58-1.54).
     const int heavy = vec ? heavy_calls(l.body) : 0;
-    // Rows shorter than kInterleave of the widest vectors would never take the wide step; a
-    // long body (many values of one vector: independent calls already) would only grow
-    // kInterleave times, and its compile time with it.
-    const bool inter = heavy > 0 && l.row_len >= kInterleave * kMaxVecWidth &&
-                       l.body.code.size() <= kInterleaveMaxInstrs && interleavable(l.body);
+    const int copies = heavy > 0 && interleavable(l.body) ? interleave_copies(l.body, l.row_len) : 1;
     const std::string end = l.flat ? "std::min<long>(j + " + len + "L, " + std::to_string(l.total) + "L)" : len + "L";
-    if (inter) {
-      const std::string step = std::to_string(kInterleave) + " * cg::W";
+    if (copies > 1) {
+      const std::string step = std::to_string(copies) + " * cg::W";
       body.line("long j = " + std::string(l.flat ? "o * " + len + "L" : "0") + ";");
       body.line("const long je = " + end + ";");
       body.open("for (; j + " + step + " <= je; j += " + step + ")");
       body.line("[[maybe_unused]] constexpr int n = cg::W;");
-      render_interleaved(l.body, kInterleave, body);
+      render_interleaved(l.body, copies, body);
       body.close();
       body.open("for (; j < je; j += cg::W)");
       body.line("[[maybe_unused]] const int n = static_cast<int>(std::min<long>(cg::W, je - j));");
