@@ -305,8 +305,8 @@ def _by_size(pairs: list[tuple[Any, Any, dict]]) -> list[tuple[Any, Any, dict]]:
     for p, c, k in pairs:
         first.setdefault(_key(p, c, k), (p, c, k))
     def size(item: tuple) -> int:
-        b = item[2]["bucket"]
-        return int(b[2:]) if b.startswith("2^") else -1
+        b = item[2]["bucket"]  # "2^k", or "2^k w.. k.. c.. s.." for an expansion
+        return int(b[2:].split()[0]) if b.startswith("2^") else -1
     return sorted(first.values(), key=size, reverse=True)
 
 

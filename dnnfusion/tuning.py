@@ -69,7 +69,7 @@ def machine_tuning(isa: str | None = None) -> dict:
         raise CompileError("the tuning probe reported a different number of values than asked for")
     out = {"isa": isa}
     out.update({name: int(buf[i]) for i, (name, _) in enumerate(_FIELDS)})
-    # the planner's, from the same L2 (plan.h expand_min_bytes)
+    # the planner's estimate for expansions no measurement settles, from the same L2 (plan.h expand_min_bytes)
     out["expand_min_bytes"] = int(_core.expand_min_bytes())
     return out
 
@@ -86,6 +86,7 @@ def describe(t: dict) -> list[str]:
          f"           blocking fixed by $DNNF_GEMM_BLOCKING: mc {t['mc']}, kc {t['kc']}, nc {t['nc']}"),
         f"conv       direct 3x3: at most {t['conv_chunk_channels_3x3']} input channels a chunk "
         f"(one m-block's weights in 3/4 of L2); default threads {t['threads']}",
-        f"           1x1 expansions computed inside the depthwise conv that reads them when larger "
-        f"than {t['expand_min_bytes'] >> 10} KiB (twice the L2, or $DNNF_EXPAND_MIN_BYTES)",
+        f"           1x1 expansions computed inside the depthwise conv that reads them: as measured "
+        f"(profile=\"auto\", this machine's profiling database), else estimated when larger "
+        f"than {t['expand_min_bytes'] >> 10} KiB (twice the L2; $DNNF_EXPAND_MIN_BYTES decides every one)",
     ]

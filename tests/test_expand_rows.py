@@ -3,9 +3,11 @@ residual's expansion; cpp/plan/expanded_by_anchor.cc, cpp/codegen/expand_rows.cc
 conv_nhwc_expand_f32): the depthwise kernel computes each input row it needs with a GEMM over
 that row into a ring of rows in cache, so the expanded tensor is never stored. Counted from the
 generated code, checked against the NumPy reference at 1, 2 and 3 threads (the rows where
-tasks meet are computed by both); the cases it must leave alone keep two stages. Expanded
-tensors that the caches hold are left apart too (plan.h expand_min_bytes: twice the L2); these
-small cases lower that bound with $DNNF_EXPAND_MIN_BYTES, and one test checks the bound."""
+tasks meet are computed by both); the cases it must leave alone keep two stages. Whether an
+expansion pays is measured on the machine (a yellow pair keyed by its shape, settled by the
+profiling database); without a measurement, expanded tensors that the caches hold are left apart
+(plan.h expand_min_bytes: twice the L2). These small cases lower that bound with
+$DNNF_EXPAND_MIN_BYTES, which decides every expansion; tests check the bound and the database."""
 
 from __future__ import annotations
 
@@ -168,3 +170,56 @@ def _dense_after():
                        {"x": x}, ["y"], [("we", rng.standard_normal((16, 8, 1, 1)).astype(np.float32)),
                                          ("wd", rng.standard_normal((16, 16, 3, 3)).astype(np.float32))])
     return df.rewrite.select_layout(ecg, "nhwc")[0], feeds
+
+
+def _expansion(plan):
+    (r,) = [r for r in plan.reasons if r.profile_key is not None and " w" in r.profile_key["bucket"]]
+    return r
+
+
+def test_the_profiling_database_decides_an_expansion(monkeypatch, tmp_path):
+    """Whether the expansion pays depends on the machine, so without $DNNF_EXPAND_MIN_BYTES it
+    is a yellow pair keyed by its shape (the expanded tensor's size bucket, row width, the 1x1's
+    channels, the depthwise stride): a measurement decides by the faster median, a difference
+    within the noise included; the size rule is only the estimate; the variable overrides both."""
+    monkeypatch.delenv("DNNF_EXPAND_MIN_BYTES")
+    ecg, _ = _inverted_residual("profiled")  # 9 x 12 x 24 floats: under any L2, so the estimate keeps it apart
+    plan = df.plan.plan(ecg, planner="dnnfusion", profile_db="")
+    r = _expansion(plan)
+    assert not r.fused and "analytic estimate: the expanded tensor's 10368 B <=" in r.why, r.why
+    k = r.profile_key
+    assert k["bucket"] == f"{df.plan.shape_bucket(9 * 12 * 24)} w12 k8 c24 s1", k
+    assert (r.producer.op, r.consumer.op, k["producer_type"], k["consumer_type"]) == \
+        ("Clip", "NhwcConv", "Many-to-Many", "Many-to-Many")
+    # what profile="auto" measures: the pairs its estimate settled, this one among them
+    assert (r.producer.name, r.consumer.name, k) in [(p.name, c.name, kk) for p, c, kk in df.profiling.yellow_pairs(ecg, plan)]
+    db = tmp_path / "db.jsonl"
+    entry = {"target": df.plan.profile_target("cpu"), "producer": "Clip", "consumer": "NhwcConv", **k}
+    for fused_ms, unfused_ms, noise, fuse in ((1.0, 2.0, 0.0, True), (2.0, 1.0, 0.0, False),
+                                              (1.01, 1.0, 0.5, False), (1.0, 1.01, 0.5, True)):
+        df.plan.write_profile_db(db, [dict(entry, fused_ms=fused_ms, unfused_ms=unfused_ms, noise_ms=noise)], merge=False)
+        p = df.plan.plan(ecg, planner="dnnfusion", profile_db=db)
+        r = _expansion(p)
+        assert r.fused is fuse and f"[{db}]" in r.why, r.why
+        assert ("kernel computes the rows of its input" in p.explain()) is fuse
+        assert len(p.blocks) == len(plan.blocks) - fuse
+    # the variable decides, over the database's "fuse" (the last entry written)
+    monkeypatch.setenv("DNNF_EXPAND_MIN_BYTES", str(1 << 30))
+    rs = [r for r in df.plan.plan(ecg, planner="dnnfusion", profile_db=db).reasons
+          if "DNNF_EXPAND_MIN_BYTES decides" in r.why]
+    assert len(rs) == 1 and not rs[0].fused and rs[0].profile_key is None, [r.why for r in rs]
+
+
+def test_an_expansion_is_measured_as_the_code_it_becomes(monkeypatch, tmp_path):
+    """profile="auto"'s measurement of the pair: the depthwise kernel with the expansion in it
+    against the two kernels, and the plan follows the faster one."""
+    monkeypatch.delenv("DNNF_EXPAND_MIN_BYTES")
+    ecg, _ = _inverted_residual("measured", hw=(12, 16))
+    plan = df.plan.plan(ecg, planner="dnnfusion", profile_db="")
+    ((p, c, key),) = [t for t in df.profiling.yellow_pairs(ecg, plan) if " w" in t[2]["bucket"]]
+    e = df.profiling.measure_candidate(ecg, plan, p, c, key, dbs=[], isa="scalar", threads=1, min_seconds=0.02)
+    assert (e["producer"], e["consumer"], e["bucket"]) == ("Clip", "NhwcConv", key["bucket"]), e
+    assert "1 vs 2 kernels" in e["how"] and e["fused_ms"] > 0 and e["unfused_ms"] > 0, e
+    db = tmp_path / "db.jsonl"
+    df.plan.write_profile_db(db, [e], merge=False)
+    assert _expansion(df.plan.plan(ecg, planner="dnnfusion", profile_db=db)).fused is (e["fused_ms"] < e["unfused_ms"])

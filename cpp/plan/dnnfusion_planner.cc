@@ -20,8 +20,10 @@
 //  * Expansions (fuse_expansions, after growth): a depthwise convolution's block takes the
 //    block of the 1x1 convolution that makes its input, a red cell, because on the CPU the
 //    depthwise kernel computes those rows itself into a ring in cache (expanded_by_anchor.cc);
-//    only where the expanded tensor is larger than the caches hold (plan.h expand_min_bytes).
+//    where that pays: a yellow pair per expansion shape, measured into the profiling database,
+//    else estimated by the expanded tensor's size against the caches (plan.h expand_min_bytes).
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
@@ -324,11 +326,40 @@ void Planner::fuse_expansions() {
                                     ", but fusing would form a cycle");
       continue;
     }
-    expanded_.insert(pw);
-    join(gd, pw, kM2M);
-    record(last, d.id, true, why + "; but " + name(d.id) + "'s kernel computes the rows of its input from " +
-                                 name(pw) + " itself, a few at a time into a ring that stays in cache, so %" +
-                                 g_.value(d.inputs[0]).name + " is never written -> fuse");
+    // Whether computing the expansion inside the depthwise kernel pays depends on the machine
+    // (the caches; a GEMM over one row of pixels against one over the whole tensor): a yellow
+    // pair keyed by the expansion's shape, settled by the profiling database, else estimated
+    // by the size rule. $DNNF_EXPAND_MIN_BYTES forces the rule (comparisons, tests).
+    ProfileKey key;
+    key.target = target_;
+    key.producer_op = node(last).info().name;
+    key.consumer_op = d.info().name;
+    key.producer_type = gtype_[gp];
+    key.consumer_type = type_[d.id];
+    key.bucket = expansion_bucket(g_, d.id, pw);
+    std::string rule_why;
+    bool fuse = expansion_estimate(g_, d.id, &rule_why);
+    const char* env = std::getenv("DNNF_EXPAND_MIN_BYTES");
+    const bool forced = env && *env;
+    std::string decided;
+    if (forced) {
+      decided = "$DNNF_EXPAND_MIN_BYTES decides: " + rule_why + (fuse ? " -> fuse" : " -> keep apart");
+    } else if (db_.find(key)) {
+      Settlement s = settle_yellow(db_, key, PairCost{}, /*ties_fuse=*/false);
+      fuse = s.fuse;
+      decided = s.why;
+    } else {
+      decided = "no profile entry; analytic estimate: " + rule_why + (fuse ? " -> fuse" : " -> keep apart");
+    }
+    why += "; but " + name(d.id) + "'s kernel " + (fuse ? "computes" : "could compute") + " the rows of its input from " +
+           name(pw) + " itself, a few at a time into a ring that stays in cache, so that %" +
+           g_.value(d.inputs[0]).name + " is never written; " + decided;
+    if (fuse) {
+      expanded_.insert(pw);
+      join(gd, pw, kM2M);
+    }
+    record(last, d.id, fuse, why);
+    if (!forced) mark_yellow(last, d.id, key);
   }
 }
 

@@ -9,12 +9,14 @@
 
 #include <cstdlib>
 #include <set>
+#include <string>
 
 #include "ir/errors.h"
 #include "ir/mapping.h"
 #include "ir/shape_rules.h"
 #include "ir/window.h"
 #include "plan/plan.h"
+#include "plan/profile_db.h"
 
 namespace dnnf {
 
@@ -74,9 +76,9 @@ NodeId pointwise_expanded_by(const Graph& g, const std::string& target, NodeId d
   if (group_of(d) != C || g.value(d.outputs[0]).type.shape.back().value != C) return -1;
   if ((w.kernel[0] - 1) * w.dilations[0] + 1 > 16) return -1;
   // Rows narrower than this make a GEMM of too few pixels per call (a register tile is 4-8
-  // rows of pixels); and an expanded tensor that the caches hold costs little to store and
-  // read back, while the ring's one-row GEMMs run below the whole tensor's GEMM speed.
-  if (W < kExpandMinWidth || static_cast<int64_t>(x.nbytes()) <= expand_min_bytes()) return -1;
+  // rows of pixels). Whether a wider one pays is the planner's decision (expansion_estimate,
+  // or a measurement in the profiling database).
+  if (W < kExpandMinWidth) return -1;
   // Back from x through One-to-One ops of x's shape (the pointwise convolution's epilogue, a
   // chain or a diamond such as Swish's Sigmoid and Mul) to one pointwise convolution.
   std::set<NodeId> between;
@@ -117,6 +119,28 @@ NodeId pointwise_expanded_by(const Graph& g, const std::string& target, NodeId d
   if (g.consumers(d.inputs[0]).size() != 1) return -1;
   if (chain) chain->assign(between.begin(), between.end());
   return pw;
+}
+
+std::string expansion_bucket(const Graph& g, NodeId dw, NodeId pw) {
+  const TensorType& x = g.value(g.node(dw).inputs[0]).type;
+  const TensorType& in = g.value(g.node(pw).inputs[0]).type;
+  Window w;
+  WindowPlacement at;
+  int64_t stride = 1;
+  if (nhwc_window(g, g.node(dw), w, at)) stride = w.strides[0];
+  return shape_bucket(x.numel()) + " w" + std::to_string(x.shape[2].value) + " k" +
+         std::to_string(in.shape.back().value) + " c" + std::to_string(x.shape.back().value) + " s" +
+         std::to_string(stride);
+}
+
+bool expansion_estimate(const Graph& g, NodeId dw, std::string* why) {
+  const int64_t bytes = static_cast<int64_t>(g.value(g.node(dw).inputs[0]).type.nbytes());
+  const int64_t bound = expand_min_bytes();
+  const bool fuse = bytes > bound;
+  if (why)
+    *why = "the expanded tensor's " + std::to_string(bytes) + " B " + (fuse ? "> " : "<= ") +
+           std::to_string(bound) + " B (twice the L2, or $DNNF_EXPAND_MIN_BYTES)";
+  return fuse;
 }
 
 }  // namespace dnnf

@@ -100,17 +100,28 @@ bool expands_pointwise(const Graph& g, const Node& n);
 // Planes narrower than this are not expanded by their depthwise convolution (see
 // pointwise_expanded_by).
 inline constexpr int64_t kExpandMinWidth = 8;
-// Nor are expanded tensors of at most this many bytes: twice this machine's L2 (per core), or
-// $DNNF_EXPAND_MIN_BYTES. Measured (AVX2 Zen 3, 512 KiB L2, MobileNetV2, 1 thread, each
-// depthwise kernel with its expansion against the two apart): 112x112x96 (4.8 MB) 0.66x the
-// time, 56x56x144 (1.8 MB) 0.95x, but 28x28x192 (0.6 MB) 1.07x and 14x14x576 (0.45 MB) 1.15x,
-// where the whole tensor stays in cache and one GEMM over all its pixels beats one per row.
+// The planner's estimate for an expansion no measurement settles (expansion_estimate): fuse
+// when the expanded tensor is larger than this many bytes, twice this machine's L2 (per
+// core), or $DNNF_EXPAND_MIN_BYTES (which then decides every expansion, measured or not).
+// Measured (AVX2 Zen 3, 512 KiB L2, MobileNetV2, 1 thread, each depthwise kernel with its
+// expansion against the two apart): 112x112x96 (4.8 MB) 0.66x the time, 56x56x144 (1.8 MB)
+// 0.95x, but 28x28x192 (0.6 MB) 1.07x and 14x14x576 (0.45 MB) 1.15x, where the whole tensor
+// stays in cache and one GEMM over all its pixels beats one per row. On a Xeon with 2 MiB of
+// L2 and 260 MiB of L3 the same rule lost 4-7% on MobileNetV1-SSD at batch 8 and won 6% on
+// MobileNetV2, so where it matters the profiling database decides (a yellow key per shape).
 int64_t expand_min_bytes();
-// The pointwise NhwcConv whose output depthwise NhwcConv `dw` computes rows at a time from its
-// input on `target` (expanded_by_anchor.cc: the CPU's conv_nhwc_expand_f32), reached from dw's
-// input through One-to-One ops that nothing else reads (its epilogue, returned in `chain` in
-// node order); -1 if none.
+// The pointwise NhwcConv whose output depthwise NhwcConv `dw` can compute rows at a time from
+// its input on `target` (expanded_by_anchor.cc: the CPU's conv_nhwc_expand_f32), reached from
+// dw's input through One-to-One ops that nothing else reads (its epilogue, returned in `chain`
+// in node order); -1 if none. Structural only: whether it pays is the planner's decision, and
+// code generation expands every such pair a plan puts in one block.
 NodeId pointwise_expanded_by(const Graph& g, const std::string& target, NodeId dw, std::vector<NodeId>* chain);
+// The profiling key's bucket for the expansion of `dw` from `pw`: the expanded tensor's size
+// bucket and its shape ("2^20 w112 k32 c96 s1": row width, the 1x1's input and output
+// channels, the depthwise stride), what decides whether computing it a row at a time pays.
+std::string expansion_bucket(const Graph& g, NodeId dw, NodeId pw);
+// The estimate: fuse iff the expanded tensor has more than expand_min_bytes(); `why` says so.
+bool expansion_estimate(const Graph& g, NodeId dw, std::string* why);
 std::string plan_to_json(const Graph& g, const FusionPlan& p);
 std::string plan_to_dot(const Graph& g, const FusionPlan& p);
 

@@ -92,6 +92,10 @@ struct Settlement {
 };
 
 // Measured decision when the database has the exact key, the analytic estimate otherwise.
-Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairCost& cost);
+// A difference within the measured noise is a tie, decided for fusion (fewer passes over
+// memory) unless `ties_fuse` is false: then the faster median decides (an expansion, whose
+// fused kernel does its GEMM a row at a time, is not free where the tensor stays in cache:
+// MobileNetV2 with its ties fused ran 3% slower on a Xeon).
+Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairCost& cost, bool ties_fuse = true);
 
 }  // namespace dnnf
