@@ -14,6 +14,7 @@ import numpy as np
 
 from dnnfusion import _core
 from dnnfusion import dynamic as _dynamic
+from dnnfusion import host_tail as _host_tail
 from dnnfusion._paths import prelude_dir
 from dnnfusion import plan as _plan
 from dnnfusion import profiling as _profiling
@@ -91,6 +92,7 @@ class CompiledModel:
         # float16 inputs and outputs of a float16 ONNX file computed in float32 (float16="f32")
         self._f16_inputs: frozenset[str] = frozenset()
         self._f16_outputs: list[bool] = [False] * len(self.output_names)
+        self._tail: _host_tail.HostTail | None = None  # operators run after the kernels, on the host
 
     # Calling -----------------------------------------------------------------------------
     def __call__(self, *args: Any, **feeds: Any) -> Any:
@@ -117,12 +119,13 @@ class CompiledModel:
         return res if device.type == "cpu" else [t.to(device) for t in res]
 
     def _run_arrays(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        exe = self._exe
+        m = self
         if self._specializer is not None and any(
                 a.shape != tuple(v.shape) for a, v in zip(arrays, self.graph.inputs)):
             shapes = {name: a.shape for name, a in zip(self.input_names, arrays)}
-            exe = self._specializer.get(self, shapes, arrays)._exe
-        return exe.run(arrays)
+            m = self._specializer.get(self, shapes, arrays)
+        outs = m._exe.run(arrays)
+        return outs if m._tail is None else m._tail.run(arrays, outs)
 
     def _bind(self, args: tuple, feeds: dict) -> list:
         names = self.input_names
@@ -233,6 +236,10 @@ class CompiledModel:
                       "where even 32-wide tiles make fewer; GEMMs with too few rows to tile and B along K "
                       "(Linear layers) run a work-group per output; Softmax/LayerNorm rows, float reductions and global pools of 64 or more "
                       "get work-groups where 128 items fit, else one work-item per element or row"]
+        if self._tail is not None:
+            t = self._tail.stats
+            lines += ["", f"On the host after the kernels ({t['operators']} operators: "
+                      f"{', '.join(f'{k} x{v}' for k, v in t['ops'].items())}): {t['why']}"]
         lines += ["", _CODE_LEGEND[self.stats["target"]]]
         return "\n".join(lines)
 
@@ -484,6 +491,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         ecg, report = _rewrite.rewrite(ecg)
     ecg, layout_report = _rewrite.select_layout(ecg, layout)
     layout_report["mode"] = layout
+    ecg, tail = _host_tail.split(ecg)  # what follows a data-dependent output length (NMS)
     t_rewritten = time.perf_counter()
     # Yellow cells measured on this machine: only the DNNFusion planner on the CPU asks for
     # them (the OpenCL target keeps the estimate: its candidates would need the device's
@@ -563,8 +571,12 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         # The prelude units the module names and links (CPU), and what went wrong with units
         # during this compile (then a CompileWarning said so too).
         "prelude_units": units,
+        # operators after a data-dependent output length, run on the host (host_tail.py)
+        "host_tail": tail.stats if tail else None,
     }
     m = CompiledModel(ecg, fusion, generated, exe, stats, report)
+    if tail is not None:
+        m._tail, m.output_names = tail, tail.output_names
     m._f16_inputs = frozenset(f16_in)
     m._f16_outputs = f16_out or [False] * len(m.output_names)
     return m

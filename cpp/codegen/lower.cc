@@ -369,7 +369,7 @@ void BlockLowerer::emit_anchor(const Node& n) {
     if (n.op == OpKind::NonMaxSuppression)
       throw UnsupportedOperatorError("code generation does not support NonMaxSuppression yet: the length of its "
                                      "output depends on the data, and the memory plan needs static shapes (node '" +
-                                     n.name + "'): compile the model up to its inputs and run it after");
+                                     n.name + "'); compile() runs it and what follows on the host (host_tail.py)");
     throw UnsupportedOperatorError(std::string("code generation does not support ") + op_info(n.op).name +
                                    " yet (node '" + n.name + "')");
   }

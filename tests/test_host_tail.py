@@ -1,0 +1,121 @@
+"""A model whose output length depends on the data (NonMaxSuppression, then Gathers that pick
+the kept boxes: a detection export with its post-processing) compiles: the kernels compute
+everything up to it, and the operators from it on run on the host with the NumPy reference
+(dnnfusion/host_tail.py). Checked against ONNX Runtime on data that keeps many, few and no
+boxes, at several batch sizes through specialization."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dnnfusion as df
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
+
+
+def _detector(batch="B", score_threshold=0.3, center_point_box=0, max_boxes=10):
+    """Conv features -> boxes [B, 64, 4] and 2 classes' scores [B, 2, 64] -> NMS -> the kept
+    boxes of batch 0 gathered by the selected indices; the features are an output too."""
+    rng = np.random.default_rng(0)
+    nodes = [h.make_node("Conv", ["x", "w"], ["f"], kernel_shape=[3, 3], pads=[1] * 4),
+             h.make_node("Shape", ["f"], ["fs"]),
+             h.make_node("Slice", ["fs", "z1", "o1"], ["b"]),
+             h.make_node("Concat", ["b", "c6", "c64"], ["s1"], axis=0),
+             h.make_node("Reshape", ["f", "s1"], ["f2"]),
+             h.make_node("Transpose", ["f2"], ["ft"], perm=[0, 2, 1]),
+             h.make_node("Slice", ["ft", "z1", "c4", "two1"], ["boxes"]),
+             h.make_node("Slice", ["f2", "c4", "c6", "o1"], ["sc"]),
+             h.make_node("Sigmoid", ["sc"], ["scores"]),
+             h.make_node("NonMaxSuppression", ["boxes", "scores", "mx", "iou", "sth"], ["sel"],
+                         center_point_box=center_point_box),
+             h.make_node("Gather", ["sel", "two"], ["idx"], axis=1),
+             h.make_node("Gather", ["boxes", "zero"], ["b0"], axis=0),
+             h.make_node("Gather", ["b0", "idx"], ["kept"], axis=0),
+             h.make_node("ReduceSum", ["kept"], ["area"], keepdims=0),
+             h.make_node("Relu", ["f"], ["feat"])]
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    inits = [nh.from_array(rng.standard_normal((6, 3, 3, 3)).astype(np.float32), "w"),
+             nh.from_array(i64(0), "z1"), nh.from_array(i64(1), "o1"), nh.from_array(i64(2), "two1"),
+             nh.from_array(i64(4), "c4"), nh.from_array(i64(6), "c6"), nh.from_array(i64(64), "c64"),
+             nh.from_array(i64(max_boxes), "mx"), nh.from_array(np.array([0.5], np.float32), "iou"),
+             nh.from_array(np.array([score_threshold], np.float32), "sth"),
+             nh.from_array(np.array(2, np.int64), "two"), nh.from_array(np.array(0, np.int64), "zero")]
+    g = h.make_graph(nodes, "detector", [h.make_tensor_value_info("x", T.FLOAT, [batch, 3, 8, 8])],
+                     [h.make_tensor_value_info("kept", T.FLOAT, ["k", 4]),
+                      h.make_tensor_value_info("sel", T.INT64, ["k", 3]),
+                      h.make_tensor_value_info("area", T.FLOAT, []),
+                      h.make_tensor_value_info("feat", T.FLOAT, [batch, 6, 8, 8])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m.SerializeToString()
+
+
+def _check(model, m, x):
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = m(x)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    return got
+
+
+@pytest.mark.parametrize("threshold,center", [(0.3, 0), (0.05, 1), (1.0, 0)])
+def test_operators_after_nms_run_on_the_host_and_match_onnxruntime(threshold, center):
+    model = _detector(score_threshold=threshold, center_point_box=center)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    m = df.compile(model, example_inputs=[x])
+    t = m.stats["host_tail"]
+    # NMS, the three Gathers after it and the ReduceSum of what they pick; the Conv, the
+    # boxes' and scores' slices and the Relu are kernels
+    assert t["ops"] == {"Gather": 2, "NonMaxSuppression": 1, "ReduceSum": 1}, t
+    assert "NonMaxSuppression's output depends on the data" in t["why"], t
+    assert "On the host after the kernels (4 operators" in m.explain()
+    assert m.output_names == ["kept", "sel", "area", "feat"]
+    rows = [_check(model, m, x)[1].shape[0]]
+    for seed in (2, 3):  # other data: other numbers of boxes kept
+        rows.append(_check(model, m, np.random.default_rng(seed).standard_normal((2, 3, 8, 8)).astype(np.float32))[1].shape[0])
+    if threshold >= 1:
+        assert rows == [0, 0, 0]  # no score above it: empty outputs, as ONNX Runtime's
+    else:
+        assert min(rows) > 0
+
+
+def test_another_batch_size_compiles_a_specialization_with_its_own_tail():
+    model = _detector()
+    rng = np.random.default_rng(4)
+    m = df.compile(model, example_inputs=[rng.standard_normal((1, 3, 8, 8)).astype(np.float32)])
+    for b in (3, 1):
+        _check(model, m, rng.standard_normal((b, 3, 8, 8)).astype(np.float32))
+    assert m.stats["specializations"] and m.stats["host_tail"]["operators"] == 4
+
+
+def test_dynamic_batch_refuses_a_data_dependent_length():
+    """dynamic=True runs chunks of the batch and joins their outputs along axis 0, which an
+    output of NMS rows (batch indices inside) does not allow: refused, naming the operator."""
+    with pytest.raises(df.Error, match="NonMaxSuppression"):
+        df.compile(_detector(), dynamic=True)
+
+
+def test_a_model_that_is_only_nms_is_a_clear_error():
+    g = h.make_graph([h.make_node("NonMaxSuppression", ["b", "s", "mx"], ["sel"])], "only",
+                     [h.make_tensor_value_info("b", T.FLOAT, [1, 5, 4]),
+                      h.make_tensor_value_info("s", T.FLOAT, [1, 1, 5])],
+                     [h.make_tensor_value_info("sel", T.INT64, ["k", 3])],
+                     [nh.from_array(np.array([3], np.int64), "mx")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    with pytest.raises(df.UnsupportedOperatorError, match="nothing before them to compile"):
+        df.compile(m.SerializeToString())
+
+
+def test_the_opencl_target_runs_the_tail_on_the_host_too():
+    model = _detector()
+    x = np.random.default_rng(5).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    m = df.compile(model, example_inputs=[x], target="opencl")
+    assert m.stats["target"] == "opencl" and m.stats["host_tail"]["operators"] == 4
+    _check(model, m, x)
