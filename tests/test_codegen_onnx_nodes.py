@@ -68,7 +68,8 @@ def test_rejections_are_clear_errors():
     # Every case code generation does not take was refused with UnsupportedOperatorError or
     # ShapeError naming what is missing (collect() lets any other exception through).
     # Each also says what to do about it (issue 17 part 3).
-    advice = ("Cast", "float16='f32'", "as a constant", "as constants", "run it after", "output_padding")
+    advice = ("Cast", "float16='f32'", "as a constant", "as constants", "output_padding",
+              "runs it and what follows on the host")
     assert COLLECTED.rejected
     for case, why in COLLECTED.rejected.items():
         assert why.startswith(("UnsupportedOperatorError: ", "ShapeError: ")), (case, why)
