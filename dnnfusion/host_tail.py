@@ -32,35 +32,45 @@ def _static(v: Any) -> bool:
 
 
 class HostTail:
-    """The tail of a split graph: run after the compiled prefix on the model's input arrays
+    """The tail of a split graph, as a graph of its own (so the compiled model keeps no second
+    copy of the prefix's weights): run after the compiled prefix on the model's input arrays
     and the prefix's outputs; returns the model's outputs in its order."""
 
-    def __init__(self, ecg: ECG, nodes: list, prefix_outputs: list):
-        self._ecg = ecg  # keeps the nodes and values below alive
-        self.nodes = nodes
-        self._inputs = [v.id for v in ecg.inputs]
-        self._prefix = [v.id for v in prefix_outputs]
-        self._outputs = list(ecg.outputs)
-        self._keep = {v.id for v in ecg.outputs}
-        self.output_names = [v.name for v in ecg.outputs]
-        counts = Counter(n.op for n in nodes)
-        # where it starts: operators with a data-dependent output computed from static inputs
-        first = [n for n in nodes if not all(_static(v) for v in n.outputs)
-                 and all(_static(v) for v in n.inputs if v is not None)]
+    def __init__(self, graph: ECG, sources: list[tuple[int, str, int]], outputs: list[tuple[str, Any]],
+                 output_names: list[str], first_ops: list[str]):
+        self.graph = graph
+        self._sources = sources  # (tail input id, "in" | "pre", index into the inputs | prefix outputs)
+        self._outputs = outputs  # ("tail", value) | ("in" | "pre", index) | ("const", array)
+        self._keep = {v.id for k, v in outputs if k == "tail"}
+        self.output_names = output_names
         self.stats = {
-            "operators": len(nodes),
-            "ops": dict(sorted(counts.items())),
-            "why": (f"the number of rows of {', '.join(sorted({n.op for n in first}))}'s output depends on "
-                    "the data; these operators and everything computed from them run after the "
-                    "compiled kernels, on the host, with the NumPy reference"),
+            "operators": len(graph.nodes),
+            "ops": dict(sorted(Counter(n.op for n in graph.nodes).items())),
+            "why": (f"the number of rows of {', '.join(first_ops)}'s output depends on the data; "
+                    "these operators and everything computed from them run after the compiled "
+                    "kernels, on the host, with the NumPy reference"),
         }
 
     def run(self, arrays: list[np.ndarray], prefix_outs: list[np.ndarray]) -> list[np.ndarray]:
-        env: dict[int, np.ndarray] = dict(zip(self._inputs, arrays))
-        env.update(zip(self._prefix, prefix_outs))
-        run_nodes(self.nodes, env, keep=self._keep)
-        outs = [np.asarray(_read(v, env)) for v in self._outputs]
+        given = {"in": arrays, "pre": prefix_outs}
+        env: dict[int, np.ndarray] = {vid: given[k][i] for vid, k, i in self._sources}
+        run_nodes(self.graph.nodes, env, keep=self._keep)
+        outs = [np.asarray(_read(x, env) if k == "tail" else x if k == "const" else given[k][x])
+                for k, x in self._outputs]
         return [o if o.flags.c_contiguous else o.copy(order="C") for o in outs]  # 0-d stays 0-d
+
+
+def _copy_nodes(sub: Any, nodes: list, env: dict[int, Any], on_input: Any) -> None:
+    """Adds `nodes` to graph `sub`; an operand not in `env` becomes a constant, or what
+    `on_input(value)` makes of it (a graph input)."""
+    for n in nodes:
+        for v in n.inputs:
+            if v is not None and v.id not in env:
+                env[v.id] = sub.add_constant(v.name, v.numpy()) if v.is_constant else on_input(v)
+        outs = sub.add_node(n.op, [None if v is None else env[v.id] for v in n.inputs], dict(n.attrs),
+                            len(n.outputs), n.name, [v.name for v in n.outputs])
+        for v, r in zip(n.outputs, outs):
+            env[v.id] = r
 
 
 def split(ecg: ECG) -> tuple[ECG, HostTail | None]:
@@ -77,28 +87,45 @@ def split(ecg: ECG) -> tuple[ECG, HostTail | None]:
     made = {v.id for n in head for v in n.outputs}
     # What the prefix must return: values of its operators the tail reads, and model outputs.
     wanted: list = []
-    seen: set[int] = set()
     for v in [u for n in tail for u in n.inputs if u is not None] + list(ecg.outputs):
-        if v.id in made and v.id not in seen:
-            seen.add(v.id)
+        if v.id in made and v.id not in {w.id for w in wanted}:
             wanted.append(v)
     if not wanted:
         names = ", ".join(sorted({n.op for n in tail}))
         raise UnsupportedOperatorError(
             f"the model is only {names} on its inputs (output lengths that depend on the data): "
             "there is nothing before them to compile; run it with dnnfusion.reference.run")
-    g = ecg.graph
-    sub = _core.Graph(g.name)
-    env: dict[int, Any] = {}
-    for v in ecg.inputs:
-        env[v.id] = sub.add_input(v.name, v.dtype, [int(d) for d in v.shape])
-    for n in head:
-        for v in n.inputs:
-            if v is not None and v.id not in env:
-                env[v.id] = sub.add_constant(v.name, v.numpy())
-        outs = sub.add_node(n.op, [None if v is None else env[v.id] for v in n.inputs], dict(n.attrs),
-                            len(n.outputs), n.name, [v.name for v in n.outputs])
-        for v, r in zip(n.outputs, outs):
-            env[v.id] = r
-    sub.set_outputs([env[v.id] for v in wanted])
-    return ECG(sub), HostTail(ecg, tail, wanted)
+    name = ecg.graph.name
+    inputs = {v.id: i for i, v in enumerate(ecg.inputs)}
+    pre = {v.id: j for j, v in enumerate(wanted)}
+    head_graph = _core.Graph(name)
+    env: dict[int, Any] = {v.id: head_graph.add_input(v.name, v.dtype, [int(d) for d in v.shape]) for v in ecg.inputs}
+    _copy_nodes(head_graph, head, env, on_input=None)  # its operands: inputs, constants, its own
+    head_graph.set_outputs([env[v.id] for v in wanted])
+
+    tail_graph = _core.Graph(name + ".tail")
+    tenv: dict[int, Any] = {}
+    boundary: list = []  # values from outside the tail: the model's inputs, the prefix's outputs
+
+    def tail_input(v: Any) -> Any:
+        boundary.append(v)
+        return tail_graph.add_input(v.name, v.dtype, [int(d) for d in v.shape])
+
+    _copy_nodes(tail_graph, tail, tenv, tail_input)
+    made_in_tail = [v for v in ecg.outputs if v.id in tail_values]
+    tail_graph.set_outputs([tenv[v.id] for v in made_in_tail])
+    sources = [(tenv[v.id].id, "in" if v.id in inputs else "pre", inputs[v.id] if v.id in inputs else pre[v.id])
+               for v in boundary]
+    outputs: list[tuple[str, Any]] = []
+    for v in ecg.outputs:
+        if v.id in tail_values:
+            outputs.append(("tail", tenv[v.id]))
+        elif v.id in pre:
+            outputs.append(("pre", pre[v.id]))
+        elif v.id in inputs:
+            outputs.append(("in", inputs[v.id]))
+        else:
+            outputs.append(("const", np.asarray(v.numpy())))
+    first = sorted({n.op for n in tail if not all(_static(v) for v in n.outputs)
+                    and all(_static(v) for v in n.inputs if v is not None)})
+    return ECG(head_graph), HostTail(ECG(tail_graph), sources, outputs, [v.name for v in ecg.outputs], first)

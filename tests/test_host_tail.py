@@ -77,6 +77,8 @@ def test_operators_after_nms_run_on_the_host_and_match_onnxruntime(threshold, ce
     assert "NonMaxSuppression's output depends on the data" in t["why"], t
     assert "On the host after the kernels (4 operators" in m.explain()
     assert m.output_names == ["kept", "sel", "area", "feat"]
+    # the tail is a graph of its own: no second copy of the prefix's weights
+    assert len(m._tail.graph.nodes) == 4 and "w" not in {c.name for c in m._tail.graph.constants}
     rows = [_check(model, m, x)[1].shape[0]]
     for seed in (2, 3):  # other data: other numbers of boxes kept
         rows.append(_check(model, m, np.random.default_rng(seed).standard_normal((2, 3, 8, 8)).astype(np.float32))[1].shape[0])
