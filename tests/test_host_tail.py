@@ -16,9 +16,10 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
 
 
-def _detector(batch="B", score_threshold=0.3, center_point_box=0, max_boxes=10):
+def _detector(batch="B", score_threshold=0.3, center_point_box=0, max_boxes=10, threshold_input=False):
     """Conv features -> boxes [B, 64, 4] and 2 classes' scores [B, 2, 64] -> NMS -> the kept
-    boxes of batch 0 gathered by the selected indices; the features are an output too."""
+    boxes of batch 0 gathered by the selected indices; the features are an output too. With
+    `threshold_input`, the score threshold is a second input (read by the tail alone)."""
     rng = np.random.default_rng(0)
     nodes = [h.make_node("Conv", ["x", "w"], ["f"], kernel_shape=[3, 3], pads=[1] * 4),
              h.make_node("Shape", ["f"], ["fs"]),
@@ -43,7 +44,11 @@ def _detector(batch="B", score_threshold=0.3, center_point_box=0, max_boxes=10):
              nh.from_array(i64(max_boxes), "mx"), nh.from_array(np.array([0.5], np.float32), "iou"),
              nh.from_array(np.array([score_threshold], np.float32), "sth"),
              nh.from_array(np.array(2, np.int64), "two"), nh.from_array(np.array(0, np.int64), "zero")]
-    g = h.make_graph(nodes, "detector", [h.make_tensor_value_info("x", T.FLOAT, [batch, 3, 8, 8])],
+    inputs = [h.make_tensor_value_info("x", T.FLOAT, [batch, 3, 8, 8])]
+    if threshold_input:
+        inits = [i for i in inits if i.name != "sth"]
+        inputs.append(h.make_tensor_value_info("sth", T.FLOAT, [1]))
+    g = h.make_graph(nodes, "detector", inputs,
                      [h.make_tensor_value_info("kept", T.FLOAT, ["k", 4]),
                       h.make_tensor_value_info("sel", T.INT64, ["k", 3]),
                       h.make_tensor_value_info("area", T.FLOAT, []),
@@ -54,9 +59,10 @@ def _detector(batch="B", score_threshold=0.3, center_point_box=0, max_boxes=10):
     return m.SerializeToString()
 
 
-def _check(model, m, x):
-    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    got = m(x)
+def _check(model, m, x, *more):
+    feeds = dict(zip(["x", "sth"], [x, *more]))
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = m(x, *more)
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
@@ -121,3 +127,14 @@ def test_the_opencl_target_runs_the_tail_on_the_host_too():
     m = df.compile(model, example_inputs=[x], target="opencl")
     assert m.stats["target"] == "opencl" and m.stats["host_tail"]["operators"] == 4
     _check(model, m, x)
+
+
+def test_an_input_only_the_tail_reads():
+    """The score threshold as a model input: the compiled prefix still takes every input in
+    the model's order, and the tail reads the threshold from the call."""
+    model = _detector(threshold_input=True)
+    x = np.random.default_rng(6).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    m = df.compile(model, example_inputs=[x, np.array([0.3], np.float32)])
+    assert m.input_names == ["x", "sth"]
+    kept = [_check(model, m, x, np.array([t], np.float32))[1].shape[0] for t in (0.2, 0.6, 1.0)]
+    assert kept[0] >= kept[1] >= kept[2] == 0 and kept[0] > 0, kept
