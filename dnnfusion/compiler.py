@@ -390,7 +390,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     Yellow cells of the fusion table (``profile``, dnnfusion planner on the CPU): ``"auto"``
     (default; ``$DNNF_PROFILE`` overrides it) measures the pairs no profiling database settles
     as the code they become, fused and apart, within ``profile_seconds`` (default
-    ``$DNNF_PROFILE_SECONDS`` or 5; largest intermediates first), and caches the results per
+    ``$DNNF_PROFILE_SECONDS`` or 5; the keys deciding the most data first), and caches the results per
     CPU and ISA beside the kernel cache, so later compiles use them; compiling the same model
     again with no larger budget measures nothing more (a warm compile reuses the plan and the
     kernels; ``python -m dnnfusion profile`` measures everything); ``"off"`` settles them by the analytic estimate. ``explain()`` says for each yellow pair

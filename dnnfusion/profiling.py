@@ -16,9 +16,9 @@ the planner decides for fusion (fewer passes over memory).
 Two ways in:
 
 * ``compile(..., profile="auto")`` (the default on the CPU): keys of the model being
-  compiled that no database settles are measured within a time budget, largest
-  intermediate first, and cached per CPU and ISA next to the kernel cache
-  (:func:`machine_db`), so later compiles use them. What the budget left unmeasured is
+  compiled that no database settles are measured within a time budget, the keys
+  that decide the most data first (size times how many pairs share the key), and
+  cached per CPU and ISA next to the kernel cache (:func:`machine_db`), so later compiles use them. What the budget left unmeasured is
   recorded too (:func:`spent_path`): compiling the same model again with no larger budget
   measures nothing more, so its plan and kernels come from the caches (a warm compile).
 * ``python -m dnnfusion profile`` (:func:`profile`): every yellow key of the given models,
@@ -300,14 +300,17 @@ def _key(p: Any, c: Any, k: dict) -> tuple:
 
 
 def _by_size(pairs: list[tuple[Any, Any, dict]]) -> list[tuple[Any, Any, dict]]:
-    """One pair per key, the largest intermediate first (where fusion matters most)."""
+    """One pair per key, the keys that decide the most data first (where fusion matters most):
+    the intermediate's size bucket times how many pairs of the model share the key, so four
+    blocks of one shape outweigh a single one of twice the size."""
     first: dict[tuple, tuple] = {}
+    weight: dict[tuple, int] = {}
     for p, c, k in pairs:
-        first.setdefault(_key(p, c, k), (p, c, k))
-    def size(item: tuple) -> int:
-        b = item[2]["bucket"]  # "2^k", or "2^k w.. k.. c.. s.." for an expansion
-        return int(b[2:].split()[0]) if b.startswith("2^") else -1
-    return sorted(first.values(), key=size, reverse=True)
+        key = _key(p, c, k)
+        first.setdefault(key, (p, c, k))
+        b = k["bucket"]  # "2^k", or "2^k w.. k.. c.. s.." for an expansion; "?" symbolic
+        weight[key] = weight.get(key, 0) + (1 << int(b[2:].split()[0]) if b.startswith("2^") else 0)
+    return sorted(first.values(), key=lambda t: weight[_key(*t)], reverse=True)
 
 
 @dataclass
@@ -379,7 +382,7 @@ def _record_spent(path: Path, tag: str, seconds: float) -> None:
 def auto_profile(ecg: ECG, fusion: Any, replan: Callable[[list[str]], Any], *,
                  dbs: Sequence[str], isa: str, threads: int, seconds: float,
                  min_seconds: float = 0.2) -> tuple[AutoProfile, Any]:
-    """Measures the yellow keys ``fusion`` settled by the estimate, largest first, until
+    """Measures the yellow keys ``fusion`` settled by the estimate, most data first, until
     ``seconds`` are spent (a candidate is built only when the last candidate's build time says
     it ends within the budget, and measured only when one run of it says the measurement
     does), merges them

@@ -367,3 +367,17 @@ def test_a_candidate_that_fails_keeps_the_estimate(monkeypatch, tmp_path):
     assert p["failed"] and all("ValueError: no such luck" in f for f in p["failed"])
     assert not profiling.machine_db("scalar").exists()
     assert "not measured: its candidate failed to build or run" in m.explain()
+
+
+def test_keys_that_decide_the_most_data_are_measured_first():
+    """compile's budget goes first to the keys that settle the most bytes: a key shared by
+    four pairs of 2^16 elements before one pair of 2^17, that before one of 2^16."""
+    from types import SimpleNamespace as NS
+
+    def pair(op, bucket):
+        return (NS(op=op), NS(op="MatMul"), {"producer_type": "Shuffle", "consumer_type": "Many-to-Many",
+                                               "bucket": bucket})
+    pairs = [pair("Transpose", "2^17"), pair("Reshape", "2^16"), *[pair("Relu", "2^16 w14 k64 c384 s1")] * 4,
+             pair("Flatten", "?")]
+    order = [p.op for p, _, _ in df.profiling._by_size(pairs)]
+    assert order == ["Relu", "Transpose", "Reshape", "Flatten"], order
