@@ -138,3 +138,29 @@ def test_an_input_only_the_tail_reads():
     assert m.input_names == ["x", "sth"]
     kept = [_check(model, m, x, np.array([t], np.float32))[1].shape[0] for t in (0.2, 0.6, 1.0)]
     assert kept[0] >= kept[1] >= kept[2] == 0 and kept[0] > 0, kept
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_tails_nms_in_cpp_selects_what_the_oracle_selects(seed):
+    """host_tail runs NonMaxSuppression with the prelude's C++ kernel (_core.nms_f32; the
+    oracle's NumPy loop took 88 ms where ONNX Runtime took 1.6 on SSD's post-processing): on
+    random boxes with repeated scores (ties by lower index), zero-area and flipped corners, a
+    NaN score, both box encodings, with and without a score threshold, and max 0 or more than n."""
+    from dnnfusion import host_tail, reference
+
+    rng = np.random.default_rng(seed)
+    B, C, n = 1 + seed % 2, 1 + seed % 3, 40 + 7 * seed
+    boxes = rng.random((B, n, 4)).astype(np.float32)
+    boxes[:, ::9, 2:] = boxes[:, ::9, :2]  # zero-area boxes
+    scores = rng.choice(np.float32([0.1, 0.3, 0.5, 0.7, 0.9]), size=(B, C, n)) if seed % 2 else \
+        rng.random((B, C, n)).astype(np.float32)
+    scores = scores.astype(np.float32)
+    scores[0, 0, 3] = np.nan
+    for center in (0, 1):
+        for mx, iou, st in ((10, 0.5, None), (n + 5, 0.3, 0.4), (0, 0.5, None), (3, 0.0, 0.2)):
+            args = [boxes, scores, np.array([mx], np.int64), np.array([iou], np.float32),
+                    None if st is None else np.array([st], np.float32)]
+            want = reference.run_node("NonMaxSuppression", args, {"center_point_box": center})[0]
+            (got,) = host_tail._nms(args, {"center_point_box": center})
+            assert got.dtype == np.int64 and got.shape == want.shape, (got.shape, want.shape)
+            np.testing.assert_array_equal(got, want)

@@ -5,8 +5,11 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "bind/plan_of.h"
+#include "codegen/prelude/nms.h"
 #include "ir/errors.h"
 #include "ir/graph.h"
 #include "plan/plan.h"
@@ -31,6 +34,32 @@ void bind_runtime(py::module_& m) {
   m.def("prelude_cache_dir", &prelude_cache_dir,
         "Where the precompiled header and prelude units live: $DNNF_PRELUDE_CACHE_DIR, else the kernel cache.");
   m.def("sha256_hex", [](const py::bytes& b) { return sha256_hex(std::string(b)); });
+
+  // The prelude's NonMaxSuppression (codegen/prelude/nms.h, the kernel generated code would call)
+  // for the host tail (dnnfusion/host_tail.py): same arithmetic as the oracle, in C++.
+  using F32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
+  m.def("nms_f32", [](F32 boxes, F32 scores, long max_per_class, float iou_threshold,
+                      std::optional<float> score_threshold, int center_point_box) {
+    if (boxes.ndim() != 3 || boxes.shape(2) != 4 || scores.ndim() != 3 || scores.shape(0) != boxes.shape(0) ||
+        scores.shape(2) != boxes.shape(1))
+      throw ShapeError("NonMaxSuppression: boxes must be [num_batches, n, 4] and scores [num_batches, classes, n]");
+    if (center_point_box != 0 && center_point_box != 1)
+      throw ShapeError("NonMaxSuppression: center_point_box must be 0 or 1");
+    const long B = boxes.shape(0), n = boxes.shape(1), classes = scores.shape(1);
+    std::vector<int64_t> sel(static_cast<size_t>(irr::nms_capacity(B, classes, n, max_per_class)) * 3);
+    const float st = score_threshold.value_or(0.f);
+    long rows;
+    {
+      py::gil_scoped_release free;
+      rows = irr::nms_f32(B, classes, n, boxes.data(), scores.data(), max_per_class, iou_threshold,
+                          score_threshold ? &st : nullptr, center_point_box, sel.data());
+    }
+    py::array_t<int64_t> out({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(3)});
+    std::copy(sel.begin(), sel.begin() + rows * 3, out.mutable_data());
+    return out;
+  }, py::arg("boxes"), py::arg("scores"), py::arg("max_per_class"), py::arg("iou_threshold"),
+     py::arg("score_threshold"), py::arg("center_point_box"),
+     "NonMaxSuppression on float32 boxes [B, n, 4] and scores [B, classes, n]: the selected (batch, class, box) rows.");
 
   m.def("cpu_features", [] {
     CpuFeatures f = cpu_features();
