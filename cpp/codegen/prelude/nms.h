@@ -35,7 +35,7 @@ inline long nms_f32(long B, long classes, long n, const float* boxes, const floa
   if (center_point_box != 0 && center_point_box != 1) {
     throw std::invalid_argument("NonMaxSuppression: center_point_box must be 0 or 1");
   }
-  std::vector<float> c(static_cast<size_t>(n) * 4);  // x_min, y_min, x_max, y_max
+  std::vector<float> c(static_cast<size_t>(n) * 4), area(static_cast<size_t>(n));  // x_min, y_min, x_max, y_max
   std::vector<long> order, kept;
   long rows = 0;
   for (long b = 0; b < B; ++b) {
@@ -49,6 +49,8 @@ inline long nms_f32(long B, long classes, long n, const float* boxes, const floa
         q[0] = p[0] - p[2] / 2, q[1] = p[1] - p[3] / 2;
         q[2] = p[0] + p[2] / 2, q[3] = p[1] + p[3] / 2;
       }
+      // once per box: the same rounded product the pairwise test computed per pair
+      area[i] = detail::rounded((q[2] - q[0]) * (q[3] - q[1]));
     }
     for (long cl = 0; cl < classes; ++cl) {
       const float* s = scores + (b * classes + cl) * n;
@@ -56,24 +58,32 @@ inline long nms_f32(long B, long classes, long n, const float* boxes, const floa
       for (long i = 0; i < n; ++i) {
         if (!score_threshold || s[i] > *score_threshold) order.push_back(i);
       }
-      std::stable_sort(order.begin(), order.end(), [s](long i, long j) {
-        const float a = -s[i], b = -s[j];  // NumPy ascending order of -s: NaN last
-        return (a != a || b != b) ? (a == a && b != b) : a < b;
-      });
+      // The oracle's order (a stable sort of -score: NaN last, equal scores by lower index),
+      // taken lazily from a heap: only the boxes examined until max_per_class are kept get
+      // ordered (post-processing examines a few hundred of thousands of candidates).
+      auto first = [s](long i, long j) {  // whether box i comes before box j
+        const float x = -s[i], y = -s[j];
+        if (x != x || y != y) return (x == x) != (y == y) ? x == x : i < j;
+        return x < y || (!(y < x) && i < j);
+      };
+      auto later = [&first](long i, long j) { return first(j, i); };
+      std::make_heap(order.begin(), order.end(), later);
       kept.clear();
-      for (long i : order) {
+      for (auto end = order.end(); end != order.begin();) {
         if (static_cast<long>(kept.size()) >= max_per_class) break;
+        std::pop_heap(order.begin(), end, later);
+        const long i = *--end;
         const float* bi = c.data() + i * 4;
-        const float area = detail::rounded((bi[2] - bi[0]) * (bi[3] - bi[1]));
+        const float area_i = area[i];
         bool suppressed = false;
         for (long j : kept) {
           const float* bj = c.data() + j * 4;
           const float ix = std::min(bi[2], bj[2]) - std::max(bi[0], bj[0]);
           const float iy = std::min(bi[3], bj[3]) - std::max(bi[1], bj[1]);
           const float inter = detail::rounded(ix * iy);
-          const float area_j = detail::rounded((bj[2] - bj[0]) * (bj[3] - bj[1]));
-          const float uni = area + area_j - inter;
-          if (ix > 0 && iy > 0 && area > 0 && area_j > 0 && uni > 0 &&
+          const float area_j = area[j];
+          const float uni = area_i + area_j - inter;
+          if (ix > 0 && iy > 0 && area_i > 0 && area_j > 0 && uni > 0 &&
               inter / uni > iou_threshold) {
             suppressed = true;
             break;
