@@ -139,6 +139,22 @@ class ECG:
         return self.to_text(elide_constants=True)
 
 
+def copy_nodes(sub: Any, nodes: Sequence[Any], env: dict[int, Any]) -> dict[int, Any]:
+    """Adds ``nodes`` (of another graph, in topological order) to ``_core.Graph`` ``sub``.
+    ``env`` maps the other graph's value ids to ``sub``'s values and grows with every output;
+    an operand it lacks becomes a constant of ``sub``, or else one of its inputs. Returns
+    ``env``. (profiling.subgraph's candidates, host_tail's prefix and tail.)"""
+    for n in nodes:
+        for v in n.inputs:
+            if v is not None and v.id not in env:
+                env[v.id] = (sub.add_constant(v.name, v.numpy()) if v.is_constant
+                             else sub.add_input(v.name, v.dtype, [int(d) for d in v.shape]))
+        made = sub.add_node(n.op, [None if v is None else env[v.id] for v in n.inputs], dict(n.attrs),
+                            len(n.outputs), n.name, [v.name for v in n.outputs])
+        env.update((v.id, r) for v, r in zip(n.outputs, made))
+    return env
+
+
 def parse(text: str) -> ECG:
     """Parses the canonical text form and verifies the result."""
     g = ECG(_core.parse_text(text))

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from .ecg import ECG
+from .ecg import ECG, copy_nodes
 from .errors import UnsupportedOperatorError
-from .reference import _read, run_node
+from .reference import _read, run_node, run_nodes
 
 
 def _static(v: Any) -> bool:
@@ -56,13 +56,7 @@ class HostTail:
     def run(self, arrays: list[np.ndarray], prefix_outs: list[np.ndarray]) -> list[np.ndarray]:
         given = {"in": arrays, "pre": prefix_outs}
         env: dict[int, np.ndarray] = {vid: given[k][i] for vid, k, i in self._sources}
-        for node in self.graph.nodes:
-            args = [None if v is None else _read(v, env) for v in node.inputs]
-            fast = _FAST.get(node.op)
-            results = fast(args, node.attrs) if fast else None
-            if results is None:
-                results = run_node(node.op, args, node.attrs, len(node.outputs))
-            env.update((v.id, r) for v, r in zip(node.outputs, results))
+        run_nodes(self.graph.nodes, env, kernels=_KERNELS)
         outs = [np.asarray(_read(x, env) if k == "tail" else x if k == "const" else given[k][x])
                 for k, x in self._outputs]
         return [o if o.flags.c_contiguous else o.copy(order="C") for o in outs]  # 0-d stays 0-d
@@ -73,12 +67,12 @@ def _scalar(args: list, i: int) -> np.ndarray | None:
     return None if a is None or a.size == 0 else a.reshape(-1)[0]
 
 
-def _nms(args: list, attrs: dict) -> list[np.ndarray] | None:
+def _nms(args: list, attrs: dict) -> list[np.ndarray]:
     """NonMaxSuppression on float32 in C++ (the prelude's kernel, bound in _core; the same
-    arithmetic as the oracle, tests/test_host_tail.py compares them); None: the oracle's."""
+    arithmetic as the oracle, tests/test_host_tail.py compares them); other types the oracle's."""
     boxes, scores = args[0], args[1]
     if boxes.dtype != np.float32 or scores.dtype != np.float32:
-        return None
+        return run_node("NonMaxSuppression", args, attrs)
     mx, iou, st = _scalar(args, 2), _scalar(args, 3), _scalar(args, 4)
     return [_core.nms_f32(boxes, scores, 0 if mx is None else int(mx), 0.0 if iou is None else float(iou),
                           None if st is None else float(st), int(attrs.get("center_point_box", 0)))]
@@ -86,20 +80,7 @@ def _nms(args: list, attrs: dict) -> list[np.ndarray] | None:
 
 # Operators the tail runs in C++ where the oracle's NumPy loops would dominate a call (NMS over
 # SSD's 1917 boxes x 21 classes: 88 ms in NumPy, ONNX Runtime's 1.6).
-_FAST = {"NonMaxSuppression": _nms}
-
-
-def _copy_nodes(sub: Any, nodes: list, env: dict[int, Any], on_input: Any) -> None:
-    """Adds `nodes` to graph `sub`; an operand not in `env` becomes a constant, or what
-    `on_input(value)` makes of it (a graph input)."""
-    for n in nodes:
-        for v in n.inputs:
-            if v is not None and v.id not in env:
-                env[v.id] = sub.add_constant(v.name, v.numpy()) if v.is_constant else on_input(v)
-        outs = sub.add_node(n.op, [None if v is None else env[v.id] for v in n.inputs], dict(n.attrs),
-                            len(n.outputs), n.name, [v.name for v in n.outputs])
-        for v, r in zip(n.outputs, outs):
-            env[v.id] = r
+_KERNELS = {"NonMaxSuppression": _nms}
 
 
 def split(ecg: ECG) -> tuple[ECG, HostTail | None]:
@@ -128,23 +109,18 @@ def split(ecg: ECG) -> tuple[ECG, HostTail | None]:
     inputs = {v.id: i for i, v in enumerate(ecg.inputs)}
     pre = {v.id: j for j, v in enumerate(wanted)}
     head_graph = _core.Graph(name)
-    env: dict[int, Any] = {v.id: head_graph.add_input(v.name, v.dtype, [int(d) for d in v.shape]) for v in ecg.inputs}
-    _copy_nodes(head_graph, head, env, on_input=None)  # its operands: inputs, constants, its own
+    # every model input, in order, even one only the tail reads: the compiled prefix takes the call's inputs
+    env = {v.id: head_graph.add_input(v.name, v.dtype, [int(d) for d in v.shape]) for v in ecg.inputs}
+    copy_nodes(head_graph, head, env)
     head_graph.set_outputs([env[v.id] for v in wanted])
 
     tail_graph = _core.Graph(name + ".tail")
-    tenv: dict[int, Any] = {}
-    boundary: list = []  # values from outside the tail: the model's inputs, the prefix's outputs
-
-    def tail_input(v: Any) -> Any:
-        boundary.append(v)
-        return tail_graph.add_input(v.name, v.dtype, [int(d) for d in v.shape])
-
-    _copy_nodes(tail_graph, tail, tenv, tail_input)
-    made_in_tail = [v for v in ecg.outputs if v.id in tail_values]
-    tail_graph.set_outputs([tenv[v.id] for v in made_in_tail])
+    tenv = copy_nodes(tail_graph, tail, {})
+    tail_graph.set_outputs([tenv[v.id] for v in ecg.outputs if v.id in tail_values])
+    # the tail's inputs: values from outside it, the model's inputs and the prefix's outputs
     sources = [(tenv[v.id].id, "in" if v.id in inputs else "pre", inputs[v.id] if v.id in inputs else pre[v.id])
-               for v in boundary]
+               for v in {u.id: u for n in tail for u in n.inputs
+                         if u is not None and not u.is_constant and u.id not in tail_values}.values()]
     outputs: list[tuple[str, Any]] = []
     for v in ecg.outputs:
         if v.id in tail_values:

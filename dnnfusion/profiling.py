@@ -42,7 +42,7 @@ import numpy as np
 
 from . import _core
 from . import plan as _plan
-from .ecg import ECG, numpy_dtype
+from .ecg import ECG, copy_nodes, numpy_dtype
 from .errors import Error
 
 from ._paths import DEFAULT_DB, default_db, prelude_dir  # noqa: E402,F401 - re-exported
@@ -86,25 +86,11 @@ def subgraph(ecg: ECG, nodes: Sequence[Any], name: str = "candidate") -> ECG:
     g = ecg.graph
     nodes = sorted(nodes, key=lambda n: n.id)
     inside = {n.id for n in nodes}
-    produced = {v.id for n in nodes for v in n.outputs}
     graph_outputs = {v.id for v in g.outputs}
     sub = _core.Graph(name)
-    env: dict[int, Any] = {}
-    for n in nodes:
-        for v in n.inputs:
-            if v is None or v.id in produced or v.id in env:
-                continue
-            env[v.id] = (sub.add_constant(v.name, v.numpy()) if v.is_constant
-                         else sub.add_input(v.name, v.dtype, [int(d) for d in v.shape]))
-    outputs = []
-    for n in nodes:
-        made = sub.add_node(n.op, [None if v is None else env[v.id] for v in n.inputs],
-                            dict(n.attrs), len(n.outputs), n.name, [v.name for v in n.outputs])
-        for v, r in zip(n.outputs, made):
-            env[v.id] = r
-            if v.id in graph_outputs or any(c.id not in inside for c in g.consumers(v)):
-                outputs.append(r)
-    sub.set_outputs(outputs)
+    env = copy_nodes(sub, nodes, {})
+    sub.set_outputs([env[v.id] for n in nodes for v in n.outputs
+                     if v.id in graph_outputs or any(c.id not in inside for c in g.consumers(v))])
     return ECG(sub)
 
 
