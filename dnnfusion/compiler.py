@@ -501,7 +501,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     dbs = [d for d in [_plan._default_db()] if d]
     if auto and os.path.isfile(_profiling.machine_db(isa)):
         dbs.append(str(_profiling.machine_db(isa)))
-    plan_args = dict(planner=planner, target=target, horizontal=horizontal,
+    plan_args = dict(planner=planner, target=target, horizontal=horizontal, threads=threads,
                      max_kernel_args=ocl_device["max_kernel_args"] if target == "opencl" else 0)
     fusion = _plan.plan(ecg, profile_db=dbs, **plan_args)
     profiled = None

@@ -194,7 +194,7 @@ def _values(vs: list) -> str:
 
 def plan(ecg: Any, planner: str = "dnnfusion", target: str = "cpu", horizontal: bool = False,
          profile_db: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
-         max_kernel_args: int = 0) -> FusionPlan:
+         max_kernel_args: int = 0, threads: int | None = None) -> FusionPlan:
     """Plans operator fusion for an ECG.
 
     ``planner``: ``dnnfusion`` (paper §4.3) or a baseline (``none``, ``patterns``, ``tvm``,
@@ -207,7 +207,9 @@ def plan(ecg: Any, planner: str = "dnnfusion", target: str = "cpu", horizontal: 
     means none), or a list of databases read in order (a later file's entry replaces an
     earlier one with the same key; ``compile`` passes the shipped one and this machine's
     cache, see :mod:`dnnfusion.profiling`). Yellow cells without an entry are settled by the
-    analytic estimate.
+    analytic estimate. ``threads``: the threads the code will run on (CPU; default as
+    :func:`dnnfusion.compile`'s), part of every database key: a measurement taken at another
+    thread count settles nothing.
     """
     graph = ecg.graph if isinstance(ecg, ECG) else ecg
     if not isinstance(graph, _core.Graph):
@@ -218,8 +220,16 @@ def plan(ecg: Any, planner: str = "dnnfusion", target: str = "cpu", horizontal: 
         dbs = [os.fspath(profile_db)]
     else:
         dbs = [os.fspath(d) for d in profile_db]
+    if target != "cpu":
+        threads = 0  # the OpenCL target's entries are per device, not per host thread count
+    elif threads is None:
+        from dnnfusion.compiler import default_threads  # compiler imports this module
+        threads = default_threads()
+    elif isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
     core = _core.plan_fusion(graph, planner=planner, target=target, horizontal=bool(horizontal),
-                             profile_dbs=[d for d in dbs if d], max_kernel_args=int(max_kernel_args))
+                             profile_dbs=[d for d in dbs if d], max_kernel_args=int(max_kernel_args),
+                             threads=int(threads))
     return FusionPlan(graph, core)
 
 

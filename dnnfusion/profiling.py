@@ -3,7 +3,10 @@
 A yellow cell (e.g. a Shuffle producer feeding a Many-to-Many consumer) is a pair whose
 fusion may or may not pay off; the planner settles it from a profiling database when that
 has a row for this machine and the pair's key (target, the two operators, their mapping
-types, the intermediate's shape bucket), else by an analytic estimate.
+types, the intermediate's shape bucket, the thread count the code runs on), else by an
+analytic estimate. A row measured at another thread count settles nothing (which kernel wins
+depends on it: a thread's share of the caches and of the memory bandwidth); a row that records
+no thread count (written by hand, or before rows had one) applies at any.
 
 This module measures such keys. A pair is timed as the code it will become: the candidate
 is the producer's block and the consumer's block of the plan (one block if the estimate
@@ -224,14 +227,14 @@ def measure_candidate(ecg: ECG, fusion: Any, p: Any, c: Any, key: dict, *,
     target = _plan.profile_target("cpu")
     base = {"target": target, "producer": p.op, "consumer": c.op,
             "producer_type": key["producer_type"], "consumer_type": key["consumer_type"],
-            "bucket": key["bucket"]}
+            "bucket": key["bucket"], "threads": threads}
     plans = []
     with tempfile.TemporaryDirectory(prefix="dnnf-profile-") as tmp:
         for fuse in (True, False):
             forced = os.path.join(tmp, f"forced-{int(fuse)}.jsonl")
             _plan.write_profile_db(forced, [dict(base, fused_ms=1.0 if fuse else 2.0,
                                                  unfused_ms=2.0 if fuse else 1.0)], merge=False)
-            plans.append(_plan.plan(sub, planner="dnnfusion", profile_db=[*dbs, forced]))
+            plans.append(_plan.plan(sub, planner="dnnfusion", profile_db=[*dbs, forced], threads=threads))
     same = _blocks(plans[0]) == _blocks(plans[1])
     prelude = prelude_dir()
     gens = [_core.generate_cpu(sub.graph, fp, isa) for fp in (plans[:1] if same else plans)]
@@ -517,7 +520,7 @@ def profile(models: Iterable[tuple[str, ECG]], db: str | os.PathLike, *, threads
     done: dict[tuple, dict] = {}
     written = 0
     for model, ecg in models:
-        fusion = _plan.plan(ecg, planner="dnnfusion", profile_db="")
+        fusion = _plan.plan(ecg, planner="dnnfusion", profile_db="", threads=threads)
         for p, c, k in yellow_pairs(ecg, fusion):
             key = _key(p, c, k)
             if key in done:

@@ -111,7 +111,7 @@ def test_profile_writes_entries_that_settle_the_planner(tmp_path):
     # pairs, so each yellow reason is checked against the entry of its own key).
     measured = {(e["producer"], e["consumer"], e["producer_type"], e["consumer_type"],
                  e["bucket"]): e for e in entries}
-    plan = df.plan.plan(ecg, profile_db=db)
+    plan = df.plan.plan(ecg, profile_db=db, threads=1)  # the thread count they were measured at
     settled = 0
     for r in plan.reasons:
         if r.profile_key is None:
@@ -178,7 +178,47 @@ def test_later_databases_replace_earlier_entries(tmp_path):
     assert _tr_mm(df.plan.plan(_model(), profile_db=[b, a])).fused is True
 
 
-@pytest.mark.parametrize("bad", ['"noise_ms": -1', '"noise_ms": "x"', '"how": 3'])
+def test_an_entry_settles_only_its_thread_count(tmp_path):
+    """Which of two kernels wins depends on the threads they run on: an entry measured at 2
+    threads settles a plan for 2 threads, not one for 1 (the estimate then, saying why); an
+    entry that records no thread count applies at any, and one measured at the plan's count
+    wins over it."""
+    db = tmp_path / "db.jsonl"
+    df.plan.write_profile_db(db, [dict(_entry(1.0, 2.0), threads=2)], merge=False)
+    assert df.plan.read_profile_db(db)[0]["threads"] == 2
+    assert '"threads": 2' in db.read_text()
+    at2 = _tr_mm(df.plan.plan(_model(), profile_db=db, threads=2))
+    assert at2.fused is True and "profile: fused 1.0000 ms < unfused 2.0000 ms" in at2.why, at2.why
+    at1 = _tr_mm(df.plan.plan(_model(), profile_db=db, threads=1))
+    assert "no profile entry at 1 thread (measured at 2 only); analytic estimate" in at1.why, at1.why
+    assert profiling.yellow_pairs(_model(), df.plan.plan(_model(), profile_db=db, threads=1))
+    # No thread count: any; the entry at the plan's own count is preferred to it.
+    df.plan.write_profile_db(db, [_entry(2.0, 1.0)], merge=True)
+    assert len(df.plan.read_profile_db(db)) == 2  # another key, not a replacement
+    assert _tr_mm(df.plan.plan(_model(), profile_db=db, threads=1)).fused is False
+    assert _tr_mm(df.plan.plan(_model(), profile_db=db, threads=2)).fused is True
+    with pytest.raises(ValueError, match="threads"):
+        df.plan.plan(_model(), profile_db=db, threads=0)
+
+
+def test_compile_measures_per_thread_count(monkeypatch, tmp_path):
+    """compile(profile="auto") records the threads its candidates ran on; a compile for
+    another thread count finds the pairs unsettled (and measures them for its own)."""
+    m1 = _auto(monkeypatch, tmp_path, profile_seconds=60)
+    assert m1.stats["profile"]["measured"] >= 1
+    entries = df.plan.read_profile_db(profiling.machine_db("scalar"))
+    assert entries and {e["threads"] for e in entries} == {1}
+    m2 = df.compile(_model(), threads=2, isa="scalar", profile="auto", profile_seconds=0)
+    p2 = m2.stats["profile"]
+    assert p2["cached"] == 0 and p2["estimated"] >= 1, p2
+    assert "(measured at 1 only)" in m2.explain()
+    m3 = df.compile(_model(), threads=2, isa="scalar", profile="auto", profile_seconds=60)
+    assert m3.stats["profile"]["measured"] >= 1
+    assert {e["threads"] for e in df.plan.read_profile_db(profiling.machine_db("scalar"))} == {1, 2}
+
+
+@pytest.mark.parametrize("bad", ['"noise_ms": -1', '"noise_ms": "x"', '"how": 3', '"threads": -1',
+                                 '"threads": 1.5'])
 def test_malformed_optional_fields_name_the_line(tmp_path, bad):
     db = tmp_path / "db.jsonl"
     df.plan.write_profile_db(db, [_entry(1.0, 2.0)], merge=False)

@@ -44,6 +44,10 @@ ProfileEntry entry_of(const py::dict& d) {
   e.key.producer_type = mapping_of(d, "producer_type");
   e.key.consumer_type = mapping_of(d, "consumer_type");
   e.key.bucket = py::str(d["bucket"]);
+  if (d.contains("threads") && !d["threads"].is_none()) {
+    e.key.threads = d["threads"].cast<int>();
+    if (e.key.threads < 0) throw ModelFormatError("profile entry: threads must be a non-negative integer");
+  }
   e.fused_ms = d["fused_ms"].cast<double>();
   e.unfused_ms = d["unfused_ms"].cast<double>();
   if (!(std::isfinite(e.fused_ms) && e.fused_ms > 0 && std::isfinite(e.unfused_ms) && e.unfused_ms > 0))
@@ -71,6 +75,7 @@ py::dict dict_of(const ProfileEntry& e) {
   d["producer_type"] = mapping_type_name(e.key.producer_type);
   d["consumer_type"] = mapping_type_name(e.key.consumer_type);
   d["bucket"] = e.key.bucket;
+  if (e.key.threads > 0) d["threads"] = e.key.threads;
   d["fused_ms"] = e.fused_ms;
   d["unfused_ms"] = e.unfused_ms;
   if (e.noise_ms > 0) d["noise_ms"] = e.noise_ms;  // optional fields: only when set
@@ -153,8 +158,10 @@ void bind_plan(py::module_& m) {
 
   m.def("plan_fusion", [](const GraphPtr& g, const std::string& planner, const std::string& target,
                           bool horizontal, const std::vector<std::string>& profile_dbs,
-                          int max_kernel_args) {
+                          int max_kernel_args, int threads) {
+    if (threads < 0) throw Error("plan_fusion: threads must be non-negative");
     PlanOptions opt;
+    opt.threads = threads;
     opt.planner = planner;
     opt.target = target;
     opt.horizontal = horizontal;
@@ -163,7 +170,7 @@ void bind_plan(py::module_& m) {
     return PlanRef{g, plan_fusion(*g, opt)};
   }, py::arg("graph"), py::arg("planner") = "dnnfusion", py::arg("target") = "cpu",
      py::arg("horizontal") = false, py::arg("profile_dbs") = std::vector<std::string>{},
-     py::arg("max_kernel_args") = 0,
+     py::arg("max_kernel_args") = 0, py::arg("threads") = 0,
      "Plans fusion for a graph (cpp/plan/plan.h, PlanOptions).");
 
   m.def("finalize_plan", [](const GraphPtr& g, const std::vector<int>& group_of,

@@ -256,7 +256,8 @@ class DpPlanner {
       s.why = "the tensor between them would still be written (read outside the kernel): "
               "fusing would remove nothing -> keep apart";
     } else {
-      ProfileKey k{target_, node(y.p).info().name, node(y.c).info().name, y.tp, y.tc, shape_bucket(pc.elements)};
+      ProfileKey k{target_, node(y.p).info().name, node(y.c).info().name, y.tp, y.tc, shape_bucket(pc.elements),
+                   opt_.threads};
       s = settle_yellow(db_, k, pc);
     }
     return settled_.emplace(key, s).first->second;

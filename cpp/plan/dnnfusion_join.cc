@@ -156,6 +156,7 @@ ProfileKey Planner::profile_key(NodeId p, NodeId c, MappingType tp, MappingType 
   k.producer_type = tp;
   k.consumer_type = tc;
   k.bucket = shape_bucket(elements);
+  k.threads = opt_.threads;
   return k;
 }
 

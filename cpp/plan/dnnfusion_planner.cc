@@ -337,6 +337,7 @@ void Planner::fuse_expansions() {
     key.producer_type = gtype_[gp];
     key.consumer_type = type_[d.id];
     key.bucket = expansion_bucket(g_, d.id, pw);
+    key.threads = opt_.threads;
     std::string rule_why;
     bool fuse = expansion_estimate(g_, d.id, &rule_why);
     const char* env = std::getenv("DNNF_EXPAND_MIN_BYTES");

@@ -67,6 +67,9 @@ struct PlanOptions {
   std::string target = "cpu";         // cpu | opencl
   int max_kernel_args = 0;            // 0: no limit (cpu); OpenCL: 128
   bool horizontal = false;            // fuse siblings reading one input (e.g. Q/K/V)
+  // The threads the code will run on: part of every profiling-database key (a measurement at
+  // another thread count settles nothing). 0: not given (the OpenCL target; old callers).
+  int threads = 0;
   // Profiling databases (profile_db.h), read in order: an entry in a later file replaces one
   // with the same key in an earlier file (the shipped database, then this machine's cache of
   // compile-time measurements). Empty: none; yellow cells are settled by the estimate.

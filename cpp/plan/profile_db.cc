@@ -203,6 +203,12 @@ ProfileEntry entry_from(const std::map<std::string, JsonValue>& obj, const std::
   e.key.producer_type = type("producer_type");
   e.key.consumer_type = type("consumer_type");
   e.key.bucket = str("bucket");
+  if (auto it = obj.find("threads"); it != obj.end()) {
+    if (it->second.kind != JsonValue::Kind::Number || !(it->second.num >= 0 && it->second.num < 1e6) ||
+        it->second.num != std::floor(it->second.num))
+      throw ModelFormatError(where + ": \"threads\" must be a non-negative integer");
+    e.key.threads = static_cast<int>(it->second.num);
+  }
   e.fused_ms = ms("fused_ms");
   e.unfused_ms = ms("unfused_ms");
   if (auto it = obj.find("noise_ms"); it != obj.end()) {
@@ -227,6 +233,7 @@ std::string entry_line(const ProfileEntry& e) {
          ", \"producer_type\": " + json_quote(mapping_type_name(e.key.producer_type)) +
          ", \"consumer_type\": " + json_quote(mapping_type_name(e.key.consumer_type)) +
          ", \"bucket\": " + json_quote(e.key.bucket) +
+         (e.key.threads > 0 ? ", \"threads\": " + std::to_string(e.key.threads) : std::string()) +
          ", \"fused_ms\": " + number(e.fused_ms) + ", \"unfused_ms\": " + number(e.unfused_ms) +
          (e.noise_ms > 0 ? ", \"noise_ms\": " + number(e.noise_ms) : std::string()) +
          (e.how.empty() ? std::string() : ", \"how\": " + json_quote(e.how)) +
@@ -242,7 +249,8 @@ std::string trim(const std::string& s) {
 
 bool ProfileKey::operator==(const ProfileKey& o) const {
   return target == o.target && producer_op == o.producer_op && consumer_op == o.consumer_op &&
-         producer_type == o.producer_type && consumer_type == o.consumer_type && bucket == o.bucket;
+         producer_type == o.producer_type && consumer_type == o.consumer_type && bucket == o.bucket &&
+         threads == o.threads;
 }
 
 ProfileDb ProfileDb::load(const std::string& path) {
@@ -298,17 +306,25 @@ void ProfileDb::add(const ProfileEntry& e) {
   entries_.push_back(e);
 }
 
-const ProfileEntry* ProfileDb::find(const ProfileKey& k) const {
-  for (const ProfileEntry& e : entries_)
-    if (e.key == k && e.generator == kProfileGenerator) return &e;
-  return nullptr;
+namespace {
+// The entry for `k` among those `current` selects: one measured at k's thread count, else one
+// that records none (written by hand, or before entries had the field), which applies to any.
+const ProfileEntry* lookup(const std::vector<ProfileEntry>& entries, const ProfileKey& k, bool current) {
+  ProfileKey any = k;
+  any.threads = 0;
+  const ProfileEntry* fallback = nullptr;
+  for (const ProfileEntry& e : entries) {
+    if ((e.generator == kProfileGenerator) != current) continue;
+    if (e.key == k) return &e;
+    if (!fallback && k.threads != 0 && e.key == any) fallback = &e;
+  }
+  return fallback;
 }
+}  // namespace
 
-const ProfileEntry* ProfileDb::find_stale(const ProfileKey& k) const {
-  for (const ProfileEntry& e : entries_)
-    if (e.key == k && e.generator != kProfileGenerator) return &e;
-  return nullptr;
-}
+const ProfileEntry* ProfileDb::find(const ProfileKey& k) const { return lookup(entries_, k, true); }
+
+const ProfileEntry* ProfileDb::find_stale(const ProfileKey& k) const { return lookup(entries_, k, false); }
 
 std::string profile_target_key(const std::string& target) {
   if (target == "opencl") return "opencl:default";
@@ -384,6 +400,16 @@ Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairC
     none += " for this code generator (the row" + (e->origin.empty() ? std::string() : " in " + e->origin) +
             " measured generator " + std::to_string(e->generator) + "'s code, now " + std::to_string(kProfileGenerator) +
             ")";
+  std::string others;  // measured, but at other thread counts: they settle nothing here
+  for (const ProfileEntry& e : db.entries()) {
+    ProfileKey k = e.key;
+    k.threads = key.threads;
+    if (key.threads != 0 && e.key.threads != key.threads && e.key.threads != 0 && k == key)
+      others += (others.empty() ? "" : ", ") + std::to_string(e.key.threads);
+  }
+  if (!others.empty())
+    none += " at " + std::to_string(key.threads) + " thread" + (key.threads == 1 ? "" : "s") +
+            " (measured at " + others + " only)";
   if (c.bytes < 0) {
     s.why = none + "; analytic estimate needs static shapes (the tensor's size is "
             "symbolic) -> keep apart";

@@ -19,6 +19,11 @@ struct ProfileKey {
   std::string producer_op, consumer_op;
   MappingType producer_type = MappingType::OneToOne, consumer_type = MappingType::OneToOne;
   std::string bucket;
+  // The threads the code ran on: which of two kernels wins depends on it (one thread's
+  // L2 and bandwidth against two threads' shares; 7 of 37 keys measured at 1 and 2 threads on
+  // one Xeon decided differently). An entry with 0 (none recorded: written by hand, or before
+  // entries had the field) applies at any thread count where none measured at it exists.
+  int threads = 0;
 
   bool operator==(const ProfileKey& o) const;
 };
@@ -46,8 +51,9 @@ struct ProfileEntry {
 // The file is JSON lines, one measurement per line:
 //   {"target": "cpu:<model>|avx2,fma", "producer": "Transpose", "consumer": "MatMul",
 //    "producer_type": "Shuffle", "consumer_type": "Many-to-Many", "bucket": "2^16",
-//    "fused_ms": 1.2, "unfused_ms": 1.5, "noise_ms": 0.02, "how": "...", "generator": 2}
-// noise_ms, how and generator are optional; other keys are allowed and ignored. Blank lines are
+//    "threads": 2, "fused_ms": 1.2, "unfused_ms": 1.5, "noise_ms": 0.02, "how": "...",
+//    "generator": 2}
+// threads, noise_ms, how and generator are optional; other keys are allowed and ignored. Blank lines are
 // skipped. A later line for the same key replaces an earlier one.
 class ProfileDb {
  public:
@@ -60,7 +66,9 @@ class ProfileDb {
   void save(const std::string& path) const;
 
   void add(const ProfileEntry& e);  // replaces an entry with the same key
-  const ProfileEntry* find(const ProfileKey& k) const;        // a current entry (kProfileGenerator)
+  // A current entry (kProfileGenerator) for k: measured at k.threads, else one recording no
+  // thread count.
+  const ProfileEntry* find(const ProfileKey& k) const;
   const ProfileEntry* find_stale(const ProfileKey& k) const;  // one measured on other generated code
   const std::vector<ProfileEntry>& entries() const { return entries_; }
 
