@@ -184,6 +184,31 @@ def _gather_elements(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     return [np.take_along_axis(x, idx, axis=axis)]
 
 
+def _gather_nd(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    """data[batch..., *indices[batch..., i, :], rest...] (ONNX GatherND; negative indices count
+    from the end of their axis)."""
+    x, idx = inputs
+    b = int(attrs.get("batch_dims", 0))
+    k = idx.shape[-1]
+    sizes = np.array(x.shape[b:b + k], dtype=np.int64)
+    idx = np.where(idx < 0, idx + sizes, idx).astype(np.int64)
+    bad = (idx < 0) | (idx >= sizes)
+    if bad.any():
+        where = np.argwhere(bad)[0]
+        raise IndexError(f"GatherND: index {int(inputs[1][tuple(where)])} is out of range for axis "
+                         f"{b + int(where[-1])} of size {int(sizes[where[-1]])}")
+    nb = int(np.prod(x.shape[:b], dtype=np.int64))
+    xs = x.reshape((nb,) + x.shape[b:])
+    ix = idx.reshape((nb, -1, k))
+    out = np.stack([xs[i][tuple(ix[i].T)] for i in range(nb)]) if nb else np.zeros((0,), x.dtype)
+    return [out.reshape(idx.shape[:-1] + x.shape[b + k:])]
+
+
+def _nonzero(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    """The coordinates of the nonzero elements, [rank, count], in row-major order."""
+    return [np.array(np.nonzero(inputs[0]), dtype=np.int64).reshape(inputs[0].ndim, -1)]
+
+
 def _constant_of_shape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     value = np.asarray(attrs.get("value", np.zeros(1, dtype=np.float32)))
     shape = tuple(int(s) for s in inputs[0])
@@ -238,6 +263,8 @@ KERNELS = {
     "Expand": _expand,
     "Gather": _gather,
     "GatherElements": _gather_elements,
+    "GatherND": _gather_nd,
+    "NonZero": _nonzero,
     "ConstantOfShape": _constant_of_shape,
     "Constant": _constant,
     "Range": _range,

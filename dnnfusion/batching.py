@@ -197,6 +197,8 @@ class _Tracker:
             return [self.pad(node, ins)]
         if op == "Gather":
             return [self.gather(node, ins)]
+        if op == "GatherND":
+            return [self.gather_nd(node, ins)]
         if op == "Expand":
             return [self.expand(node, ins)]
         if op == "Tile":
@@ -380,6 +382,20 @@ class _Tracker:
         if a == ax:
             self.fail(node, "gathers along the batch axis")
         return (a if a < ax else a + len(_shape(idx)) - 1, inner)
+
+    def gather_nd(self, node: Any, ins: list) -> tuple[int, int]:
+        """The output is indices.shape[:-1] + data.shape[b + k:]: an axis of the indices before
+        their last keeps its place. Separable when the batch is such an axis and the data is
+        every sample's (no batch), or one of the batch_dims both share (sample i's
+        coordinates address sample i's data)."""
+        pd, pi = ins[0], ins[1]
+        b = int(node.attrs.get("batch_dims", 0))
+        if pi is None or pi[0] >= len(_shape(node.inputs[1])) - 1:
+            self.fail(node, "addresses the data's batch axis with coordinates every sample shares"
+                      if pi is None else "has the batch on the indices' coordinate axis")
+        if pd is not None and not (pd == pi and pd[0] < b):
+            self.fail(node, "gathers batched data with indices whose batch is not one of its batch_dims")
+        return pi
 
     def expand(self, node: Any, ins: list) -> tuple[int, int]:
         (a, inner) = self.data(node, ins)

@@ -1,6 +1,7 @@
 """Operators after a data-dependent output length run on the host (issue 17).
 
-NonMaxSuppression's output has as many rows as boxes survive, which the data decides; the
+NonMaxSuppression's output has as many rows as boxes survive, NonZero's as many columns as
+elements are nonzero: the data decides; the
 memory plan and the generated kernels need static shapes, so code generation cannot take it or
 anything computed from it. A detection model exported with its post-processing ends that way
 (scores and boxes from a network, then NonMaxSuppression, then Gathers that pick the kept boxes).
@@ -47,10 +48,11 @@ class HostTail:
         self.stats = {
             "operators": len(graph.nodes),
             "ops": dict(sorted(Counter(n.op for n in graph.nodes).items())),
-            "why": (f"the number of rows of {', '.join(first_ops)}'s output depends on the data; "
+            "why": (f"the length of {', '.join(first_ops)}'s output depends on the data; "
                     "these operators and everything computed from them run after the compiled "
-                    "kernels, on the host, with the NumPy reference (NonMaxSuppression on float32 "
-                    "with the prelude's C++ kernel)"),
+                    "kernels, on the host, with the NumPy reference"
+                    + (" (NonMaxSuppression on float32 with the prelude's C++ kernel)"
+                       if any(n.op == "NonMaxSuppression" for n in graph.nodes) else "")),
         }
 
     def run(self, arrays: list[np.ndarray], prefix_outs: list[np.ndarray]) -> list[np.ndarray]:

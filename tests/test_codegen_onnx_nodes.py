@@ -29,6 +29,7 @@ COMPILED_FLOOR = 847
 NOT_COMPILED_OPS = {
     # Its output length depends on the data; the memory plan needs static shapes.
     "NonMaxSuppression": "data-dependent output shape",
+    "NonZero": "data-dependent output shape",
 }
 
 

@@ -434,6 +434,33 @@ Ref ExprBuilder::eval_node(const Node& n, int out, const std::vector<IExpr>& idx
       in[a] = opaque(k, vars_in(idx));
       return eval_in(n.inputs[0], in, m);
     }
+    case OpKind::GatherND: {
+      // data[idx[0..b), indices[idx[0..q-1), j] for j < k, idx[q-1..)]: each coordinate one
+      // scalar read of indices, wrapped and range-checked as Gather's.
+      const std::vector<int64_t> d = in_dims(0), id = in_dims(1);
+      const int64_t b = c.attr_int("batch_dims", 0), q = static_cast<int64_t>(id.size()), k = id.back();
+      std::vector<IExpr> in(idx.begin(), idx.begin() + b);
+      std::vector<IExpr> at(idx.begin(), idx.begin() + (q - 1));
+      at.push_back(IExpr::constant(0));
+      for (int64_t j = 0; j < k; ++j) {
+        at.back() = IExpr::constant(j);
+        Ref iv = eval_scalar(n.inputs[1], at);
+        Instr w;
+        w.kind = Instr::Kind::WrapIndex;
+        w.mode = Mode::Scalar;
+        w.name = fresh("g");
+        w.args = {iv};
+        w.extent = d[b + j];
+        w.what = "GatherND";
+        w.node = &n;
+        const std::string nm = w.name;
+        push(std::move(w));
+        std::vector<IExpr> used(idx.begin(), idx.begin() + (q - 1));
+        in.push_back(opaque(nm, m == Mode::Scalar ? vars_in(used) : std::vector<int>{}));
+      }
+      in.insert(in.end(), idx.begin() + (q - 1), idx.end());
+      return eval_in(n.inputs[0], in, m);
+    }
     case OpKind::DepthToSpace:
     case OpKind::SpaceToDepth: {
       int64_t b = c.attr_int("blocksize", 1);

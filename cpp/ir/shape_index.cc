@@ -264,6 +264,48 @@ void gather_elements_rule(InferCtx& c) {
   c.out[0] = {c.dtype(0), c.shape(1)};
 }
 
+// GatherND(data [r], indices [q], batch_dims b): the last axis of indices (k) addresses data's
+// axes b .. b+k; out = indices.shape[:-1] + data.shape[b+k:].
+void gather_nd_rule(InferCtx& c) {
+  const int64_t r = c.rank(0), q = c.rank(1);
+  if (r < 1) c.fail("data must have rank >= 1, got " + c.in(0).str());
+  if (q < 1) c.fail("indices must have rank >= 1, got " + c.in(1).str());
+  if (c.dtype(1) != DType::I64) c.fail("indices must be i64, got " + c.in(1).str());
+  const int64_t b = c.attr_int("batch_dims", 0);
+  if (b < 0 || b >= std::min(q, r))
+    c.fail("batch_dims must be in [0, " + std::to_string(std::min(q, r)) + ") for data " + c.in(0).str() +
+           " and indices " + c.in(1).str() + ", got " + std::to_string(b));
+  const Dim& kd = c.shape(1)[q - 1];
+  if (!kd.is_static()) c.fail("the last axis of indices must have a static size, got " + c.in(1).str());
+  const int64_t k = kd.value;
+  if (k < 1 || k > r - b)
+    c.fail("the last axis of indices (" + std::to_string(k) + ") must be in [1, " + std::to_string(r - b) +
+           "] for data " + c.in(0).str() + " and batch_dims " + std::to_string(b));
+  const Shape &d = c.shape(0), &id = c.shape(1);
+  for (int64_t i = 0; i < b; ++i)
+    if (conflict(d[i], id[i]))
+      c.fail("data " + c.in(0).str() + " and indices " + c.in(1).str() + " disagree on batch axis " +
+             std::to_string(i));
+  if (TensorPtr t = c.const_input(1)) {  // constant indices: each within its axis, as Gather's
+    const std::vector<int64_t> v = t->to_ints();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const Dim& ax = d[b + static_cast<int64_t>(i % k)];
+      if (ax.is_static() && (v[i] < -ax.value || v[i] >= ax.value))
+        c.fail("index " + std::to_string(v[i]) + " is out of range for axis " + std::to_string(b + i % k) +
+               " of size " + ax.str() + " of " + c.in(0).str());
+    }
+  }
+  Shape out(id.begin(), id.end() - 1);
+  out.insert(out.end(), d.begin() + b + k, d.end());
+  c.out[0] = {c.dtype(0), out};
+}
+
+void nonzero_rule(InferCtx& c) {
+  const int64_t r = c.rank(0);
+  if (r < 1) c.fail("X must have rank >= 1, got " + c.in(0).str());
+  c.out[0] = {DType::I64, {Dim(r), Dim::sym("nonzero_count")}};
+}
+
 void topk_rule(InferCtx& c) {
   int64_t r = c.rank(0);
   if (r < 1) c.fail("X must have rank >= 1, got " + c.in(0).str());
@@ -351,6 +393,8 @@ void add_index_shape_rules(ShapeRuleTable& t) {
   t.set(OpKind::Resize, resize_rule);
   t.set(OpKind::Gather, gather_rule);
   t.set(OpKind::GatherElements, gather_elements_rule);
+  t.set(OpKind::GatherND, gather_nd_rule);
+  t.set(OpKind::NonZero, nonzero_rule);
   t.set(OpKind::TopK, topk_rule);
   t.set(OpKind::NonMaxSuppression, nms_rule);
   t.set(OpKind::RoiAlign, roi_align_rule);
