@@ -1,7 +1,7 @@
 """Random ONNX graphs for differential fuzzing (issue 17 part 5): `build(draw)` makes a
 small valid model from the op table, with what trips compilers up: broadcasts of every
 kind, diamonds and fan-out, shared inputs, layout operators between anchors (Transpose,
-Reshape, Slice, Concat, Expand, Gather, Pad), reductions and row operators on any axis,
+Reshape, Slice, Concat, Expand, Gather, GatherND, Pad), reductions and row operators on any axis,
 MatMul/Gemm/Conv/pools, integer arithmetic, and graph outputs that other nodes also read.
 `draw` is any function that takes a hypothesis strategy and returns a value (hypothesis's
 own `draw`, or a seeded stand-in), so the same builder serves pytest and long runs.
@@ -123,7 +123,7 @@ def build(draw: Callable, max_nodes: int = 12) -> Model:
             v = emit(op, [b, a.name] if swap else [a.name, b], bs)
         elif kind == "layout":
             op = draw(st.sampled_from(["Transpose", "Reshape", "Slice", "Concat", "Expand",
-                                       "Unsqueeze", "Gather", "Pad", "Flatten"]))
+                                       "Unsqueeze", "Gather", "GatherND", "Pad", "Flatten"]))
             if op == "Transpose":
                 perm = list(draw(st.permutations(range(r))))
                 v = emit(op, [a.name], tuple(a.shape[p] for p in perm), perm=perm)
@@ -172,6 +172,15 @@ def build(draw: Callable, max_nodes: int = 12) -> Model:
                 out = list(a.shape)
                 out[ax:ax + 1] = [len(idx)]
                 v = emit(op, [a.name, const(idx)], out, axis=ax)
+            elif op == "GatherND":  # m coordinates of k axes after b batch axes
+                b = draw(st.integers(0, r - 1))
+                k = draw(st.integers(1, r - b))
+                m = draw(st.integers(1, 3))
+                sh = tuple(a.shape)
+                sizes = np.array(sh[b:b + k], np.int64)
+                idx = (rng.integers(0, 1 << 20, sh[:b] + (m, k)) % sizes
+                       - sizes * rng.integers(0, 2, sh[:b] + (m, k))).astype(np.int64)
+                v = emit(op, [a.name, const(idx)], sh[:b] + (m,) + sh[b + k:], batch_dims=b)
             elif op == "Pad":
                 pads = [draw(st.integers(0, 2)) for _ in range(2 * r)]
                 mode = draw(st.sampled_from(["constant", "reflect", "edge"]))
