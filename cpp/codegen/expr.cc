@@ -40,6 +40,20 @@ ExprBuilder::ExprBuilder(const Graph& g, const Leaves& leaves, Program& prog)
 
 std::string ExprBuilder::fresh(const char* prefix) { return prefix + std::to_string(counter_++); }
 
+std::string ExprBuilder::wrap_index(Ref iv, int64_t extent, const char* what, const Node& n) {
+  Instr w;
+  w.kind = Instr::Kind::WrapIndex;
+  w.mode = Mode::Scalar;
+  w.name = fresh("g");
+  w.args = {iv};
+  w.extent = extent;
+  w.what = what;
+  w.node = &n;
+  const std::string name = w.name;
+  push(std::move(w));
+  return name;
+}
+
 Ref ExprBuilder::push(Instr i) {
   prog_.code.push_back(std::move(i));
   return static_cast<Ref>(prog_.code.size()) - 1;
@@ -400,17 +414,7 @@ Ref ExprBuilder::eval_node(const Node& n, int out, const std::vector<IExpr>& idx
       std::vector<int64_t> d = in_dims(0), id = in_dims(1);
       int64_t a = norm_axis(c.attr_int("axis", 0), d.size());
       std::vector<IExpr> sub(idx.begin() + a, idx.begin() + a + static_cast<long>(id.size()));
-      Ref iv = eval_scalar(n.inputs[1], sub);
-      Instr w;
-      w.kind = Instr::Kind::WrapIndex;
-      w.mode = Mode::Scalar;
-      w.name = fresh("g");
-      w.args = {iv};
-      w.extent = d[a];
-      w.what = "Gather";
-      w.node = &n;
-      const std::string k = w.name;
-      push(std::move(w));
+      const std::string k = wrap_index(eval_scalar(n.inputs[1], sub), d[a], "Gather", n);
       std::vector<IExpr> in(idx.begin(), idx.begin() + a);
       in.push_back(opaque(k, m == Mode::Scalar ? vars_in(sub) : std::vector<int>{}));
       in.insert(in.end(), idx.begin() + a + static_cast<long>(id.size()), idx.end());
@@ -419,17 +423,7 @@ Ref ExprBuilder::eval_node(const Node& n, int out, const std::vector<IExpr>& idx
     case OpKind::GatherElements: {
       std::vector<int64_t> d = in_dims(0);
       int64_t a = norm_axis(c.attr_int("axis", 0), d.size());
-      Ref iv = eval_scalar(n.inputs[1], idx);
-      Instr w;
-      w.kind = Instr::Kind::WrapIndex;
-      w.mode = Mode::Scalar;
-      w.name = fresh("g");
-      w.args = {iv};
-      w.extent = d[a];
-      w.what = "GatherElements";
-      w.node = &n;
-      const std::string k = w.name;
-      push(std::move(w));
+      const std::string k = wrap_index(eval_scalar(n.inputs[1], idx), d[a], "GatherElements", n);
       std::vector<IExpr> in = idx;
       in[a] = opaque(k, vars_in(idx));
       return eval_in(n.inputs[0], in, m);
@@ -444,17 +438,7 @@ Ref ExprBuilder::eval_node(const Node& n, int out, const std::vector<IExpr>& idx
       at.push_back(IExpr::constant(0));
       for (int64_t j = 0; j < k; ++j) {
         at.back() = IExpr::constant(j);
-        Ref iv = eval_scalar(n.inputs[1], at);
-        Instr w;
-        w.kind = Instr::Kind::WrapIndex;
-        w.mode = Mode::Scalar;
-        w.name = fresh("g");
-        w.args = {iv};
-        w.extent = d[b + j];
-        w.what = "GatherND";
-        w.node = &n;
-        const std::string nm = w.name;
-        push(std::move(w));
+        const std::string nm = wrap_index(eval_scalar(n.inputs[1], at), d[b + j], "GatherND", n);
         std::vector<IExpr> used(idx.begin(), idx.begin() + (q - 1));
         in.push_back(opaque(nm, m == Mode::Scalar ? vars_in(used) : std::vector<int>{}));
       }

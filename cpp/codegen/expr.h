@@ -90,6 +90,9 @@ class ExprBuilder {
                                      const std::vector<int64_t>& out_dims);
   std::string key(ValueId v, Mode m, const std::vector<IExpr>& idx) const;
   std::string fresh(const char* prefix = "t");
+  // A scalar index read from the data (`iv`), wrapped into [0, extent) and range-checked at
+  // run time (Gather, GatherElements, GatherND); returns the name it is bound to.
+  std::string wrap_index(Ref iv, int64_t extent, const char* what, const Node& n);
   // idx - base where idx < base + len is known (a Concat input's part of the axis).
   IExpr shifted(const IExpr& idx, int64_t base, int64_t len);
 
