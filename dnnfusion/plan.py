@@ -209,7 +209,7 @@ def plan(ecg: Any, planner: str = "dnnfusion", target: str = "cpu", horizontal: 
     cache, see :mod:`dnnfusion.profiling`). Yellow cells without an entry are settled by the
     analytic estimate. ``threads``: the threads the code will run on (CPU; default as
     :func:`dnnfusion.compile`'s), part of every database key: a measurement taken at another
-    thread count settles nothing.
+    thread count settles nothing (an entry that records none applies at any).
     """
     graph = ecg.graph if isinstance(ecg, ECG) else ecg
     if not isinstance(graph, _core.Graph):
