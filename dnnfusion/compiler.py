@@ -16,6 +16,7 @@ from dnnfusion import _core
 from dnnfusion import dynamic as _dynamic
 from dnnfusion import host_tail as _host_tail
 from dnnfusion._paths import prelude_dir
+from dnnfusion._threads import default_threads
 from dnnfusion import plan as _plan
 from dnnfusion import profiling as _profiling
 from dnnfusion import rewrite as _rewrite
@@ -25,22 +26,6 @@ from dnnfusion.errors import CompileWarning, DTypeError, Error, ShapeError
 
 LAYOUTS = ("auto", "nchw", "nhwc")
 TARGETS = ("cpu", "opencl")
-
-
-def default_threads() -> int:
-    """``$DNNF_NUM_THREADS``, else the cores this process may run on."""
-    env = os.environ.get("DNNF_NUM_THREADS")
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise Error(f"DNNF_NUM_THREADS={env!r} is not a number") from None
-        if n >= 1:
-            return n
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _profile_options(profile: str | None, seconds: float | None) -> tuple[str, float]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from dnnfusion import _core, reference
 from dnnfusion._paths import default_db
+from dnnfusion._threads import default_threads
 from dnnfusion.ecg import ECG
 from dnnfusion.errors import InternalError
 
@@ -223,7 +224,6 @@ def plan(ecg: Any, planner: str = "dnnfusion", target: str = "cpu", horizontal: 
     if target != "cpu":
         threads = 0  # the OpenCL target's entries are per device, not per host thread count
     elif threads is None:
-        from dnnfusion.compiler import default_threads  # compiler imports this module
         threads = default_threads()
     elif isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
