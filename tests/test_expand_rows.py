@@ -88,6 +88,11 @@ CASES = {
     # 5x5, stride 1, at most 16 pixels wide, channels in whole vectors: zero-padded ring rows
     # (depthwise_rows_padded's interior kernel over every pixel)
     "5x5 s1 padded rows, pool": {"k": 5, "cexp": 32, "hw": (9, 14), "act": "Swish", "se": True, "n": 2},
+    # 3x3, stride 1, channels in whole vectors: two output rows at once from a ring of four
+    # input rows on AVX-512 (depthwise_row_pair_at); odd row counts leave a row to do alone,
+    # and 2 or 3 tasks start pairs on odd rows
+    "3x3 s1 row pairs, 2 images": {"cexp": 32, "n": 2, "hw": (7, 20)},
+    "3x3 s1 row pairs, pool": {"cexp": 48, "hw": (10, 9), "act": "Swish", "se": True, "n": 2},
 }
 
 

@@ -400,30 +400,32 @@ int depthwise_interior_pair(const float* const* rows, const float* wt, int C, in
   return ox;
 }
 
-// Output rows oy and oy + 1 of image n (plane oz) where both windows are whole 3x3 stride-1
-// windows (no row of padding), the channels whole vectors and the epilogue one that stores
-// from registers (dw_out): the pixels with whole windows through depthwise_interior_pair, the
-// rest of each row as depthwise_row_at does them. False, with nothing done, otherwise.
+// Whether output rows oy and oy + 1 of a depthwise convolution can be computed as a pair: a
+// 3x3 stride-1 window, whole channel vectors, AVX-512, and both windows inside the input's
+// rows (no row of padding). Their four input rows start at oy - pad.
+inline bool depthwise_pair_applies(const window::Geom& g, int C, int oy) {
+  if (kVecWidth != 16 || g.k[0] != 1 || g.k[1] != 3 || g.k[2] != 3 || g.stride[1] != 1 || g.stride[2] != 1 ||
+      g.dil[1] != 1 || g.dil[2] != 1 || C % kVecWidth != 0 || oy + 1 >= g.out[1])
+    return false;
+  const int iy0 = oy - g.pad[1];
+  return iy0 >= 0 && iy0 + 3 < g.in[1];
+}
+
+// Output rows oy and oy + 1 of image n (plane oz) from their four input rows (rows[0, 4), each
+// starting at its pixel 0; depthwise_pair_applies must hold) where the epilogue stores from
+// registers (dw_out): the pixels with whole windows through depthwise_interior_pair, the rest
+// of each row as depthwise_row_at does them. pf[0, npf): rows to prefetch for the next pair.
+// False, with nothing done, for an epilogue that does not store from registers.
 template <class Ep>
-bool depthwise_row_pair(const window::Geom& g, const float* x, const float* wt, int C, long n, int oz, int oy,
-                        float* y, const Ep& ep) {
+bool depthwise_row_pair_at(const window::Geom& g, const float* const* rows, const float* const* pf, int npf,
+                           const float* wt, int C, long n, int oz, int oy, float* y, const Ep& ep) {
   if constexpr (kVecWidth != 16) {
     return false;
   } else {
-    if (g.k[0] != 1 || g.k[1] != 3 || g.k[2] != 3 || g.stride[1] != 1 || g.stride[2] != 1 || g.dil[1] != 1 ||
-        g.dil[2] != 1 || C % kVecWidth != 0 || oy + 1 >= g.out[1])
-      return false;
-    const int iy0 = oy - g.pad[1], iz = oz * g.stride[0] - g.pad[0];
-    if (iy0 < 0 || iy0 + 3 >= g.in[1] || iz < 0 || iz >= g.in[0]) return false;
     const int OX = g.out[2], px = g.pad[2];
     const long row0 = ((n * g.out[0] + oz) * static_cast<long>(g.out[1]) + oy) * OX;
     const DwOut o0 = dw_out(ep, y + row0 * C, row0), o1 = dw_out(ep, y + (row0 + OX) * C, row0 + OX);
     if (!o0.y || !o1.y) return false;
-    auto row = [&](int iy) { return x + ((n * g.in[0] + iz) * static_cast<long>(g.in[1]) + iy) * g.in[2] * C; };
-    const float* rows[4] = {row(iy0), row(iy0 + 1), row(iy0 + 2), row(iy0 + 3)};
-    const float* pf[2];
-    int npf = 0;
-    for (int iy = iy0 + 4; iy < iy0 + 6 && iy < g.in[1] && oy + 2 < g.out[1]; ++iy) pf[npf++] = row(iy);
     int lo = 0, hi = OX;
     while (lo < OX && lo - px < 0) ++lo;
     while (hi > lo && hi + 1 - px >= g.in[2]) --hi;  // pixel hi - 1 reads input hi + 1 - px
@@ -433,6 +435,22 @@ bool depthwise_row_pair(const window::Geom& g, const float* x, const float* wt, 
     depthwise_row_at(g, rows + 1, tap0, 3, nullptr, 0, wt, C, n, oz, oy + 1, y, ep, done);
     return true;
   }
+}
+
+// The same, reading the rows from the whole input x. False, with nothing done, where the pair
+// does not apply.
+template <class Ep>
+bool depthwise_row_pair(const window::Geom& g, const float* x, const float* wt, int C, long n, int oz, int oy,
+                        float* y, const Ep& ep) {
+  const int iz = oz * g.stride[0] - g.pad[0];
+  if (!depthwise_pair_applies(g, C, oy) || iz < 0 || iz >= g.in[0]) return false;
+  const int iy0 = oy - g.pad[1];
+  auto row = [&](int iy) { return x + ((n * g.in[0] + iz) * static_cast<long>(g.in[1]) + iy) * g.in[2] * C; };
+  const float* rows[4] = {row(iy0), row(iy0 + 1), row(iy0 + 2), row(iy0 + 3)};
+  const float* pf[2];
+  int npf = 0;
+  for (int iy = iy0 + 4; iy < iy0 + 6 && iy < g.in[1] && oy + 2 < g.out[1]; ++iy) pf[npf++] = row(iy);
+  return depthwise_row_pair_at(g, rows, pf, npf, wt, C, n, oz, oy, y, ep);
 }
 
 }  // namespace nhwc_detail

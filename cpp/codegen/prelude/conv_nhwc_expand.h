@@ -20,12 +20,13 @@ inline bool expand_applies(const ConvShape& sp, const ConvShape& sd) {
 // A depthwise convolution whose input it computes itself, rows at a time, from a pointwise
 // one (an inverted residual's expansion, MobileNetV2 and EfficientNet: 1x1 conv + activation,
 // then the depthwise conv). The expanded tensor never goes to memory: each task keeps the
-// window's input rows (KY of them, dilated span) in a ring of that many rows, and an output
-// row computes the rows it needs that the ring lacks with a one-thread GEMM of IW pixels by
-// the expansion's channels, epilogue `epp` applied (its rows numbered as in the whole
-// tensor). At 112x112 with 96 channels the expanded tensor is 4.8 MB written and read back;
-// the ring is 3 x 43 KB, in L2. The rows where two tasks meet are computed by both (span -
-// stride of every task's first rows), so there are as few tasks as threads.
+// window's input rows (KY of them, dilated span; four for two 3x3 output rows at once) in a
+// ring of that many rows, and an output row computes the rows it needs that the ring lacks
+// with a one-thread GEMM of IW pixels by the expansion's channels, epilogue `epp` applied (its
+// rows numbered as in the whole tensor). At 112x112 with 96 channels the expanded tensor is
+// 4.8 MB written and read back; the ring is 3 x 43 KB, in L2. The rows where two tasks meet
+// are computed by both (span - stride of every task's first rows), so there are as few tasks
+// as threads.
 namespace nhwc_detail {
 
 // An epilogue whose rows are numbered from `rows` on (a part of a larger output).
@@ -62,9 +63,15 @@ void expand_depthwise(const ConvShape& sp, const float* x, const PackedNhwcWeigh
   const int lead = padded ? px : 0;
   const long rows = static_cast<long>(sd.N) * OY, row_floats = static_cast<long>(padded ? PW : IW) * C;
   const long tasks = std::min<long>(rows, get_num_threads());
+  // Two output rows at a time where depthwise_row_pair_at applies (3x3 stride 1, AVX-512): the
+  // ring holds the four input rows a pair reads. MobileNetV2 with every expansion fused: its
+  // expansion kernels 0.91x the time of one row at a time at 1 thread, 0.94x at 2, against
+  // its other kernels (Xeon; benchmarks/README, "Row pairs in the expansion kernel").
+  const bool pairs = !padded && span == 3 && depthwise_pair_applies(g, C, g.pad[1]);
+  const int nring = pairs ? 4 : span;
   auto task = [&](long r0, long r1) {
     thread_local std::vector<float> ring_buf;
-    if (ring_buf.size() < static_cast<size_t>(span * row_floats)) ring_buf.resize(static_cast<size_t>(span * row_floats));
+    if (ring_buf.size() < static_cast<size_t>(nring * row_floats)) ring_buf.resize(static_cast<size_t>(nring * row_floats));
     float* ring = ring_buf.data();
     if (padded)
       for (int k = 0; k < span; ++k) {
@@ -74,27 +81,39 @@ void expand_depthwise(const ConvShape& sp, const float* x, const PackedNhwcWeigh
       }
     float* buf = padded ? tile_scratch(static_cast<size_t>(OXp) * C) : nullptr;
     long held[16];
-    std::fill(held, held + span, -1L);
+    std::fill(held, held + nring, -1L);
     const float* in_rows[16];
     int tap0[16];
     gemm::Options one;
     one.n_threads = 1;
+    auto expanded = [&](long n, int iy) {  // input row iy of image n, computed into the ring if it is not there
+      const int slot = iy % nring;
+      float* d = ring + slot * row_floats;
+      const long id = n * H + iy;  // the expanded row, as a row of the [N * H, IW] pixels
+      if (held[slot] != id) {
+        gemm::gemm_f32_src(IW, C, K, gemm::AView<>{x + id * IW * K, K, 1}, wp.gemm(), d + static_cast<long>(lead) * C,
+                           C, rows_from(epp, id * IW), one);
+        held[slot] = id;
+      }
+      return static_cast<const float*>(d);
+    };
     for (long r = r0; r < r1; ++r) {
       const long n = r / OY;
       const int oy = static_cast<int>(r % OY);
+      if (pairs && r + 1 < r1 && depthwise_pair_applies(g, C, oy) && dw_out(epd, y, 0).y) {  // rows r and r + 1
+        const int iy0 = oy - g.pad[1];
+        const float* quad[4] = {expanded(n, iy0), expanded(n, iy0 + 1), expanded(n, iy0 + 2), expanded(n, iy0 + 3)};
+        if (depthwise_row_pair_at(g, quad, nullptr, 0, wd.depthwise(), C, n, 0, oy, y, epd)) {
+          row_done(r);
+          row_done(++r);
+          continue;
+        }
+      }
       int nr = 0;
       for (int ky = 0; ky < g.k[1]; ++ky) {
         const int iy = oy * g.stride[1] - g.pad[1] + ky * g.dil[1];
         if (iy < 0 || iy >= H) continue;
-        const int slot = iy % span;
-        float* d = ring + slot * row_floats;
-        const long id = n * H + iy;  // the expanded row, as a row of the [N * H, IW] pixels
-        if (held[slot] != id) {
-          gemm::gemm_f32_src(IW, C, K, gemm::AView<>{x + id * IW * K, K, 1}, wp.gemm(), d + static_cast<long>(lead) * C,
-                             C, rows_from(epp, id * IW), one);
-          held[slot] = id;
-        }
-        in_rows[nr] = d;
+        in_rows[nr] = expanded(n, iy);
         tap0[nr] = ky * g.k[2];
         ++nr;
       }
