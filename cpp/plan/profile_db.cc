@@ -374,12 +374,12 @@ std::string shape_bucket(int64_t numel) {
 //   fuse iff saved > extra.
 // kOpsPerDramByte = 4: a core streams about 10 GB/s from DRAM while it can retire about
 // 40 G simple integer ops/s, so moving one byte costs about as much as four ops.
-Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairCost& c, bool ties_fuse) {
+Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairCost& c) {
   constexpr int64_t kOpsPerDramByte = 4;
   Settlement s;
   if (const ProfileEntry* e = db.find(key)) {
     // A difference within the measurement's noise is a tie, decided for fewer passes.
-    bool tie = ties_fuse && e->fused_ms >= e->unfused_ms && e->fused_ms - e->unfused_ms <= e->noise_ms;
+    bool tie = e->fused_ms >= e->unfused_ms && e->fused_ms - e->unfused_ms <= e->noise_ms;
     s.fuse = e->fused_ms < e->unfused_ms || tie;
     char buf[240];
     if (tie)

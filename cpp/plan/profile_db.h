@@ -38,7 +38,8 @@ struct ProfileEntry {
   double fused_ms = 0, unfused_ms = 0;  // one fused kernel vs. the two kernels apart
   // Optional. noise_ms: how far apart two timings of the same code can be on this machine
   // (from the measurement's own spread); a difference within it is a tie, decided for
-  // fusion (fewer passes). how: a free-text note on how it was measured.
+  // fusion (fewer passes), or for an expansion by the estimate. how: a free-text note on how
+  // it was measured.
   double noise_ms = 0;
   std::string how;
   // The code generator whose output was measured (kProfileGenerator when it was written; 0 for
@@ -101,9 +102,9 @@ struct Settlement {
 
 // Measured decision when the database has the exact key, the analytic estimate otherwise.
 // A difference within the measured noise is a tie, decided for fusion (fewer passes over
-// memory) unless `ties_fuse` is false: then the faster median decides (an expansion, whose
-// fused kernel does its GEMM a row at a time, is not free where the tensor stays in cache:
-// MobileNetV2 with its ties fused ran 3% slower on a Xeon).
-Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairCost& cost, bool ties_fuse = true);
+// memory). Expansions, whose fused kernel does its GEMM a row at a time and is not free where
+// the tensor stays in cache, decide their ties by the size estimate before asking this
+// (dnnfusion_planner.cc fuse_expansions).
+Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairCost& cost);
 
 }  // namespace dnnf
