@@ -1,6 +1,6 @@
 """The recognised epilogue (issue 14: small kernels' overhead): where a GEMM's or a
 convolution's fused epilogue is v = act(v + bias[col] (+ residual[row, col])), act none,
-Relu or Clip, the generator passes its parts with the lambda (cg::make_ep_affine) and the
+Relu, Clip or Swish (without a residual), the generator passes its parts with the lambda (cg::make_ep_affine) and the
 register-tiled kernels apply it in registers, without the tile's copy through L1 and the
 indirect call (1x1 convolutions with 16-32 input channels spent a fifth of their time
 there). Each case is checked against the NumPy reference on every x86 dialect, with
@@ -56,6 +56,37 @@ def case_conv_residual_relu():
                   h.make_node("Conv", ["r", "w2"], ["y"])],
                  {"x": f32(1, 24, 7, 9)}, ["y"],
                  [("w", f32(24, 24, 3, 3)), ("b", f32(24)), ("w2", f32(8, 24, 1, 1))]), (1, True)
+
+
+def _swish(x):
+    return [h.make_node("Sigmoid", [x], [x + "s"]), h.make_node("Mul", [x, x + "s"], [x + "w"])]
+
+
+def case_depthwise_swish():
+    """EfficientNet's depthwise convolution: 3x3 + bias + Swish (x * sigmoid(x)) channels last,
+    whole channel vectors (two rows at once on AVX-512) and edges; then a 1x1 (its epilogue
+    storing the channels-first output keeps the lambda)."""
+    return model([h.make_node("Conv", ["x", "kd", "b"], ["d"], group=32, pads=[1, 1, 1, 1]), *_swish("d"),
+                  h.make_node("Conv", ["dw", "w2"], ["y"])],
+                 {"x": f32(1, 32, 9, 11)}, ["y"], [("kd", f32(32, 1, 3, 3)), ("b", f32(32)), ("w2", f32(8, 32, 1, 1))]), \
+        (3, False)
+
+
+def case_depthwise5_swish_stride2():
+    """The same with a 5x5 window at stride 2 (the specialised interior: rows 20 pixels wide,
+    two blocks of 8 between the edges) and two images."""
+    return model([h.make_node("Conv", ["x", "kd", "b"], ["d"], group=48, pads=[2, 2, 2, 2], strides=[2, 2]),
+                  *_swish("d"), h.make_node("Conv", ["dw", "w2"], ["y"])],
+                 {"x": f32(2, 48, 9, 40)}, ["y"], [("kd", f32(48, 1, 5, 5)), ("b", f32(48)), ("w2", f32(8, 48, 1, 1))]), \
+        (3, False)
+
+
+def case_gemm_swish():
+    """Linear + Swish: recognised, and the GEMM's tile leaves it to the lambda (act 3 is the
+    depthwise kernels' only), which must still give the reference."""
+    return model([h.make_node("Gemm", ["x", "w", "b"], ["g"]), *_swish("g")[:1],
+                  h.make_node("Mul", ["gs", "g"], ["y"])],
+                 {"x": f32(29, 70)}, ["y"], [("w", f32(70, 40)), ("b", f32(40))]), (3, False)
 
 
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}

@@ -35,7 +35,8 @@ bool term_is(const Term& t, int var, int64_t coef, const VarTable& vt) {
 }  // namespace
 
 // The epilogue program when it is v = act(v + bias[j] + res[row * ld + j]) in vector mode
-// (in that order; the residual and act optional, act v_relu or Clip's v_min(hi, v_max(lo, .))).
+// (in that order; the residual and act optional, act v_relu, Clip's v_min(hi, v_max(lo, .)) or
+// Swish's v_mul(v, v_sigmoid(v)), act 3, without a residual).
 AffineEpilogue affine_form(const Program& p) {
   AffineEpilogue no;
   if (p.mode != Mode::Vector || p.inner < 0) return no;
@@ -48,6 +49,7 @@ AffineEpilogue affine_form(const Program& p) {
   int act = 0;
   double lo = 0, hi = 0;
   Ref last = kNoRef;  // the value v is after the Define (the anchor's result, then each op)
+  Ref sig = kNoRef;   // v_sigmoid(v), waiting for the v_mul that makes it Swish
   // Loads not yet added: a bias (index j) or a residual (index row * ld + j).
   struct Pending {
     Ref ref;
@@ -95,7 +97,21 @@ AffineEpilogue affine_form(const Program& p) {
       case Instr::Kind::Compute: {
         if (last == kNoRef || in.dtype != DType::F32 || in.ew.kind != Ew::Kind::Call || act != 0) return no;
         const Ew& e = in.ew;
-        if (e.name == "v_add" && e.kids.size() == 2) {  // v + a pending load, either order (IEEE + commutes)
+        if (sig != kNoRef) {  // Swish (SiLU): v * sigmoid(v), either operand order (IEEE * commutes)
+          if (!(e.name == "v_mul" && e.kids.size() == 2 &&
+                ((arg_is(in, e.kids[0], last) && arg_is(in, e.kids[1], sig)) ||
+                 (arg_is(in, e.kids[0], sig) && arg_is(in, e.kids[1], last)))))
+            return no;
+          act = 3;
+          sig = kNoRef;
+        } else if (e.name == "v_sigmoid" && e.kids.size() == 1 && arg_is(in, e.kids[0], last)) {
+          sig = here;
+          break;  // v stays `last` until the v_mul
+        } else if (e.name == "v_mul" && e.kids.size() == 2 && arg_is(in, e.kids[0], last) &&
+                   e.kids[1].kind == Ew::Kind::Call && e.kids[1].name == "v_sigmoid" && e.kids[1].kids.size() == 1 &&
+                   arg_is(in, e.kids[1].kids[0], last)) {  // the same, as one tree
+          act = 3;
+        } else if (e.name == "v_add" && e.kids.size() == 2) {  // v + a pending load, either order (IEEE + commutes)
           const int other = arg_is(in, e.kids[0], last) ? 1 : arg_is(in, e.kids[1], last) ? 0 : -1;
           if (other < 0 || e.kids[other].kind != Ew::Kind::Arg) return no;
           const Ref r = in.args.at(e.kids[other].arg);
@@ -128,7 +144,9 @@ AffineEpilogue affine_form(const Program& p) {
         return no;
     }
   }
-  if (!loads.empty() || bias == kNoValue) return no;
+  // Swish with a residual is left to the lambda: no model seen has it, and the residual
+  // written in place (residuals_in_place) is kept to the forms the GEMM tile applies itself.
+  if (!loads.empty() || bias == kNoValue || sig != kNoRef || (act == 3 && res != kNoValue)) return no;
   return {true, bias, res, ld, act, lo, hi};
 }
 

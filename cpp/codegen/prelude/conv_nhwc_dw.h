@@ -162,6 +162,7 @@ int depthwise_interior(const float* const* rows, const int* tap0, int nr, const 
             if (out.res) r = simd::v_add(r, simd::v_loadu(out.res + (out.row0 + ox + u + out.r0) * out.res_ld + c0 + v * W));
             if (out.act == 1) r = simd::v_relu(r);
             if (out.act == 2) r = simd::v_min(hv, simd::v_max(lo, r));
+            if (out.act == 3) r = simd::v_mul(r, simd::v_sigmoid(r));
             simd::v_storeu(out.y + static_cast<long>(ox + u) * C + c0 + v * W, r);
           }
         }
@@ -390,6 +391,7 @@ int depthwise_interior_pair(const float* const* rows, const float* wt, int C, in
           if (out.res) v = simd::v_add(v, simd::v_loadu(out.res + (out.row0 + ox + u + out.r0) * out.res_ld + c0));
           if (out.act == 1) v = simd::v_relu(v);
           if (out.act == 2) v = simd::v_min(hv, simd::v_max(lo, v));
+          if (out.act == 3) v = simd::v_mul(v, simd::v_sigmoid(v));
           simd::v_storeu(out.y + static_cast<long>(ox + u) * C + c0, v);
         }
       };

@@ -129,8 +129,10 @@ struct EpDyn {
   // The common epilogue recognised by the code generator (cg::make_ep_affine), for kernels
   // to apply in registers, without the tile's trip through L1 and the indirect call:
   // v = act(v + bias[col] + res[row * res_ld + col]), res optional (null), act 0 none,
-  // 1 v_relu, 2 v_min(hi, v_max(lo, v)) (Clip's spelling); act -1: not recognised. It
-  // computes what f computes, in the same order.
+  // 1 v_relu, 2 v_min(hi, v_max(lo, v)) (Clip's spelling), 3 v_mul(v, v_sigmoid(v)) (Swish,
+  // never with res); act -1: not recognised. It computes what f computes, in the same order.
+  // The GEMM's register tile applies acts 0-2 and leaves 3 to f (a sigmoid inlined in every
+  // tile shape would grow every module); the depthwise kernels apply all four (dw_out).
   const float* bias = nullptr;
   const float* res = nullptr;
   long res_ld = 0;
@@ -191,7 +193,7 @@ template <int MRK, int NVK, class Ep>
     // a variant per (residual, act) in every tile shape cost generated modules a third more
     // compile time. Full tiles only (MR x NV); the other variants serve the edges of C.
     if constexpr (IsEpDyn<Ep>::value && !ep_stores<Ep> && MRK == kMR && NVK == kNV) {
-      if (ep.act >= 0) {  // the recognised form, in registers
+      if (ep.act >= 0 && ep.act <= 2) {  // the recognised form, in registers (Swish: f)
         vf bv[NVK];
 #pragma GCC unroll 8
         for (int j = 0; j < NVK; ++j) {
