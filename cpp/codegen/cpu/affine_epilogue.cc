@@ -107,10 +107,6 @@ AffineEpilogue affine_form(const Program& p) {
         } else if (e.name == "v_sigmoid" && e.kids.size() == 1 && arg_is(in, e.kids[0], last)) {
           sig = here;
           break;  // v stays `last` until the v_mul
-        } else if (e.name == "v_mul" && e.kids.size() == 2 && arg_is(in, e.kids[0], last) &&
-                   e.kids[1].kind == Ew::Kind::Call && e.kids[1].name == "v_sigmoid" && e.kids[1].kids.size() == 1 &&
-                   arg_is(in, e.kids[1].kids[0], last)) {  // the same, as one tree
-          act = 3;
         } else if (e.name == "v_add" && e.kids.size() == 2) {  // v + a pending load, either order (IEEE + commutes)
           const int other = arg_is(in, e.kids[0], last) ? 1 : arg_is(in, e.kids[1], last) ? 0 : -1;
           if (other < 0 || e.kids[other].kind != Ew::Kind::Arg) return no;
