@@ -355,9 +355,7 @@ void Planner::fuse_expansions() {
       char buf[200];
       std::snprintf(buf, sizeof buf, "profile: fused %.4f ms vs unfused %.4f ms, within the measured noise %.4f ms: "
                     "a tie, so the estimate decides: ", e->fused_ms, e->unfused_ms, e->noise_ms);
-      decided = buf + rule_why + (fuse ? " -> fuse" : " -> keep apart");
-      if (!e->how.empty()) decided += " (" + e->how + ")";
-      if (!e->origin.empty()) decided += " [" + e->origin + "]";
+      decided = buf + rule_why + (fuse ? " -> fuse" : " -> keep apart") + entry_source(*e);
     } else if (db_.find(key)) {
       Settlement s = settle_yellow(db_, key, PairCost{});
       fuse = s.fuse;

@@ -374,6 +374,10 @@ std::string shape_bucket(int64_t numel) {
 //   fuse iff saved > extra.
 // kOpsPerDramByte = 4: a core streams about 10 GB/s from DRAM while it can retire about
 // 40 G simple integer ops/s, so moving one byte costs about as much as four ops.
+std::string entry_source(const ProfileEntry& e) {
+  return (e.how.empty() ? std::string() : " (" + e.how + ")") + (e.origin.empty() ? std::string() : " [" + e.origin + "]");
+}
+
 Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairCost& c) {
   constexpr int64_t kOpsPerDramByte = 4;
   Settlement s;
@@ -389,9 +393,7 @@ Settlement settle_yellow(const ProfileDb& db, const ProfileKey& key, const PairC
     else
       std::snprintf(buf, sizeof buf, "profile: fused %.4f ms %s unfused %.4f ms -> %s", e->fused_ms,
                     s.fuse ? "<" : ">=", e->unfused_ms, s.fuse ? "fuse" : "keep apart");
-    s.why = buf;
-    if (!e->how.empty()) s.why += " (" + e->how + ")";
-    if (!e->origin.empty()) s.why += " [" + e->origin + "]";
+    s.why = buf + entry_source(*e);
     return s;
   }
   // A row measured on another generator's code settles nothing; the explanation names it.

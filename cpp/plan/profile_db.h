@@ -95,6 +95,9 @@ struct PairCost {
   int64_t producer_flops = 0;  // flops of the producer side, recomputed per extra read
 };
 
+// What an explanation adds after an entry's decision: " (how) [file]", each where known.
+std::string entry_source(const ProfileEntry& e);
+
 struct Settlement {
   bool fuse = false;
   std::string why;  // "profile: fused 1.200 ms < unfused 1.500 ms -> fuse", or the estimate
