@@ -66,6 +66,8 @@ void need_f32_library(const Graph& g, const Node& n) {
     const ValueId v = n.inputs[i];
     // batch_indices: i64, checked by the shape rule
     if ((n.op == OpKind::RoiAlign || n.op == OpKind::NhwcRoiAlign) && i == 2) continue;
+    // Resize's roi: f32 or f64, the kernel takes it as f32 (lower_resize)
+    if (n.op == OpKind::Resize && i == 1 && v != kNoValue && g.value(v).type.dtype == DType::F64) continue;
     if (v != kNoValue && g.value(v).type.dtype != DType::F32 &&
         !(g.value(v).constant && is_integer(g.value(v).type.dtype)))
       throw UnsupportedOperatorError(std::string("code generation supports ") + op_info(n.op).name +

@@ -326,24 +326,28 @@ void lower_resize(BlockLowerer& bl, const Node& n, Stage& st) {
                              {"round_prefer_ceil", "NearestMode::RoundPreferCeil"},
                              {"floor", "NearestMode::Floor"}, {"ceil", "NearestMode::Ceil"}});
   AnchorStage& a = st.anchor;
-  // roi: [starts..., ends...] over all axes; only tf_crop_and_resize reads it.
+  // roi: [starts..., ends...] over all axes; only tf_crop_and_resize reads it. A constant roi
+  // is baked in as that array; one computed at run time (a graph input, say) is read from its
+  // buffer, its entries put in place by the kernel (`ints`: the axis of each start).
   AnchorArg roi = buffer_arg(kNoValue);
   if (ctm == "tf_crop_and_resize" && n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
-    TensorPtr rt = c.const_input(1);
-    if (!rt) throw UnsupportedOperatorError(
-        "Resize with a computed roi (node '" + n.name +
-        "'): code generation needs it as a constant in the model (an initializer, or computed only "
-        "from shapes, which compile folds)");
-    std::vector<double> rv = rt->to_doubles();
-    if (!rv.empty()) {
-      if (rv.size() != 2 * axes.size())
-        throw UnsupportedOperatorError("Resize roi of the wrong length (node '" + n.name + "')");
-      roi.kind = AnchorArg::Kind::Floats;
-      roi.name = "roi";
-      roi.dtype = DType::F32;
-      roi.floats.assign(2 * static_cast<size_t>(r), 0.0);
-      for (int64_t k = 0; k < r; ++k) roi.floats[k] = 0.0, roi.floats[k + r] = 1.0;
-      for (size_t i = 0; i < axes.size(); ++i) roi.floats[axes[i]] = rv[i], roi.floats[axes[i] + r] = rv[i + axes.size()];
+    const size_t given = static_cast<size_t>(g.value(n.inputs[1]).type.numel());
+    if (given != 0 && given != 2 * axes.size())
+      throw ShapeError("Resize roi of " + std::to_string(given) + " values (node '" + n.name + "'): it needs 2 * " +
+                       std::to_string(axes.size()) + " (a start and an end for each resized axis)");
+    if (TensorPtr rt = c.const_input(1)) {
+      std::vector<double> rv = rt->to_doubles();
+      if (!rv.empty()) {
+        roi.kind = AnchorArg::Kind::Floats;
+        roi.name = "roi";
+        roi.dtype = DType::F32;
+        roi.floats.assign(2 * static_cast<size_t>(r), 0.0);
+        for (int64_t k = 0; k < r; ++k) roi.floats[k] = 0.0, roi.floats[k + r] = 1.0;
+        for (size_t i = 0; i < axes.size(); ++i) roi.floats[axes[i]] = rv[i], roi.floats[axes[i] + r] = rv[i + axes.size()];
+      }
+    } else if (given != 0) {
+      roi = buffer_arg(n.inputs[1]);
+      roi.ints = axes;
     }
   }
   AnchorArg ins, outs, scs;

@@ -383,6 +383,18 @@ class BlockRenderer {
           attrs += (i > 5 ? ", " : "") + (a.args[i].kind == AnchorArg::Kind::Enum ? "dnnf::irr::" : std::string()) +
                    arg(a.args[i], a, ep);
         attrs += "}";
+        if (a.args[0].kind == AnchorArg::Kind::Buffer) {  // a roi computed at run time, put in place
+          const int64_t r = a.args[4].i;
+          const std::vector<int64_t>& axes = a.args[0].ints;  // the axis of each start
+          const std::string p = ptr(a.args[0].value);
+          std::string init;
+          for (int64_t k = 0; k < 2 * r; ++k) init += std::string(k ? ", " : "") + (k < r ? "0.0f" : "1.0f");
+          code_.line("float roi[" + std::to_string(2 * r) + "] = {" + init + "};");
+          for (size_t i = 0; i < axes.size(); ++i)
+            code_.line("roi[" + std::to_string(axes[i]) + "] = static_cast<float>(" + p + "[" + std::to_string(i) +
+                       "]), roi[" + std::to_string(axes[i] + r) + "] = static_cast<float>(" + p + "[" +
+                       std::to_string(i + axes.size()) + "]);");
+        }
         code_.line("dnnf::irr::resize_f32(" + arg(a.args[4], a, ep) + ", in_shape, out_shape, scales, " +
                    (a.args[0].kind == AnchorArg::Kind::Null ? std::string("nullptr") : std::string("roi")) + ", " +
                    attrs + ", " + arg(a.args[12], a, ep) + ", " + arg(a.args[13], a, ep) + ", " +

@@ -189,6 +189,83 @@ void Renderer::reduce(K& k, const AnchorStage& a, int64_t global[3]) {
   if (grouped) k.body.close();
 }
 
+namespace {
+// As resize_axis: the filter's stretch (1 / s) and its first tap relative to the base index.
+double crop_stretch(const irr::ResizeAttrs& at, double scale) {
+  return at.mode == irr::ResizeMode::Nearest || !at.antialias ? 1.0 : std::min(scale, 1.0);
+}
+int64_t crop_first_tap(const irr::ResizeAttrs& at, double s) {
+  if (at.mode == irr::ResizeMode::Nearest) return 0;
+  return static_cast<int64_t>(std::floor(-(at.mode == irr::ResizeMode::Cubic ? 2.0 : 1.0) / s)) + 1;
+}
+}  // namespace
+
+// Resize with a roi computed at run time: axis d's taps for this element's output index, as
+// resize_taps.h's resize_axis computes them (the same float32 coordinate, the weights in
+// double where the device has it), into dn_i<d>[taps] and dn_w<d>[taps]; dn_out set when the
+// coordinate falls outside the input.
+void Renderer::resize_taps_at_run_time(K& k, const AnchorStage& a, const irr::ResizeAttrs& at, int d) {
+  using namespace dnnf::irr;
+  const size_t du = static_cast<size_t>(d);
+  const int64_t n_in = a.args.at(1).ints[du], n_out = a.args.at(2).ints[du];
+  const std::vector<int64_t>& axes = a.args.at(0).ints;  // the axis of each start in the roi buffer
+  const std::string D = std::to_string(d), real = sp.fp64 ? "double" : "float";
+  std::string r0 = "0.0f", r1 = "1.0f";
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] == d) {
+      r0 = "(float)" + p(a.args.at(0).value) + "[" + std::to_string(i) + "]";
+      r1 = "(float)" + p(a.args.at(0).value) + "[" + std::to_string(i + axes.size()) + "]";
+    }
+  const bool nearest = at.mode == ResizeMode::Nearest;
+  const double s = crop_stretch(at, a.args.at(3).floats[du]);
+  const int64_t start = crop_first_tap(at, s), taps = nearest ? 1 : 2 - 2 * start;
+  k.body.line("long dn_i" + D + "[" + L(taps) + "]; float dn_w" + D + "[" + L(taps) + "];");
+  k.body.open("");
+  k.body.line("const float r0 = " + r0 + ", r1 = " + r1 + ", n_in = " + literal(double(n_in), DType::F32, sp) + ";");
+  if (n_out > 1) {  // (the product rounded before the sum, as the CPU's source_coord)
+    k.body.line("const float r0s = r0 * (n_in - 1.0f);");
+    k.body.line("const float xo = r0s + (float)dn_o" + D + " * (r1 - r0) * (n_in - 1.0f) / " +
+                literal(double(n_out - 1), DType::F32, sp) + ";");
+  } else {
+    k.body.line("const float xo = 0.5f * (r0 + r1) * (n_in - 1.0f);");
+  }
+  k.body.line("if (xo < 0.0f || xo > n_in - 1.0f) dn_out = true;");
+  if (nearest) {
+    const char* round = at.nearest == NearestMode::RoundPreferFloor ? "ceil(xo - 0.5f)"
+                        : at.nearest == NearestMode::RoundPreferCeil ? "floor(xo + 0.5f)"
+                        : at.nearest == NearestMode::Floor ? "floor(xo)" : "ceil(xo)";
+    k.body.line(std::string("const float v = xo != floor(xo) ? ") + round + " : xo;");
+    k.body.line("dn_i" + D + "[0] = clamp((long)v, 0L, " + L(n_in - 1) + "); dn_w" + D + "[0] = 1.0f;");
+    k.body.close();
+    return;
+  }
+  k.body.line("const " + real + " base = ceil((" + real + ")xo) - 1, ratio = (" + real + ")xo - base;");
+  k.body.line(real + " c[" + L(taps) + "]; " + real + " sum = 0.0, total = 0.0;");
+  k.body.open("for (long t = 0; t < " + L(taps) + "; ++t)");
+  k.body.line("dn_i" + D + "[t] = (long)base + " + L(start) + " + t;");
+  k.body.line("const " + real + " u = fabs(((" + real + ")(" + L(start) + " + t) - ratio) * " +
+              literal(s, DType::F64, sp) + ");");
+  if (at.mode == ResizeMode::Linear) {
+    k.body.line("c[t] = fmin(fmax(1.0 - u, 0.0), 1.0);");
+  } else {
+    const std::string A = literal(at.cubic_coeff_a, DType::F64, sp);
+    k.body.line("c[t] = u <= 1.0 ? ((" + A + " + 2) * u - (" + A + " + 3)) * u * u + 1 : u < 2.0 ? ((" + A + " * u - 5 * " +
+                A + ") * u + 8 * " + A + ") * u - 4 * " + A + " : 0.0;");
+  }
+  k.body.line("sum += c[t];");
+  k.body.close();
+  if (at.antialias) k.body.line("for (long t = 0; t < " + L(taps) + "; ++t) c[t] /= sum;");
+  k.body.line("(void)sum; (void)total;");
+  if (at.exclude_outside) {
+    k.body.line("for (long t = 0; t < " + L(taps) + "; ++t) { if (dn_i" + D + "[t] < 0 || dn_i" + D + "[t] >= " +
+                L(n_in) + ") c[t] = 0.0; total += c[t]; }");
+    k.body.line("for (long t = 0; t < " + L(taps) + "; ++t) c[t] /= total == 0.0 ? 1.0 : total;");
+  }
+  k.body.line("for (long t = 0; t < " + L(taps) + "; ++t) { dn_i" + D + "[t] = clamp(dn_i" + D + "[t], 0L, " +
+              L(n_in - 1) + "); dn_w" + D + "[t] = (float)c[t]; }");
+  k.body.close();
+}
+
 // Resize: the CPU kernel's per-axis tap tables (resize_taps.h), baked into the program;
 // each output element sums the products of its axes' taps.
 void Renderer::resize(K& k, const AnchorStage& a, int64_t global[3]) {
@@ -230,10 +307,21 @@ void Renderer::resize(K& k, const AnchorStage& a, int64_t global[3]) {
   std::string xi = "0L", wprod = "1.0f";
   int64_t st = 1;
   std::vector<std::string> closes;
+  const bool run_roi = a.args.at(0).kind == AnchorArg::Kind::Buffer;  // read by the kernel
+  for (int d = r; d-- > 0 && run_roi;) resize_taps_at_run_time(k, a, at, d);
   for (int d = r; d-- > 0;) {
     const size_t du = static_cast<size_t>(d);
-    const detail::ResizeAxis t = detail::resize_axis(at, in[du], outd[du], scales[du], roi.empty() ? nullptr : roi.data(), d, r);
     const std::string D = std::to_string(d);
+    if (run_roi) {  // every axis crops: its taps are the dn_i<d>/dn_w<d> just computed
+      const int64_t taps = at.mode == ResizeMode::Nearest ? 1 : 2 - 2 * crop_first_tap(at, crop_stretch(at, scales[du]));
+      k.body.open("for (long dn_t" + D + " = 0; dn_t" + D + " < " + L(taps) + "; ++dn_t" + D + ")");
+      xi += " + dn_i" + D + "[dn_t" + D + "] * " + L(st);
+      wprod += " * dn_w" + D + "[dn_t" + D + "]";
+      closes.push_back("}");
+      st *= in[du];
+      continue;
+    }
+    const detail::ResizeAxis t = detail::resize_axis(at, in[du], outd[du], scales[du], roi.empty() ? nullptr : roi.data(), d, r);
     if (t.identity) {
       xi += " + dn_o" + D + " * " + L(st);
     } else {

@@ -15,6 +15,10 @@
 #include "codegen/opencl_module.h"
 #include "ir/graph.h"
 
+namespace dnnf::irr {
+struct ResizeAttrs;  // codegen/prelude/resize_taps.h
+}
+
 namespace dnnf::cg::opencl {
 
 constexpr int64_t kGroup = 64;  // work-items per group of 1-D launches (rounded-up global size)
@@ -161,6 +165,8 @@ struct Renderer {
   // Resize: the CPU kernel's per-axis tap tables (resize_taps.h), baked into the program;
   // each output element sums the products of its axes' taps.
   void resize(K& k, const AnchorStage& a, int64_t global[3]);
+  // (a roi computed at run time: axis d's taps computed by the kernel)
+  void resize_taps_at_run_time(K& k, const AnchorStage& a, const irr::ResizeAttrs& at, int d);
 
   // Per-row kernels of irregular anchors: one work-item per (outer, inner) row of `len`.
   void row_head(K& k, int64_t outer, int64_t len, int64_t inner, int64_t global[3]);
