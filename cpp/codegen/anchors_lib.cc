@@ -138,7 +138,7 @@ void lower_reduce(BlockLowerer& bl, const Node& n, Stage& st) {
                                                "ReduceMin and ReduceProd; node '") + n.name + "' (" +
                                    op_info(n.op).name + ") reads " + dtype_name(dt) +
                                    " (Cast it to float first)");
-  if (!integer) need_f32_library(g, n);
+  if (!integer && dt != DType::F64) need_f32_library(g, n);  // f64: reduce_f64, in double
   InferCtx c(g, n);
   const std::vector<int64_t> id = dims_of(g, n.inputs[0]);
   const int64_t r = static_cast<int64_t>(id.size());
@@ -163,7 +163,7 @@ void lower_reduce(BlockLowerer& bl, const Node& n, Stage& st) {
   AnchorArg e;
   e.kind = AnchorArg::Kind::Enum;
   e.name = std::string("ReduceKind::") + kind;
-  e.dtype = dt;  // the element type: F32, or an integer type (reduce_int)
+  e.dtype = dt;  // the element type: F32, F64 (reduce_f64), or an integer type (reduce_int)
   AnchorArg shape;
   shape.kind = AnchorArg::Kind::Ints;
   shape.name = "shape";

@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import DTypeError, ModelFormatError, ModelWarning, ShapeError, UnsupportedOperatorError
-from dnnfusion.frontends import onnx_cache
+from dnnfusion.frontends import onnx_cache, onnx_functions
 from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPSET  # noqa: F401 (re-exported)
 from dnnfusion.frontends.onnx_versions import default_opset as _default_opset
 from dnnfusion.frontends.onnx_versions import schema_version as _schema_version
@@ -267,7 +267,8 @@ def _screen(onnx: Any, proto: Any, what: str) -> None:
             f"onnx.version_converter.convert_version(model, {MIN_OPSET}))")
     opsets = {o.domain: int(o.version) for o in proto.opset_import}
     for i, node in enumerate(g.node):
-        _schema_version(onnx, node, node.name or f"{node.op_type}_{i}", opset, opsets)
+        if not onnx_functions.has_body(onnx, node, opset):
+            _schema_version(onnx, node, node.name or f"{node.op_type}_{i}", opset, opsets)
 
 
 # ------------------------------------------------------------------------------------------
@@ -430,6 +431,8 @@ class _Importer:
 
     # Nodes -----------------------------------------------------------------------------
     def _node(self, node: Any, name: str) -> None:
+        if onnx_functions.has_body(self.onnx, node, self.opset):  # imported as its function body
+            return onnx_functions.inline(self, node, name)
         version = _schema_version(self.onnx, node, name, self.opset, self.opsets)
         if node.op_type == "Constant":
             self._constant(node, name)

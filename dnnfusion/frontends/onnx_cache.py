@@ -71,13 +71,20 @@ _CODE_HASH: str | None = None
 
 
 def _code_hash() -> str:
-    """The importer's identity: its source files and the ``_core`` library it builds with."""
+    """The importer's identity: its source files, the ``_core`` library it builds with, and the
+    installed onnx (whose schemas give the function bodies onnx_functions.py imports)."""
     global _CODE_HASH
     if _CODE_HASH is None:
+        from importlib import metadata
+
         h = hashlib.sha256()
         here = Path(__file__).resolve().parent
-        for f in ("onnx.py", "builder.py", "onnx_cache.py"):
+        for f in ("onnx.py", "builder.py", "onnx_cache.py", "onnx_versions.py", "onnx_functions.py"):
             h.update((here / f).read_bytes())
+        try:
+            h.update(f"onnx {metadata.version('onnx')}".encode())
+        except metadata.PackageNotFoundError:
+            pass
         core = Path(_core.__file__)
         st = core.stat()
         h.update(f"{core.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode())

@@ -367,8 +367,10 @@ class BlockRenderer {
         code_.open("");
         arrays(a.args);
         const std::string ep = epilogue(a, "0L");
-        const std::string f = std::string(a.args[0].dtype == DType::F32 ? "dnnf::rowops::reduce_f32"
-                                                                         : "dnnf::rowops::reduce_int") +
+        const DType t = a.args[0].dtype;
+        const std::string f = std::string(t == DType::F32   ? "dnnf::rowops::reduce_f32"
+                                          : t == DType::F64 ? "dnnf::rowops::reduce_f64"
+                                                            : "dnnf::rowops::reduce_int") +
                               "<dnnf::rowops::" + a.args[0].name + ">";
         code_.line(call(f.c_str(), a.args, a, ep, 1));
         code_.close();

@@ -141,7 +141,7 @@ void Renderer::reduce(K& k, const AnchorStage& a, int64_t global[3]) {
   const bool mx = kind.find("Max") != std::string::npos, mn = kind.find("Min") != std::string::npos;
   const bool prod = kind.find("Prod") != std::string::npos, l2 = kind.find("L2") != std::string::npos;
   const DType dt = a.args.at(0).dtype;
-  if (dt != DType::F32) {  // integers: exact in their type (Sum and Prod wrap through unsigned)
+  if (dt != DType::F32 && dt != DType::F64) {  // integers: exact in their type (Sum and Prod wrap through unsigned)
     const std::string t = cltype(dt, sp), x = p(a.args.at(4).value);
     std::string ut = t.rfind("u", 0) == 0 ? t : "u" + t;
     if (dt == DType::I8 || dt == DType::U8 || dt == DType::I16 || dt == DType::U16) ut = "uint";
@@ -165,7 +165,8 @@ void Renderer::reduce(K& k, const AnchorStage& a, int64_t global[3]) {
     return;
   }
   if (grouped) k.body.line("const long e = dn_r;");  // the item's output element
-  k.body.line(std::string("float acc = ") + (mx ? "-INFINITY" : mn ? "INFINITY" : prod ? "1.0f" : "0.0f") + ";");
+  const std::string ft = dt == DType::F64 ? "double" : "float";  // (double: one item per output)
+  k.body.line(ft + " acc = " + (mx ? "-INFINITY" : mn ? "INFINITY" : prod ? "1.0f" : "0.0f") + ";");
   k.body.open(grouped ? "for (long dn_t = dn_lid; dn_t < " + L(reduced) + "; dn_t += " + L(kRowGroup) + ")"
                     : "for (long dn_t = 0; dn_t < " + L(reduced) + "; ++dn_t)");
   k.body.line("long dn_tr = dn_t, dn_off = dn_base;");
@@ -173,7 +174,7 @@ void Renderer::reduce(K& k, const AnchorStage& a, int64_t global[3]) {
     if (mask >> i & 1u)
       k.body.line("dn_off += (dn_tr % " + L(d[static_cast<size_t>(i)]) + ") * " + L(stride[static_cast<size_t>(i)]) +
                   "; dn_tr /= " + L(d[static_cast<size_t>(i)]) + ";");
-  k.body.line("const float x = " + p(a.args.at(4).value) + "[dn_off];");
+  k.body.line("const " + ft + " x = " + p(a.args.at(4).value) + "[dn_off];");
   k.body.line(mx ? "acc = (x > acc || isnan(x)) ? x : acc;" : mn ? "acc = (x < acc || isnan(x)) ? x : acc;"
               : prod ? "acc *= x;" : l2 ? "acc = fma(x, x, acc);" : "acc += x;");
   k.body.close();

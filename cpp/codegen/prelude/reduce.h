@@ -345,6 +345,52 @@ void reduce_int(int rank, const long* shape, unsigned axes_mask, const T* x, T* 
   });
 }
 
+// ---- Double reductions ----------------------------------------------------------------------
+// reduce_f64<K>(rank, shape, axes_mask, x, y): every float kind on double tensors, in double,
+// each output's elements in order (scalar: doubles are rare, e.g. the double sum inside
+// ReduceLogSumExp's ONNX function body). Max/Min return NaN when an element is NaN; empty:
+// Sum/L2 0, Prod 1, Mean NaN, Max -inf, Min +inf. No epilogue (epilogues compute in f32).
+template <ReduceKind K, class Ep>
+void reduce_f64(int rank, const long* shape, unsigned axes_mask, const double* x, double* y, const Ep&) {
+  static_assert(std::is_same_v<Ep, EpNone>, "double reductions take no epilogue");
+  if (rank < 0 || rank > 8) throw std::invalid_argument("reduce_f64: rank must be 0..8");
+  long out_n = 1, count = 1, in_stride[8] = {}, s = 1;
+  for (int a = rank - 1; a >= 0; --a) {
+    in_stride[a] = s;
+    s *= shape[a];
+    ((axes_mask >> a) & 1u ? count : out_n) *= shape[a];
+  }
+  if (out_n == 0) return;
+  detail::parallel_rows(out_n, count, [&](long lo, long hi) {
+    for (long o = lo; o < hi; ++o) {
+      long base = 0, rest = o;
+      for (int a = rank - 1; a >= 0; --a) {
+        if ((axes_mask >> a) & 1u) continue;
+        base += (rest % shape[a]) * in_stride[a];
+        rest /= shape[a];
+      }
+      double acc = K == ReduceKind::Prod ? 1.0 : K == ReduceKind::Max ? -HUGE_VAL : K == ReduceKind::Min ? HUGE_VAL : 0.0;
+      for (long t = 0; t < count; ++t) {
+        long off = base, tr = t;
+        for (int a = rank - 1; a >= 0; --a) {
+          if (!((axes_mask >> a) & 1u)) continue;
+          off += (tr % shape[a]) * in_stride[a];
+          tr /= shape[a];
+        }
+        const double v = x[off];
+        if constexpr (K == ReduceKind::Sum || K == ReduceKind::Mean) acc += v;
+        if constexpr (K == ReduceKind::Prod) acc *= v;
+        if constexpr (K == ReduceKind::L2) acc += v * v;
+        if constexpr (K == ReduceKind::Max) acc = (v > acc || v != v) && acc == acc ? v : acc;
+        if constexpr (K == ReduceKind::Min) acc = (v < acc || v != v) && acc == acc ? v : acc;
+      }
+      if constexpr (K == ReduceKind::Mean) acc /= static_cast<double>(count);
+      if constexpr (K == ReduceKind::L2) acc = std::sqrt(acc);
+      y[o] = acc;
+    }
+  });
+}
+
 // ---- ArgMax / ArgMin ----------------------------------------------------------------------
 // y[o, i] = index along the axis of the extreme of x[o, :, i] (NumPy's rule: the first
 // extreme; NaN counts as the extreme, the first NaN wins); select_last_index picks the last.

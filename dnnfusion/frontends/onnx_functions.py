@@ -1,0 +1,155 @@
+"""ONNX operators defined as functions of other operators, imported as their bodies.
+
+Many ONNX operators have a function body in their schema (``OpSchema.function_body``, or one
+built for the node at hand, ``get_context_dependent_function``): CastLike, Celu, Shrink,
+ThresholdedRelu, Swish, MeanVarianceNormalization, GroupNormalization, RMSNormalization,
+ReduceL1 / ReduceLogSum / ReduceLogSumExp / ReduceSumSquare, ... ONNX Runtime runs them;
+dnnfusion has no ECG operator for them. The importer reads such a node as its body, with the
+function version for the model's opset, the node's attributes (or the defaults) put where the
+body refers to them, and fresh value names under the node's name ("<node>/<op><k>:<name>"),
+so the ECG holds the body's operators and everything after import (rewriting, fusion, code
+generation, the reference) treats them as any other. A body operator dnnfusion does not
+support is refused as usual, with the function named.
+
+Only the default domain, and only operators that are not ECG operators themselves: an
+operator with both (e.g. LayerNormalization) is imported as its ECG operator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dnnfusion.errors import InternalError, ModelFormatError, UnsupportedOperatorError
+from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS, ECG_OPS, MIN_OPSET
+
+# An ECG element type -> its ONNX TensorProto code (for context-dependent bodies, which are
+# built from the node's input types).
+_ONNX_CODES = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9,
+               "f16": 10, "f64": 11, "u32": 12, "u64": 13}
+_MAX_DEPTH = 8  # bodies inside bodies (no schema nests this deep; a cycle would)
+# Bodies built at an opset below the ECG's (MIN_OPSET) that read the same at it: Celu's
+# opset-12 body (Constant, Div, Elu, Mul), whose operators' opset-13 versions only add bfloat16.
+_READ_AT_MIN_OPSET = {"Celu"}
+
+
+def _schema(onnx: Any, node: Any, opset: int | None) -> Any | None:
+    if node.domain not in DEFAULT_DOMAINS or node.op_type in ECG_OPS or opset is None:
+        return None
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+    except Exception:  # noqa: BLE001 - no such operator at this opset
+        return None
+    versions = [*schema.function_opset_versions, *schema.context_dependent_function_opset_versions]
+    return schema if any(v <= opset for v in versions) else None
+
+
+def has_body(onnx: Any, node: Any, opset: int | None) -> bool:
+    """Whether `node` is a default-domain operator outside the ECG with a function body."""
+    return _schema(onnx, node, opset) is not None
+
+
+def _body(imp: Any, node: Any, name: str, schema: Any) -> Any:
+    onnx = imp.onnx
+    fn = onnx.FunctionProto()
+    plain = [v for v in schema.function_opset_versions if v <= imp.opset]
+    if plain:
+        fn.ParseFromString(schema.get_function_with_opset_version(max(plain)))
+        return fn
+    versions = [v for v in schema.context_dependent_function_opset_versions if v <= imp.opset]
+    types = []
+    for i in node.input:
+        if not i:
+            types.append(onnx.TypeProto().SerializeToString())
+            continue
+        v = imp.env[i]
+        dims = [d if isinstance(d, int) else str(d) for d in v.shape]
+        types.append(onnx.helper.make_tensor_type_proto(_ONNX_CODES[v.dtype], dims).SerializeToString())
+    try:
+        data = schema.get_context_dependent_function_with_opset_version(
+            max(versions), node.SerializeToString(), types) if versions else b""
+    except Exception as e:  # noqa: BLE001 - the schema's builder rejects this node
+        raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): ONNX could not build its function body "
+                                       f"for these inputs ({str(e).splitlines()[0][:200]})") from None
+    if not data:
+        raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): ONNX has no function body for these "
+                                       "inputs, and dnnfusion has no operator for it")
+    fn.ParseFromString(data)
+    return fn
+
+
+def _attributes(onnx: Any, node: Any, fn: Any, schema: Any) -> dict[str, Any]:
+    """The value of each attribute the body may refer to: the node's, else the function's
+    default, else the schema's default (absent: the body's reference is dropped)."""
+    out = {}
+    for name, a in schema.attributes.items():
+        d = a.default_value
+        if d is not None and d.type != 0:
+            out[name] = d
+    for d in fn.attribute_proto:
+        out[d.name] = d
+    for a in node.attribute:
+        out[a.name] = a
+    return out
+
+
+def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
+    """Imports `node` (a default-domain operator outside the ECG, has_body true) as the nodes
+    of its function body."""
+    onnx = imp.onnx
+    if depth > _MAX_DEPTH:
+        raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): function bodies nest deeper than "
+                                       f"{_MAX_DEPTH}")
+    schema = _schema(onnx, node, imp.opset)
+    if schema is None:
+        raise InternalError(f"node '{name}' ({node.op_type}) has no function body at opset {imp.opset}")
+    fn = _body(imp, node, name, schema)
+    attrs = _attributes(onnx, node, fn, schema)
+    rename: dict[str, str] = {}
+    for formal, actual in zip(fn.input, node.input):
+        rename[formal] = actual
+    for formal in list(fn.input)[len(node.input):]:
+        rename[formal] = ""  # an optional input the node leaves out
+    for formal, actual in zip(fn.output, node.output):
+        rename[formal] = actual
+    body_opset = next((int(o.version) for o in fn.opset_import if o.domain in DEFAULT_DOMAINS), imp.opset)
+    if body_opset < MIN_OPSET and node.op_type in _READ_AT_MIN_OPSET:
+        body_opset = MIN_OPSET
+    saved = imp.opset
+    imp.opset = body_opset
+    try:
+        for k, b in enumerate(fn.node):
+            sub = onnx.NodeProto()
+            sub.CopyFrom(b)
+            inner = f"{name}/{b.op_type}{k}"
+            del sub.input[:]
+            for i in b.input:
+                if i and i not in rename:
+                    raise ModelFormatError(f"the function body of {node.op_type} (node '{name}') reads '{i}' "
+                                           "before any of its nodes computes it")
+                sub.input.append(rename[i] if i else "")
+            del sub.output[:]
+            for o in b.output:
+                if o and o not in rename:
+                    rename[o] = imp._fresh(f"{name}:{o}")
+                sub.output.append(rename.get(o, "") if o else "")
+            del sub.attribute[:]
+            for a in b.attribute:
+                if a.ref_attr_name:
+                    if a.ref_attr_name not in attrs:
+                        continue
+                    value = onnx.AttributeProto()
+                    value.CopyFrom(attrs[a.ref_attr_name])
+                    value.name = a.name
+                    sub.attribute.append(value)
+                else:
+                    sub.attribute.append(a)
+            sub.name = inner
+            if has_body(onnx, sub, imp.opset):
+                inline(imp, sub, inner, depth + 1)
+            else:
+                imp._node(sub, inner)
+    finally:
+        imp.opset = saved
+    missing = [o for o in node.output if o and o not in imp.env]
+    if missing:
+        raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): its function body does not compute "
+                                       f"{missing}")

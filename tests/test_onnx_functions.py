@@ -1,0 +1,176 @@
+"""ONNX operators that are functions of other operators (issue 17 part 3: what ONNX Runtime
+runs), imported as their schema's function body (dnnfusion/frontends/onnx_functions.py):
+results against ONNX Runtime through generated code, the body's operators in the ECG under the
+node's name, attributes and their defaults put where the body refers to them, refusals that
+name the function; and float64 reductions (reduce_f64, which ReduceLogSumExp's body needs) on
+every x86 dialect (compiled only where this CPU lacks it) and OpenCL against NumPy."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dnnfusion as df
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper as h  # noqa: E402
+from onnx import numpy_helper as nh  # noqa: E402
+
+from codegen_runner import compile_only, run  # noqa: E402
+from dialects import compile_only as lacks_here, params  # noqa: E402
+
+# name: (operator, attributes, input shapes, opset, element type, constant inputs {index: array})
+CASES = {
+    "celu": ("Celu", {"alpha": 1.5}, [(3, 7)], 18, np.float32, {}),
+    "celu_default_alpha": ("Celu", {}, [(3, 7)], 18, np.float32, {}),
+    "shrink": ("Shrink", {"lambd": 0.3, "bias": 0.1}, [(3, 7)], 18, np.float32, {}),
+    "thresholded_relu": ("ThresholdedRelu", {"alpha": 0.2}, [(4, 5)], 22, np.float32, {}),
+    "swish": ("Swish", {"alpha": 0.7}, [(2, 9)], 24, np.float32, {}),
+    "mvn_axes": ("MeanVarianceNormalization", {"axes": [0, 2]}, [(2, 3, 4, 5)], 18, np.float32, {}),
+    "group_norm": ("GroupNormalization", {"num_groups": 2, "epsilon": 1e-3}, [(2, 4, 3, 3), (4,), (4,)], 21,
+                   np.float32, {}),
+    "rms_norm_two_axes": ("RMSNormalization", {"axis": -2}, [(2, 3, 8), (3, 8)], 23, np.float32, {}),
+    "reduce_l1": ("ReduceL1", {"keepdims": 0}, [(2, 3, 4)], 18, np.float32, {1: np.array([1], np.int64)}),
+    "reduce_sum_square": ("ReduceSumSquare", {}, [(2, 3, 4)], 18, np.float32, {1: np.array([0, 2], np.int64)}),
+    "reduce_log_sum_exp": ("ReduceLogSumExp", {}, [(2, 3, 4)], 18, np.float32, {1: np.array([-1], np.int64)}),
+    "reduce_log_sum_exp_f64": ("ReduceLogSumExp", {"keepdims": 0}, [(2, 3, 4)], 18, np.float64, {}),
+    "cast_like": ("CastLike", {}, [(2, 3)], 19, np.float32, {1: np.array([7], np.int32)}),
+}
+ONNX_TYPE = {np.float32: T.FLOAT, np.float64: T.DOUBLE}
+
+
+def _model(case):
+    op, attrs, shapes, opset, dtype, consts = CASES[case]
+    ins, inits, node_in = [], [], []
+    for i, s in enumerate(shapes):
+        ins.append(h.make_tensor_value_info(f"x{i}", ONNX_TYPE[dtype], s))
+        node_in.append(f"x{i}")
+    for i, a in sorted(consts.items()):
+        inits.append(nh.from_array(a, f"c{i}"))
+        node_in.insert(i, f"c{i}")
+    out_type = T.INT32 if op == "CastLike" else ONNX_TYPE[dtype]
+    g = h.make_graph([h.make_node(op, node_in, ["y"], name="fn", **attrs)], case, ins,
+                     [h.make_tensor_value_info("y", out_type, None)], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+
+
+def _feeds(case, seed=0):
+    _, _, shapes, _, dtype, _ = CASES[case]
+    rng = np.random.default_rng(seed)
+    return {f"x{i}": rng.standard_normal(s).astype(dtype) for i, s in enumerate(shapes)}
+
+
+def _compile(model, **kw):
+    with warnings.catch_warnings():  # the output's type is left to inference (the checker says so)
+        warnings.simplefilter("ignore", df.ModelWarning)
+        return df.compile(model.SerializeToString(), **kw)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_function_matches_onnxruntime(case):
+    m = _model(case)
+    feeds = _feeds(case)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = _compile(m)(**feeds)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = 1e-12 if want.dtype == np.float64 else 2e-6
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_the_body_is_in_the_ecg_under_the_node_name():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", df.ModelWarning)
+        ecg = df.load(_model("group_norm").SerializeToString())
+    ops = [n.op for n in ecg.nodes]
+    assert "GroupNormalization" not in ops
+    assert {"Reshape", "ReduceMean", "Sqrt"} <= set(ops), ops
+    assert all(n.name.startswith("fn/") for n in ecg.nodes), [n.name for n in ecg.nodes]
+
+
+def test_attributes_and_their_defaults_reach_the_body():
+    """Celu's alpha given, and left to its default (1.0), gives different results."""
+    x = {"x0": np.linspace(-3, 1, 21, dtype=np.float32).reshape(3, 7)}
+    given, default = _compile(_model("celu"))(**x), _compile(_model("celu_default_alpha"))(**x)
+    np.testing.assert_allclose(given, np.where(x["x0"] > 0, x["x0"], 1.5 * np.expm1(x["x0"] / 1.5)), rtol=1e-6)
+    np.testing.assert_allclose(default, np.where(x["x0"] > 0, x["x0"], np.expm1(x["x0"])), rtol=1e-6)
+
+
+def test_a_body_operator_dnnfusion_lacks_is_refused_with_the_function_named():
+    g = h.make_graph([h.make_node("AffineGrid", ["theta", "size"], ["grid"], name="grid")], "affine",
+                     [h.make_tensor_value_info("theta", T.FLOAT, (1, 2, 3))],
+                     [h.make_tensor_value_info("grid", T.FLOAT, None)],
+                     [nh.from_array(np.array([1, 1, 4, 5], np.int64), "size")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
+    with pytest.raises(df.UnsupportedOperatorError, match=r"node 'grid/If\d+' uses operator 'If'"):
+        _compile(m)
+
+
+def test_an_opset_without_a_function_version_is_refused():
+    """Shrink's body exists from opset 18; at 17 dnnfusion has neither body nor operator."""
+    m = _model("shrink")
+    m.opset_import[0].version = 17
+    with pytest.raises(df.UnsupportedOperatorError, match=r"operator 'Shrink' .*opset 17.*does not support"):
+        _compile(m)
+
+
+# ---- float64 reductions (reduce_f64) --------------------------------------------------------
+REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"]
+NUMPY = {"ReduceSum": np.sum, "ReduceMean": np.mean, "ReduceMax": np.max, "ReduceMin": np.min,
+         "ReduceProd": np.prod, "ReduceL2": lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis, keepdims=keepdims))}
+AXES = {"rows": [2], "middle": [1], "outer_inner": [0, 2]}
+
+
+def _reduce_models():
+    from onnx import compose
+
+    parts = []
+    for op in REDUCE_OPS:
+        for k, axes in AXES.items():
+            g = h.make_graph([h.make_node(op, ["x", "axes"], ["y"], keepdims=0)], f"{op}_{k}",
+                             [h.make_tensor_value_info("x", T.DOUBLE, (3, 5, 7))],
+                             [h.make_tensor_value_info("y", T.DOUBLE, None)],
+                             [nh.from_array(np.array(axes, np.int64), "axes")])
+            parts.append(compose.add_prefix(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]),
+                                            f"{op}_{k}_").graph)
+    g = h.make_graph([n for p in parts for n in p.node], "reduce_f64", [i for p in parts for i in p.input],
+                     [o for p in parts for o in p.output], [t for p in parts for t in p.initializer])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+
+
+def _reduce_feeds():
+    x = np.random.default_rng(4).uniform(0.5, 1.5, (3, 5, 7))
+    x[0, 0, 0] = 1 + 1e-12  # kept in double, lost in float32
+    x[2, 4, 6] = np.nan     # Max and Min return NaN where it is (NumPy's rule)
+    feeds = {f"{op}_{k}_x": x for op in REDUCE_OPS for k in AXES}
+    want = [NUMPY[op](x, axis=tuple(a), keepdims=False) for op in REDUCE_OPS for a in AXES.values()]
+    return feeds, want
+
+
+@pytest.mark.parametrize("isa", params())
+def test_double_reductions_on_every_dialect(isa):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", df.ModelWarning)
+        ecg = df.load(_reduce_models().SerializeToString())
+    if lacks_here(isa):
+        compile_only(ecg, "dnnfusion", isa)
+        return
+    feeds, want = _reduce_feeds()
+    outs, _ = run(ecg, feeds, planner="dnnfusion", isa=isa)
+    for got, w in zip(outs, want):
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, w, rtol=1e-13, equal_nan=True)
+
+
+def test_double_reductions_on_opencl(ocl_device):
+    if not ocl_device["fp64"]:  # a device without doubles refuses them, saying so
+        with pytest.raises(df.UnsupportedOperatorError, match="float64"):
+            _compile(_reduce_models(), target="opencl")
+        return
+    feeds, want = _reduce_feeds()
+    outs = _compile(_reduce_models(), target="opencl")(**feeds)
+    for got, w in zip(outs, want):
+        np.testing.assert_allclose(got, w, rtol=1e-13, equal_nan=True)
