@@ -174,3 +174,71 @@ def test_double_reductions_on_opencl(ocl_device):
     outs = _compile(_reduce_models(), target="opencl")(**feeds)
     for got, w in zip(outs, want):
         np.testing.assert_allclose(got, w, rtol=1e-13, equal_nan=True)
+
+
+# ---- Gemm, BatchNormalization, LayerNormalization on doubles (double_form) --------------------
+def _double_model(op, attrs, shapes, consts=None, outputs=1):
+    consts = consts or {}
+    ins = [h.make_tensor_value_info(f"x{i}", T.DOUBLE, s) for i, s in enumerate(shapes) if i not in consts]
+    inits = [nh.from_array(a, f"x{i}") for i, a in consts.items()]
+    outs = [h.make_tensor_value_info(f"y{k}", T.DOUBLE, None) for k in range(outputs)]
+    g = h.make_graph([h.make_node(op, [f"x{i}" for i in range(len(shapes))], [o.name for o in outs], **attrs)],
+                     op, ins, outs, inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+
+
+DOUBLE_CASES = {
+    "gemm_plain": ("Gemm", {}, [(3, 4), (4, 5)], {}),
+    "gemm_trans_alpha_beta_bias_row": ("Gemm", {"transA": 1, "transB": 1, "alpha": 0.5, "beta": -2.0},
+                                       [(4, 3), (5, 4), (1, 5)], {}),
+    "gemm_constant_weights_bias": ("Gemm", {"transB": 1}, [(2, 6), (3, 6), (3,)],
+                                   {1: np.linspace(-1, 1, 18).reshape(3, 6), 2: np.array([0.5, -1.0, 2.0])}),
+    "batchnorm_constant_stats": ("BatchNormalization", {"epsilon": 1e-3}, [(2, 3, 4, 5), (3,), (3,), (3,), (3,)],
+                                 {1: np.array([1.0, 2.0, -0.5]), 2: np.array([0.1, 0.0, -0.3]),
+                                  3: np.array([0.2, -0.1, 0.05]), 4: np.array([1.5, 0.25, 4.0])}),
+    "batchnorm_1d_input_stats": ("BatchNormalization", {}, [(4, 3, 6), (3,), (3,), (3,), (3,)], {}),
+    "layernorm_last_two_axes": ("LayerNormalization", {"axis": -2, "epsilon": 1e-4}, [(2, 3, 4), (3, 4), (3, 4)], {}),
+}
+
+
+def _double_feeds(case):
+    _, _, shapes, consts = DOUBLE_CASES[case]
+    rng = np.random.default_rng(9)
+    feeds = {f"x{i}": rng.standard_normal(s) for i, s in enumerate(shapes) if i not in consts}
+    if DOUBLE_CASES[case][0] == "BatchNormalization" and "x4" in feeds:
+        feeds["x4"] = np.abs(feeds["x4"]) + 0.1  # a variance
+    return feeds
+
+
+@pytest.mark.parametrize("target", ["cpu", "opencl"])
+@pytest.mark.parametrize("case", list(DOUBLE_CASES))
+def test_double_gemm_and_normalizations_match_onnxruntime(case, target, request):
+    if target == "opencl":
+        request.getfixturevalue("ocl_device")
+    op, attrs, shapes, consts = DOUBLE_CASES[case]
+    m = _double_model(op, attrs, shapes, consts)
+    feeds = _double_feeds(case)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = _compile(m, target=target)(**feeds)
+    assert got.dtype == np.float64
+    # LayerNormalization computes in its stash_type (float32) by the ONNX function body, as the
+    # specification has it; ONNX Runtime's kernel computes in double
+    tol = 1e-6 if op == "LayerNormalization" else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_a_double_gemm_is_matmul_in_double():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", df.ModelWarning)
+        ecg = df.load(_double_model("Gemm", {"transB": 1, "alpha": 2.0}, [(2, 6), (3, 6), (3,)]).SerializeToString())
+    assert "Gemm" not in [n.op for n in ecg.nodes] and "MatMul" in [n.op for n in ecg.nodes]
+    a = np.array([[1.0, 1e-12, -1.0, 0, 0, 0]] * 2)  # the sum keeps 1e-12 in double, not in float32
+    b = np.ones((3, 6))
+    out = df.compile(ecg)(x0=a, x1=b, x2=np.zeros(3))
+    np.testing.assert_array_equal(out, np.full((2, 3), 2 * ((1.0 + 1e-12) - 1.0)))
+
+
+def test_double_batchnorm_in_training_mode_is_still_refused():
+    m = _double_model("BatchNormalization", {"training_mode": 1}, [(2, 3, 4), (3,), (3,), (3,), (3,)], outputs=3)
+    with pytest.raises(df.UnsupportedOperatorError, match="training"):
+        _compile(m)

@@ -431,8 +431,8 @@ class _Importer:
 
     # Nodes -----------------------------------------------------------------------------
     def _node(self, node: Any, name: str) -> None:
-        if onnx_functions.has_body(self.onnx, node, self.opset):  # imported as its function body
-            return onnx_functions.inline(self, node, name)
+        if onnx_functions.has_body(self.onnx, node, self.opset) or onnx_functions.double_form(self, node):
+            return onnx_functions.inline(self, node, name)  # imported as the operators it is made of
         version = _schema_version(self.onnx, node, name, self.opset, self.opsets)
         if node.op_type == "Constant":
             self._constant(node, name)

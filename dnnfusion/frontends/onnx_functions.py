@@ -12,11 +12,14 @@ generation, the reference) treats them as any other. A body operator dnnfusion d
 support is refused as usual, with the function named.
 
 Only the default domain, and only operators that are not ECG operators themselves: an
-operator with both (e.g. LayerNormalization) is imported as its ECG operator."""
+operator with both (e.g. LayerNormalization) is imported as its ECG operator, except on doubles
+(double_form below)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from dnnfusion.errors import InternalError, ModelFormatError, UnsupportedOperatorError
 from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS, ECG_OPS, MIN_OPSET
@@ -92,17 +95,19 @@ def _attributes(onnx: Any, node: Any, fn: Any, schema: Any) -> dict[str, Any]:
 
 
 def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
-    """Imports `node` (a default-domain operator outside the ECG, has_body true) as the nodes
-    of its function body."""
+    """Imports `node` (a default-domain operator outside the ECG, has_body true, or one with a
+    double_form) as the nodes of its function body."""
     onnx = imp.onnx
     if depth > _MAX_DEPTH:
         raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): function bodies nest deeper than "
                                        f"{_MAX_DEPTH}")
-    schema = _schema(onnx, node, imp.opset)
-    if schema is None:
-        raise InternalError(f"node '{name}' ({node.op_type}) has no function body at opset {imp.opset}")
-    fn = _body(imp, node, name, schema)
-    attrs = _attributes(onnx, node, fn, schema)
+    fn, attrs = double_form(imp, node), {}
+    if fn is None:
+        schema = _schema(onnx, node, imp.opset)
+        if schema is None:
+            raise InternalError(f"node '{name}' ({node.op_type}) has no function body at opset {imp.opset}")
+        fn = _body(imp, node, name, schema)
+        attrs = _attributes(onnx, node, fn, schema)
     rename: dict[str, str] = {}
     for formal, actual in zip(fn.input, node.input):
         rename[formal] = actual
@@ -153,3 +158,75 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
     if missing:
         raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): its function body does not compute "
                                        f"{missing}")
+
+
+# ---- ECG operators whose kernels compute in float32, on doubles --------------------------------
+# Gemm, BatchNormalization and LayerNormalization have float32 kernels (GEMM, folding, row
+# kernels); ONNX Runtime also runs them on doubles. A double instance is imported as the
+# operators it is made of, which generated code runs in double: Gemm as [Transpose,] MatMul,
+# Mul by alpha, Add of beta * C; BatchNormalization (inference) as (x - mean) * scale /
+# sqrt(var + epsilon) + B per channel; LayerNormalization as its ONNX function body (which
+# computes in its stash_type, float32 by default, as the specification says).
+def double_form(imp: Any, node: Any) -> Any | None:
+    """The operators a double Gemm / BatchNormalization / LayerNormalization is imported as (a
+    FunctionProto over the node's inputs and outputs), else None."""
+    if node.domain not in DEFAULT_DOMAINS or node.op_type not in ("Gemm", "BatchNormalization", "LayerNormalization"):
+        return None
+    x = imp.env.get(node.input[0]) if node.input and node.input[0] else None
+    if x is None or x.dtype != "f64":
+        return None
+    onnx = imp.onnx
+    h = onnx.helper
+    attrs = {a.name: h.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "LayerNormalization":
+        fn = onnx.FunctionProto()
+        schema = onnx.defs.get_schema("LayerNormalization", imp.opset, "")
+        types = [h.make_tensor_type_proto(11, [d if isinstance(d, int) else str(d) for d in imp.env[i].shape])
+                 .SerializeToString() if i else onnx.TypeProto().SerializeToString() for i in node.input]
+        versions = [v for v in schema.context_dependent_function_opset_versions if v <= imp.opset]
+        fn.ParseFromString(schema.get_context_dependent_function_with_opset_version(
+            max(versions), node.SerializeToString(), types))
+        return fn
+    rank = len(x.shape)
+    ins = [f"in{k}" if i else "" for k, i in enumerate(node.input)]  # formal names; the body's own
+    outs = ["out0"]                                                     # below never start so
+    nodes = []
+    d = lambda v, n: h.make_node("Constant", [], [n], value=onnx.numpy_helper.from_array(np.array(v, np.float64), n))  # noqa: E731
+    if node.op_type == "Gemm":
+        a, b = ins[0], ins[1]
+        if attrs.get("transA", 0):
+            nodes.append(h.make_node("Transpose", [a], ["at"], perm=[1, 0]))
+            a = "at"
+        if attrs.get("transB", 0):
+            nodes.append(h.make_node("Transpose", [b], ["bt"], perm=[1, 0]))
+            b = "bt"
+        alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+        c = ins[2] if len(ins) > 2 and ins[2] else None
+        nodes.append(h.make_node("MatMul", [a, b], ["p" if alpha != 1.0 or c else outs[0]]))
+        p = "p"
+        if alpha != 1.0:
+            nodes += [d(alpha, "alpha"), h.make_node("Mul", ["p", "alpha"], ["pa" if c else outs[0]])]
+            p = "pa"
+        if c:
+            if beta != 1.0:
+                nodes += [d(beta, "beta"), h.make_node("Mul", [c, "beta"], ["cb"])]
+                c = "cb"
+            nodes.append(h.make_node("Add", [p, c], [outs[0]]))
+    else:  # BatchNormalization, inference (training mode goes on to the importer, which refuses it)
+        if attrs.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
+            return None
+        shape = np.array([-1] + [1] * max(rank - 2, 0), np.int64)
+        nodes.append(h.make_node("Constant", [], ["shape"], value=onnx.numpy_helper.from_array(shape, "shape")))
+        for i, k in zip(ins[1:5], ("scale", "b", "mean", "var")):
+            nodes.append(h.make_node("Reshape", [i, "shape"], [k + "_c"]))
+        nodes += [d(attrs.get("epsilon", 1e-5), "eps"), h.make_node("Add", ["var_c", "eps"], ["ve"]),
+                  h.make_node("Sqrt", ["ve"], ["sd"]), h.make_node("Div", ["scale_c", "sd"], ["k"]),
+                  h.make_node("Sub", [ins[0], "mean_c"], ["xc"]), h.make_node("Mul", ["xc", "k"], ["xk"]),
+                  h.make_node("Add", ["xk", "b_c"], [outs[0]])]
+    fn = onnx.FunctionProto()
+    fn.name = node.op_type
+    fn.input.extend(ins)
+    fn.output.extend(outs)
+    fn.node.extend(nodes)
+    fn.opset_import.extend([h.make_opsetid("", max(imp.opset, MIN_OPSET))])
+    return fn
