@@ -242,3 +242,19 @@ def test_double_batchnorm_in_training_mode_is_still_refused():
     m = _double_model("BatchNormalization", {"training_mode": 1}, [(2, 3, 4), (3,), (3,), (3,), (3,)], outputs=3)
     with pytest.raises(df.UnsupportedOperatorError, match="training"):
         _compile(m)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("p,axis", [(2, -1), (1, 0), (2, 1)])
+def test_lp_normalization_matches_onnxruntime_zero_slices_included(p, axis, dtype):
+    tp = ONNX_TYPE[dtype]
+    g = h.make_graph([h.make_node("LpNormalization", ["x"], ["y"], p=p, axis=axis)], "lp",
+                     [h.make_tensor_value_info("x", tp, (3, 4))], [h.make_tensor_value_info("y", tp, (3, 4))])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    x = np.random.default_rng(2).standard_normal((3, 4)).astype(dtype)
+    x[1, :] = 0.0
+    x[:, 2] = 0.0
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = _compile(m)(x=x)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-13, atol=1e-7)

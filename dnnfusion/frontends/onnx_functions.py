@@ -46,7 +46,10 @@ def _schema(onnx: Any, node: Any, opset: int | None) -> Any | None:
 
 
 def has_body(onnx: Any, node: Any, opset: int | None) -> bool:
-    """Whether `node` is a default-domain operator outside the ECG with a function body."""
+    """Whether `node` is a default-domain operator outside the ECG with a function body (the
+    schema's, or for LpNormalization, which has none, the one below)."""
+    if node.domain in DEFAULT_DOMAINS and node.op_type == "LpNormalization" and opset is not None:
+        return True
     return _schema(onnx, node, opset) is not None
 
 
@@ -101,7 +104,7 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
     if depth > _MAX_DEPTH:
         raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): function bodies nest deeper than "
                                        f"{_MAX_DEPTH}")
-    fn, attrs = double_form(imp, node), {}
+    fn, attrs = double_form(imp, node) or lp_normalization(imp, node), {}
     if fn is None:
         schema = _schema(onnx, node, imp.opset)
         if schema is None:
@@ -229,4 +232,36 @@ def double_form(imp: Any, node: Any) -> Any | None:
     fn.output.extend(outs)
     fn.node.extend(nodes)
     fn.opset_import.extend([h.make_opsetid("", max(imp.opset, MIN_OPSET))])
+    return fn
+
+
+def lp_normalization(imp: Any, node: Any) -> Any | None:
+    """LpNormalization (no function body in ONNX): x divided by its L1 or L2 norm along `axis`;
+    an all-zero slice stays zero (ONNX Runtime's result), never 0/0."""
+    if node.domain not in DEFAULT_DOMAINS or node.op_type != "LpNormalization":
+        return None
+    onnx = imp.onnx
+    h = onnx.helper
+    attrs = {a.name: h.get_attribute_value(a) for a in node.attribute}
+    p, axis = attrs.get("p", 2), attrs.get("axis", -1)
+    if p not in (1, 2):
+        raise UnsupportedOperatorError(f"node '{node.name}' (LpNormalization): p={p}; ONNX defines p as 1 or 2")
+    axes = onnx.numpy_helper.from_array(np.array([axis], np.int64), "axes")
+    dtype = imp.env[node.input[0]].dtype
+    one = onnx.numpy_helper.from_array(np.array(1, {"f64": np.float64, "f16": np.float16}.get(dtype, np.float32)), "one")
+    zero = onnx.numpy_helper.from_array(np.array(0, {"f64": np.float64, "f16": np.float16}.get(dtype, np.float32)), "zero")
+    nodes = [h.make_node("Constant", [], ["axes"], value=axes), h.make_node("Constant", [], ["one"], value=one),
+             h.make_node("Constant", [], ["zero"], value=zero)]
+    if p == 2:
+        nodes.append(h.make_node("ReduceL2", ["in0", "axes"], ["norm"], keepdims=1))
+    else:
+        nodes += [h.make_node("Abs", ["in0"], ["abs"]), h.make_node("ReduceSum", ["abs", "axes"], ["norm"], keepdims=1)]
+    nodes += [h.make_node("Equal", ["norm", "zero"], ["is0"]), h.make_node("Where", ["is0", "one", "norm"], ["den"]),
+              h.make_node("Div", ["in0", "den"], ["out0"])]
+    fn = onnx.FunctionProto()
+    fn.name = "LpNormalization"
+    fn.input.extend(["in0"])
+    fn.output.extend(["out0"])
+    fn.node.extend(nodes)
+    fn.opset_import.extend([h.make_opsetid("", max(imp.opset, 18))])
     return fn
