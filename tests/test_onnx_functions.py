@@ -258,3 +258,72 @@ def test_lp_normalization_matches_onnxruntime_zero_slices_included(p, axis, dtyp
     got = _compile(m)(x=x)
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-13, atol=1e-7)
+
+
+# ---- Einsum (onnx_einsum.py) ------------------------------------------------------------------
+EINSUMS = {
+    "transpose": ("ij->ji", [(3, 4)]),
+    "row_sums": ("ij->i", [(3, 4)]),
+    "batch_diagonal": ("...ii ->...i", [(3, 5, 5)]),
+    "inner_product": ("i,i", [(5,), (5,)]),
+    "attention_scores": ("bhqd,bhkd->bhqk", [(2, 3, 4, 8), (2, 3, 5, 8)]),
+    "attention_values": ("bhqk,bhkd->bhqd", [(2, 3, 4, 5), (2, 3, 5, 8)]),
+    "chain_of_three": ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    "ellipsis_broadcast_implicit_output": ("...ij,...jk", [(2, 1, 3, 4), (5, 4, 6)]),
+    "outer_product": ("i,j->ij", [(3,), (4,)]),
+    "size_one_batch_broadcast": ("bid,bjd->bij", [(1, 3, 4), (2, 5, 4)]),
+    "trace": ("ii", [(4, 4)]),
+    "sum_all": ("ijk->", [(2, 3, 4)]),
+}
+
+
+def _einsum_model(eq, shapes):
+    ins = [h.make_tensor_value_info(f"x{i}", T.FLOAT, s) for i, s in enumerate(shapes)]
+    g = h.make_graph([h.make_node("Einsum", [f"x{i}" for i in range(len(shapes))], ["y"], equation=eq)], "einsum",
+                     ins, [h.make_tensor_value_info("y", T.FLOAT, None)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("case", list(EINSUMS))
+def test_einsum_matches_numpy_and_onnxruntime(case):
+    eq, shapes = EINSUMS[case]
+    m = _einsum_model(eq, shapes)
+    rng = np.random.default_rng(5)
+    feeds = {f"x{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
+    got = _compile(m)(**feeds)
+    np.testing.assert_allclose(got, np.einsum(eq.replace(" ", ""), *feeds.values()), rtol=1e-5, atol=1e-5)
+    if case == "ellipsis_broadcast_implicit_output":  # NumPy's rule; ONNX Runtime 1.32 wants equal ellipses
+        with pytest.raises(Exception, match="Ellipsis"):
+            ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        return
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_on_opencl(ocl_device):
+    eq, shapes = EINSUMS["attention_scores"]
+    feeds = {f"x{i}": np.random.default_rng(i).standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
+    got = _compile(_einsum_model(eq, shapes), target="opencl")(**feeds)
+    np.testing.assert_allclose(got, np.einsum(eq, *feeds.values()), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("eq,shapes,error,match", [
+    ("ij,jk->ik", [(2, 3), (4, 5)], df.ShapeError, r"summed index 'j' has sizes 3 and 4"),
+    ("ij->ik", [(2, 3)], df.ShapeError, r"output 'ik'.*names an index no operand has"),
+    ("ijk->i", [(2, 3)], df.ShapeError, r"operand 'ijk'.*rank 2"),
+    ("iii->i", [(2, 2, 2)], df.UnsupportedOperatorError, r"index 'i' three times"),
+])
+def test_einsum_errors_say_what_is_wrong(eq, shapes, error, match):
+    with pytest.raises(error, match=match):
+        _compile(_einsum_model(eq, shapes))
+
+
+def test_einsum_with_a_symbolic_dimension_asks_for_static_shapes():
+    m = _einsum_model("ij,jk->ik", [("n", 3), (3, 4)])
+    with pytest.raises(df.ShapeError, match=r"static input shapes.*input_shapes"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", df.ModelWarning)
+            df.load(m.SerializeToString())
+    x = np.ones((2, 3), np.float32)
+    out = _compile(m, example_inputs=[x, np.ones((3, 4), np.float32)])(x, np.ones((3, 4), np.float32))
+    np.testing.assert_allclose(out, np.full((2, 4), 3.0))

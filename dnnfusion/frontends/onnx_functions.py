@@ -47,8 +47,9 @@ def _schema(onnx: Any, node: Any, opset: int | None) -> Any | None:
 
 def has_body(onnx: Any, node: Any, opset: int | None) -> bool:
     """Whether `node` is a default-domain operator outside the ECG with a function body (the
-    schema's, or for LpNormalization, which has none, the one below)."""
-    if node.domain in DEFAULT_DOMAINS and node.op_type == "LpNormalization" and opset is not None:
+    schema's, or for LpNormalization and Einsum, which have none, lp_normalization below and
+    onnx_einsum.py)."""
+    if node.domain in DEFAULT_DOMAINS and node.op_type in ("LpNormalization", "Einsum") and opset is not None:
         return True
     return _schema(onnx, node, opset) is not None
 
@@ -105,6 +106,10 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
         raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): function bodies nest deeper than "
                                        f"{_MAX_DEPTH}")
     fn, attrs = double_form(imp, node) or lp_normalization(imp, node), {}
+    if fn is None and node.op_type == "Einsum" and node.domain in DEFAULT_DOMAINS:
+        from dnnfusion.frontends.onnx_einsum import einsum
+
+        fn = einsum(imp, node)
     if fn is None:
         schema = _schema(onnx, node, imp.opset)
         if schema is None:
