@@ -109,11 +109,23 @@ def test_a_body_operator_dnnfusion_lacks_is_refused_with_the_function_named():
         _compile(m)
 
 
-def test_an_opset_without_a_function_version_is_refused():
-    """Shrink's body exists from opset 18; at 17 dnnfusion has neither body nor operator."""
+def test_a_body_written_for_a_later_opset_defines_the_same_schema():
+    """Shrink-9's only body uses opset-18 operators; a model at opset 13 gets it, read at 18."""
     m = _model("shrink")
+    m.opset_import[0].version = 13
+    feeds = _feeds("shrink")
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(_compile(m)(**feeds), want, rtol=1e-6)
+
+
+def test_a_schema_version_without_a_body_is_refused():
+    """ReduceL1-13 has no function body (ReduceL1-18 has): at opset 17 it is refused."""
+    m = _model("reduce_l1")
     m.opset_import[0].version = 17
-    with pytest.raises(df.UnsupportedOperatorError, match=r"operator 'Shrink' .*opset 17.*does not support"):
+    m.graph.node[0].input.pop()  # axes as an attribute before 18
+    m.graph.node[0].attribute.append(h.make_attribute("axes", [1]))
+    del m.graph.initializer[:]
+    with pytest.raises(df.UnsupportedOperatorError, match=r"operator 'ReduceL1' .*opset 17.*does not support"):
         _compile(m)
 
 

@@ -42,7 +42,17 @@ def _schema(onnx: Any, node: Any, opset: int | None) -> Any | None:
     except Exception:  # noqa: BLE001 - no such operator at this opset
         return None
     versions = [*schema.function_opset_versions, *schema.context_dependent_function_opset_versions]
-    return schema if any(v <= opset for v in versions) else None
+    return schema if versions else None
+
+
+def _version(versions: Any, opset: int) -> int | None:
+    """The function version to read: the newest at or below the model's opset, else the oldest
+    (every body attached to a schema defines that same schema version, e.g. Shrink-9's only body
+    is written with opset-18 operators, which the importer reads at 18)."""
+    versions = sorted(versions)
+    if not versions:
+        return None
+    return max((v for v in versions if v <= opset), default=versions[0])
 
 
 def has_body(onnx: Any, node: Any, opset: int | None) -> bool:
@@ -57,11 +67,11 @@ def has_body(onnx: Any, node: Any, opset: int | None) -> bool:
 def _body(imp: Any, node: Any, name: str, schema: Any) -> Any:
     onnx = imp.onnx
     fn = onnx.FunctionProto()
-    plain = [v for v in schema.function_opset_versions if v <= imp.opset]
-    if plain:
-        fn.ParseFromString(schema.get_function_with_opset_version(max(plain)))
+    plain = _version(schema.function_opset_versions, imp.opset)
+    if plain is not None:
+        fn.ParseFromString(schema.get_function_with_opset_version(plain))
         return fn
-    versions = [v for v in schema.context_dependent_function_opset_versions if v <= imp.opset]
+    version = _version(schema.context_dependent_function_opset_versions, imp.opset)
     types = []
     for i in node.input:
         if not i:
@@ -72,7 +82,7 @@ def _body(imp: Any, node: Any, name: str, schema: Any) -> Any:
         types.append(onnx.helper.make_tensor_type_proto(_ONNX_CODES[v.dtype], dims).SerializeToString())
     try:
         data = schema.get_context_dependent_function_with_opset_version(
-            max(versions), node.SerializeToString(), types) if versions else b""
+            version, node.SerializeToString(), types) if version is not None else b""
     except Exception as e:  # noqa: BLE001 - the schema's builder rejects this node
         raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): ONNX could not build its function body "
                                        f"for these inputs ({str(e).splitlines()[0][:200]})") from None
