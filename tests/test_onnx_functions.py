@@ -339,3 +339,49 @@ def test_einsum_with_a_symbolic_dimension_asks_for_static_shapes():
     x = np.ones((2, 3), np.float32)
     out = _compile(m, example_inputs=[x, np.ones((3, 4), np.float32)])(x, np.ones((3, 4), np.float32))
     np.testing.assert_allclose(out, np.full((2, 4), 3.0))
+
+
+# ---- OneHot, Hardmax, EyeLike (written in onnx_functions.py) -----------------------------------
+def _ort_and_ours(m, feeds, **kw):
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = _compile(m, **kw)(**feeds)
+    return (got if isinstance(got, (list, tuple)) else [got]), want
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_matches_onnxruntime_with_negative_and_outside_indices(axis):
+    g = h.make_graph([h.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=axis)], "onehot",
+                     [h.make_tensor_value_info("i", T.INT64, (2, 3))], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [nh.from_array(np.array(4.0, np.float32), "depth"), nh.from_array(np.array([-1.5, 2.0], np.float32), "values")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    feeds = {"i": np.array([[0, 3, -1], [-4, 7, -5]], np.int64)}  # -1 and -4 wrap; 7 and -5 are outside
+    (got,), (want,) = _ort_and_ours(m, feeds)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_one_hot_needs_a_constant_depth():
+    g = h.make_graph([h.make_node("OneHot", ["i", "depth", "values"], ["y"])], "onehot",
+                     [h.make_tensor_value_info("i", T.INT64, (3,)), h.make_tensor_value_info("depth", T.INT64, ())],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], [nh.from_array(np.array([0.0, 1.0], np.float32), "values")])
+    with pytest.raises(df.ShapeError, match=r"OneHot.*depth.*constant"):
+        _compile(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]))
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_hardmax_marks_the_first_maximum(axis):
+    g = h.make_graph([h.make_node("Hardmax", ["x"], ["y"], axis=axis)], "hardmax",
+                     [h.make_tensor_value_info("x", T.FLOAT, (3, 4))], [h.make_tensor_value_info("y", T.FLOAT, (3, 4))])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    x = np.array([[1, 5, 5, 0], [2, 2, 2, 2], [5, -1, 3, 7]], np.float32)  # ties: the first wins
+    (got,), (want,) = _ort_and_ours(m, {"x": x})
+    np.testing.assert_array_equal(got, want)
+
+
+def test_eye_like_with_an_offset_and_a_dtype():
+    g = h.make_graph([h.make_node("EyeLike", ["x"], ["y"], k=-1, dtype=T.DOUBLE)], "eye",
+                     [h.make_tensor_value_info("x", T.INT32, (3, 5))], [h.make_tensor_value_info("y", T.DOUBLE, (3, 5))])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    (got,), (want,) = _ort_and_ours(m, {"x": np.zeros((3, 5), np.int32)})
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, np.eye(3, 5, k=-1))

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnfusion.errors import InternalError, ModelFormatError, UnsupportedOperatorError
+from dnnfusion.errors import DTypeError, InternalError, ModelFormatError, ShapeError, UnsupportedOperatorError
 from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS, ECG_OPS, MIN_OPSET
 
 # An ECG element type -> its ONNX TensorProto code (for context-dependent bodies, which are
@@ -57,9 +57,8 @@ def _version(versions: Any, opset: int) -> int | None:
 
 def has_body(onnx: Any, node: Any, opset: int | None) -> bool:
     """Whether `node` is a default-domain operator outside the ECG with a function body (the
-    schema's, or for LpNormalization and Einsum, which have none, lp_normalization below and
-    onnx_einsum.py)."""
-    if node.domain in DEFAULT_DOMAINS and node.op_type in ("LpNormalization", "Einsum") and opset is not None:
+    schema's, or for the operators ONNX gives none, _HAND_FORMS below)."""
+    if node.domain in DEFAULT_DOMAINS and node.op_type in _HAND_FORMS and opset is not None:
         return True
     return _schema(onnx, node, opset) is not None
 
@@ -115,11 +114,9 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
     if depth > _MAX_DEPTH:
         raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): function bodies nest deeper than "
                                        f"{_MAX_DEPTH}")
-    fn, attrs = double_form(imp, node) or lp_normalization(imp, node), {}
-    if fn is None and node.op_type == "Einsum" and node.domain in DEFAULT_DOMAINS:
-        from dnnfusion.frontends.onnx_einsum import einsum
-
-        fn = einsum(imp, node)
+    fn, attrs = double_form(imp, node), {}
+    if fn is None and node.op_type in _HAND_FORMS and node.domain in DEFAULT_DOMAINS:
+        fn = _HAND_FORMS[node.op_type](imp, node)
     if fn is None:
         schema = _schema(onnx, node, imp.opset)
         if schema is None:
@@ -250,11 +247,95 @@ def double_form(imp: Any, node: Any) -> Any | None:
     return fn
 
 
+# ---- Operators ONNX gives no function body, with one written here ------------------------------
+def _hand_body(imp: Any, op: str, n_in: int, nodes: list) -> Any:
+    fn = imp.onnx.FunctionProto()
+    fn.name = op
+    fn.input.extend([f"in{k}" for k in range(n_in)])
+    fn.output.extend(["out0"])
+    fn.node.extend(nodes)
+    fn.opset_import.extend([imp.onnx.helper.make_opsetid("", max(imp.opset, 18))])
+    return fn
+
+
+def _const(imp: Any, name: str, array: np.ndarray) -> Any:
+    return imp.onnx.helper.make_node("Constant", [], [name], value=imp.onnx.numpy_helper.from_array(array, name))
+
+
+def _np_dtype(ecg_dtype: str) -> Any:
+    from dnnfusion.dtypes import numpy_dtype
+
+    return numpy_dtype(ecg_dtype)
+
+
+def one_hot(imp: Any, node: Any) -> Any:
+    """OneHot: Equal(indices (negative ones + depth), a Range of depth along `axis`), then Where
+    on the values' [off, on]; indices outside [-depth, depth) give a row of `off`. depth must be
+    a constant (the output's shape)."""
+    h, name = imp.onnx.helper, node.name or "OneHot"
+    idx, depth = imp.env[node.input[0]], imp.env[node.input[1]]
+    if not depth.is_constant:
+        raise ShapeError(f"node '{name}' (OneHot): depth (input 1) must be a constant, the output's shape")
+    d = int(np.asarray(depth.numpy()).reshape(-1)[0])
+    if d < 1:
+        raise ShapeError(f"node '{name}' (OneHot): depth {d} must be positive")
+    rank = len(idx.shape) + 1
+    axis = {a.name: h.get_attribute_value(a) for a in node.attribute}.get("axis", -1)
+    if not -rank <= axis < rank:
+        raise ShapeError(f"node '{name}' (OneHot): axis {axis} outside the output's rank {rank}")
+    axis %= rank
+    nodes = [h.make_node("Cast", ["in0"], ["i"], to=7), _const(imp, "d", np.array(d, np.int64)),
+             _const(imp, "z", np.array(0, np.int64)), h.make_node("Less", ["i", "z"], ["neg"]),
+             h.make_node("Add", ["i", "d"], ["wrapped"]), h.make_node("Where", ["neg", "wrapped", "i"], ["j"]),
+             _const(imp, "ax", np.array([axis], np.int64)), h.make_node("Unsqueeze", ["j", "ax"], ["ju"]),
+             _const(imp, "r", np.arange(d, dtype=np.int64).reshape([d] + [1] * (rank - 1 - axis))),
+             h.make_node("Equal", ["ju", "r"], ["hot"]),
+             _const(imp, "k0", np.array(0, np.int64)), _const(imp, "k1", np.array(1, np.int64)),
+             h.make_node("Gather", ["in2", "k0"], ["off"]), h.make_node("Gather", ["in2", "k1"], ["on"]),
+             h.make_node("Where", ["hot", "on", "off"], ["out0"])]
+    return _hand_body(imp, "OneHot", 3, nodes)
+
+
+def hardmax(imp: Any, node: Any) -> Any:
+    """Hardmax: 1 where ArgMax along `axis` (the first maximum) is, 0 elsewhere."""
+    h = imp.onnx.helper
+    x = imp.env[node.input[0]]
+    rank = len(x.shape)
+    axis = {a.name: h.get_attribute_value(a) for a in node.attribute}.get("axis", -1) % max(rank, 1)
+    n = x.shape[axis]
+    if not isinstance(n, int):
+        raise ShapeError(f"node '{node.name or 'Hardmax'}' (Hardmax) needs a static size on axis {axis}")
+    dt = _np_dtype(x.dtype)
+    nodes = [h.make_node("ArgMax", ["in0"], ["am"], axis=axis, keepdims=1),
+             _const(imp, "r", np.arange(n, dtype=np.int64).reshape([n] + [1] * (rank - 1 - axis))),
+             h.make_node("Equal", ["am", "r"], ["hot"]),
+             _const(imp, "one", np.array(1, dt)), _const(imp, "zero", np.array(0, dt)),
+             h.make_node("Where", ["hot", "one", "zero"], ["out0"])]
+    return _hand_body(imp, "Hardmax", 1, nodes)
+
+
+def eye_like(imp: Any, node: Any) -> Any:
+    """EyeLike: a constant, ones on diagonal k of the input's (static, 2-D) shape."""
+    h, name = imp.onnx.helper, node.name or "EyeLike"
+    x = imp.env[node.input[0]]
+    attrs = {a.name: h.get_attribute_value(a) for a in node.attribute}
+    if len(x.shape) != 2 or not all(isinstance(d, int) for d in x.shape):
+        raise ShapeError(f"node '{name}' (EyeLike) needs a static 2-D input, got {list(x.shape)}")
+    if "dtype" in attrs:
+        from dnnfusion.frontends.onnx import ONNX_DTYPES
+
+        if attrs["dtype"] not in ONNX_DTYPES:
+            raise DTypeError(f"node '{name}' (EyeLike): dtype {attrs['dtype']} is not one dnnfusion supports")
+        dt = _np_dtype(ONNX_DTYPES[attrs["dtype"]])
+    else:
+        dt = _np_dtype(x.dtype)
+    eye = np.eye(x.shape[0], x.shape[1], k=int(attrs.get("k", 0)), dtype=dt)
+    return _hand_body(imp, "EyeLike", 1, [_const(imp, "out0", eye)])
+
+
 def lp_normalization(imp: Any, node: Any) -> Any | None:
     """LpNormalization (no function body in ONNX): x divided by its L1 or L2 norm along `axis`;
     an all-zero slice stays zero (ONNX Runtime's result), never 0/0."""
-    if node.domain not in DEFAULT_DOMAINS or node.op_type != "LpNormalization":
-        return None
     onnx = imp.onnx
     h = onnx.helper
     attrs = {a.name: h.get_attribute_value(a) for a in node.attribute}
@@ -273,10 +354,14 @@ def lp_normalization(imp: Any, node: Any) -> Any | None:
         nodes += [h.make_node("Abs", ["in0"], ["abs"]), h.make_node("ReduceSum", ["abs", "axes"], ["norm"], keepdims=1)]
     nodes += [h.make_node("Equal", ["norm", "zero"], ["is0"]), h.make_node("Where", ["is0", "one", "norm"], ["den"]),
               h.make_node("Div", ["in0", "den"], ["out0"])]
-    fn = onnx.FunctionProto()
-    fn.name = "LpNormalization"
-    fn.input.extend(["in0"])
-    fn.output.extend(["out0"])
-    fn.node.extend(nodes)
-    fn.opset_import.extend([h.make_opsetid("", max(imp.opset, 18))])
-    return fn
+    return _hand_body(imp, "LpNormalization", 1, nodes)
+
+
+def _einsum(imp: Any, node: Any) -> Any:
+    from dnnfusion.frontends.onnx_einsum import einsum
+
+    return einsum(imp, node)
+
+
+_HAND_FORMS = {"LpNormalization": lp_normalization, "Einsum": _einsum, "OneHot": one_hot, "Hardmax": hardmax,
+               "EyeLike": eye_like}

@@ -80,6 +80,7 @@ STATIC_OPERANDS: dict[str, tuple[int, ...]] = {
     **{op: (1,) for op in ("ReduceL1", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
                            "CenterCropPad")},
     **{op: (0,) for op in ("BlackmanWindow", "HammingWindow", "HannWindow")},
+    "OneHot": (1,),
 }
 
 # Operators with an ONNX function body (frontends/onnx_functions.py) whose body uses an
