@@ -385,3 +385,19 @@ def test_eye_like_with_an_offset_and_a_dtype():
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got, np.eye(3, 5, k=-1))
+
+
+@pytest.mark.parametrize("node", [
+    h.make_node("Hardmax", ["x"], ["y"], axis=7),
+    h.make_node("LpNormalization", ["x"], ["y"], p=3),
+    h.make_node("Einsum", ["x"], ["y"], equation="a.b->a"),
+    h.make_node("Einsum", ["x"], ["y"], equation="ab,->c"),
+    h.make_node("EyeLike", ["x"], ["y"], dtype=99),
+    h.make_node("OneHot", ["x", "d", "v"], ["y"], axis=5),
+], ids=["hardmax_axis", "lp_p3", "einsum_dot", "einsum_operands", "eyelike_dtype", "onehot_axis"])
+def test_malformed_nodes_get_clear_errors_naming_the_node(node):
+    g = h.make_graph([node], "bad", [h.make_tensor_value_info("x", T.FLOAT, (2, 3))],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [nh.from_array(np.array(3, np.int64), "d"), nh.from_array(np.array([0.0, 1.0], np.float32), "v")])
+    with pytest.raises(df.Error, match=rf"{node.op_type}_0|'{node.op_type}"):
+        _compile(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))

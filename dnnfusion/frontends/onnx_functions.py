@@ -114,15 +114,25 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
     if depth > _MAX_DEPTH:
         raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): function bodies nest deeper than "
                                        f"{_MAX_DEPTH}")
-    fn, attrs = double_form(imp, node), {}
-    if fn is None and node.op_type in _HAND_FORMS and node.domain in DEFAULT_DOMAINS:
-        fn = _HAND_FORMS[node.op_type](imp, node)
-    if fn is None:
-        schema = _schema(onnx, node, imp.opset)
-        if schema is None:
-            raise InternalError(f"node '{name}' ({node.op_type}) has no function body at opset {imp.opset}")
-        fn = _body(imp, node, name, schema)
-        attrs = _attributes(onnx, node, fn, schema)
+    undefined = [i for i in node.input if i and i not in imp.env]
+    if undefined:
+        raise ModelFormatError(f"node '{name}' reads {undefined}, which no node before it defines (the graph "
+                               "must be topologically sorted)")
+    try:
+        fn, attrs = double_form(imp, node), {}
+        if fn is None and node.op_type in _HAND_FORMS and node.domain in DEFAULT_DOMAINS:
+            named = onnx.NodeProto()
+            named.CopyFrom(node)
+            named.name = name  # (what the messages call it)
+            fn = _HAND_FORMS[node.op_type](imp, named)
+        if fn is None:
+            schema = _schema(onnx, node, imp.opset)
+            if schema is None:
+                raise InternalError(f"node '{name}' ({node.op_type}) has no function body at opset {imp.opset}")
+            fn = _body(imp, node, name, schema)
+            attrs = _attributes(onnx, node, fn, schema)
+    except (IndexError, KeyError, ValueError, TypeError, AttributeError) as e:  # a malformed node
+        raise ModelFormatError(f"node '{name}' ({node.op_type}) is malformed: {type(e).__name__}: {e}") from None
     rename: dict[str, str] = {}
     for formal, actual in zip(fn.input, node.input):
         rename[formal] = actual
@@ -301,7 +311,10 @@ def hardmax(imp: Any, node: Any) -> Any:
     h = imp.onnx.helper
     x = imp.env[node.input[0]]
     rank = len(x.shape)
-    axis = {a.name: h.get_attribute_value(a) for a in node.attribute}.get("axis", -1) % max(rank, 1)
+    axis = {a.name: h.get_attribute_value(a) for a in node.attribute}.get("axis", -1)
+    if not -rank <= axis < rank:
+        raise ShapeError(f"node '{node.name}' (Hardmax): axis {axis} is outside the input's rank {rank}")
+    axis %= rank
     n = x.shape[axis]
     if not isinstance(n, int):
         raise ShapeError(f"node '{node.name or 'Hardmax'}' (Hardmax) needs a static size on axis {axis}")
