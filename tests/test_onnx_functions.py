@@ -401,3 +401,20 @@ def test_malformed_nodes_get_clear_errors_naming_the_node(node):
                      [nh.from_array(np.array(3, np.int64), "d"), nh.from_array(np.array([0.0, 1.0], np.float32), "v")])
     with pytest.raises(df.Error, match=rf"{node.op_type}_0|'{node.op_type}"):
         _compile(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize("shape,size", [((2, 5, 4, 3), 3), ((1, 6, 7), 4), ((2, 3, 2, 2), 5)],
+                         ids=["4d_odd", "3d_even", "window_wider_than_channels"])
+def test_lrn_matches_onnxruntime(shape, size):
+    g = h.make_graph([h.make_node("LRN", ["x"], ["y"], size=size, alpha=0.3, beta=0.8, bias=1.5)], "lrn",
+                     [h.make_tensor_value_info("x", T.FLOAT, shape)], [h.make_tensor_value_info("y", T.FLOAT, shape)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    sq, lo, hi = x.astype(np.float64) ** 2, (size - 1) // 2, size - 1 - (size - 1) // 2
+    sums = np.stack([sq[:, max(0, c - lo):min(shape[1], c + hi + 1)].sum(1) for c in range(shape[1])], 1)
+    spec = x / (1.5 + 0.3 / size * sums) ** 0.8  # the ONNX specification's formula
+    got = _compile(m)(x=x)
+    np.testing.assert_allclose(got, spec, rtol=2e-6, atol=1e-6)
+    if size % 2:  # ONNX Runtime 1.32 takes odd sizes only
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)

@@ -346,6 +346,33 @@ def eye_like(imp: Any, node: Any) -> Any:
     return _hand_body(imp, "EyeLike", 1, [_const(imp, "out0", eye)])
 
 
+def lrn(imp: Any, node: Any) -> Any:
+    """LRN: x / (bias + alpha / size * the sum of squares over `size` neighbouring channels)^beta;
+    the channel sums as an AveragePool (zeros padded, counted) over [N, 1, C, pixels]."""
+    h = imp.onnx.helper
+    x = imp.env[node.input[0]]
+    attrs = {a.name: h.get_attribute_value(a) for a in node.attribute}
+    if len(x.shape) < 2 or not all(isinstance(d, int) for d in x.shape):
+        raise ShapeError(f"node '{node.name}' (LRN) needs a static input of rank 2 or more, got {list(x.shape)}")
+    size = int(attrs.get("size", 0))
+    if size < 1:
+        raise ShapeError(f"node '{node.name}' (LRN): size must be a positive integer, got {size}")
+    dt = _np_dtype(x.dtype)
+    n, c = x.shape[0], x.shape[1]
+    pixels = int(np.prod(x.shape[2:], dtype=np.int64))
+    nodes = [h.make_node("Mul", ["in0", "in0"], ["sq"]),
+             _const(imp, "s4", np.array([n, 1, c, pixels], np.int64)), h.make_node("Reshape", ["sq", "s4"], ["sq4"]),
+             h.make_node("AveragePool", ["sq4"], ["avg"], kernel_shape=[size, 1], count_include_pad=1,
+                         pads=[(size - 1) // 2, 0, size - 1 - (size - 1) // 2, 0]),
+             _const(imp, "sx", np.array(x.shape, np.int64)), h.make_node("Reshape", ["avg", "sx"], ["mean"]),
+             _const(imp, "alpha", np.array(attrs.get("alpha", 1e-4), dt)),
+             _const(imp, "bias", np.array(attrs.get("bias", 1.0), dt)),
+             _const(imp, "beta", np.array(attrs.get("beta", 0.75), dt)),
+             h.make_node("Mul", ["mean", "alpha"], ["am"]), h.make_node("Add", ["am", "bias"], ["base"]),
+             h.make_node("Pow", ["base", "beta"], ["den"]), h.make_node("Div", ["in0", "den"], ["out0"])]
+    return _hand_body(imp, "LRN", 1, nodes)
+
+
 def lp_normalization(imp: Any, node: Any) -> Any | None:
     """LpNormalization (no function body in ONNX): x divided by its L1 or L2 norm along `axis`;
     an all-zero slice stays zero (ONNX Runtime's result), never 0/0."""
@@ -377,4 +404,4 @@ def _einsum(imp: Any, node: Any) -> Any:
 
 
 _HAND_FORMS = {"LpNormalization": lp_normalization, "Einsum": _einsum, "OneHot": one_hot, "Hardmax": hardmax,
-               "EyeLike": eye_like}
+               "EyeLike": eye_like, "LRN": lrn}
