@@ -403,5 +403,11 @@ def _einsum(imp: Any, node: Any) -> Any:
     return einsum(imp, node)
 
 
+def _recurrent(imp: Any, node: Any) -> Any:
+    from dnnfusion.frontends.onnx_recurrent import recurrent
+
+    return recurrent(imp, node)
+
+
 _HAND_FORMS = {"LpNormalization": lp_normalization, "Einsum": _einsum, "OneHot": one_hot, "Hardmax": hardmax,
-               "EyeLike": eye_like, "LRN": lrn}
+               "EyeLike": eye_like, "LRN": lrn, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent}
