@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _core
 from .ecg import ECG, copy_nodes
-from .errors import UnsupportedOperatorError
+from .errors import ShapeError, UnsupportedOperatorError
 from .reference import _read, run_node, run_nodes
 
 
@@ -94,6 +94,10 @@ def split(ecg: ECG) -> tuple[ECG, HostTail | None]:
             tail_values.update(v.id for v in n.outputs)
     if not tail:
         return ecg, None
+    symbolic = [v.name for v in ecg.inputs if not _static(v)]
+    if symbolic:  # (the tail is for data-dependent lengths; a symbolic input makes every length unknown)
+        raise ShapeError(f"inputs {symbolic} have symbolic dimensions here; give input_shapes or example_inputs "
+                         "to compile(), or call the compiled model, which specializes on the shapes it is given")
     in_tail = {n.id for n in tail}
     head = [n for n in ecg.nodes if n.id not in in_tail]
     made = {v.id for n in head for v in n.outputs}

@@ -107,3 +107,19 @@ def test_an_empty_batch_runs_in_the_reference_and_the_compiled_model(op):
     (want,) = df.load(model).run_reference(x)
     got = df.compile(model, threads=1)(x)
     assert got.shape == want.shape == ((0, 2, 7, 7) if op == "ConvTranspose" else (0, 2, 3, 3))
+
+
+def test_operands_too_large_for_this_machine_fail_the_call_with_a_clear_error():
+    """Found by the fuzzer: OneHot's indices mutated to 2^40 elements; the model compiles (its
+    arena is small); the call gets a view with no memory behind it, whose contiguous copy
+    cannot be made (pybind11's array::ensure returned null for it, and the kernels read null:
+    a segmentation fault), nor could the output be allocated."""
+    import onnx
+
+    m = onnx.load_model_from_string(proto_fuzz.seed_models()[3])
+    m.graph.input[1].type.tensor_type.shape.dim[0].dim_value = 2**36
+    c = df.compile(m.SerializeToString(), threads=1)
+    x = np.zeros((3, 2, 4), np.float32)
+    oi = np.lib.stride_tricks.as_strided(np.zeros(1, np.int64), (2**36,), (0,))  # no memory behind it
+    with pytest.raises(df.Error, match="input 'oi': cannot make the contiguous copy|cannot allocate"):
+        c(x, oi)

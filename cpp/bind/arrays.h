@@ -45,7 +45,11 @@ inline std::vector<py::array> contiguous_inputs(const Graph& g, const std::vecto
     }
     if (arr.dtype().byteorder() == '>')
       throw DTypeError("input '" + name + "' is big-endian; convert it with .astype('<...')");
-    arrays.push_back(py::array::ensure(arr, py::array::c_style | py::detail::npy_api::NPY_ARRAY_ALIGNED_));
+    py::array dense = py::array::ensure(arr, py::array::c_style | py::detail::npy_api::NPY_ARRAY_ALIGNED_);
+    if (!dense)  // (ensure swallows NumPy's error, e.g. no memory for the contiguous copy, and returns null)
+      throw Error("input '" + name + "': cannot make the contiguous copy the kernels read (" +
+                  std::to_string(arr.nbytes()) + " bytes)");
+    arrays.push_back(dense);
   }
   return arrays;
 }

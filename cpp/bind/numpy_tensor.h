@@ -52,6 +52,8 @@ inline TensorPtr tensor_from_array(const py::array& arr_in) {
   py::array arr = arr_in;
   if (!(arr.flags() & py::array::c_style) || !(arr.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_))
     arr = py::array::ensure(arr_in, py::array::c_style | py::array::forcecast);
+  if (!arr)  // (ensure swallows NumPy's error, e.g. no memory for the contiguous copy, and returns null)
+    throw Error("cannot make a contiguous copy of an array of " + std::to_string(arr_in.nbytes()) + " bytes");
   auto t = std::make_shared<TensorData>();
   t->type.dtype = dt;
   for (py::ssize_t i = 0; i < arr.ndim(); ++i) t->type.shape.push_back(Dim(arr.shape(i)));

@@ -133,6 +133,8 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
             attrs = _attributes(onnx, node, fn, schema)
     except (IndexError, KeyError, ValueError, TypeError, AttributeError) as e:  # a malformed node
         raise ModelFormatError(f"node '{name}' ({node.op_type}) is malformed: {type(e).__name__}: {e}") from None
+    except MemoryError:
+        raise ShapeError(f"node '{name}' ({node.op_type}): its sizes need more memory at import than there is") from None
     rename: dict[str, str] = {}
     for formal, actual in zip(fn.input, node.input):
         rename[formal] = actual
@@ -272,6 +274,18 @@ def _const(imp: Any, name: str, array: np.ndarray) -> Any:
     return imp.onnx.helper.make_node("Constant", [], [name], value=imp.onnx.numpy_helper.from_array(array, name))
 
 
+# The largest constant (elements) a written body makes from a model's sizes (OneHot's and
+# Hardmax's ranges, EyeLike's matrix): a size no model needs is an error, not an allocation.
+MAX_CONSTANT = 1 << 24
+
+
+def _bounded(n: int, what: str, node: Any) -> int:
+    if n > MAX_CONSTANT:
+        raise ShapeError(f"node '{node.name}' ({node.op_type}): {what} of {n} elements is larger than dnnfusion "
+                         f"builds at import ({MAX_CONSTANT})")
+    return n
+
+
 def _np_dtype(ecg_dtype: str) -> Any:
     from dnnfusion.dtypes import numpy_dtype
 
@@ -289,6 +303,7 @@ def one_hot(imp: Any, node: Any) -> Any:
     d = int(np.asarray(depth.numpy()).reshape(-1)[0])
     if d < 1:
         raise ShapeError(f"node '{name}' (OneHot): depth {d} must be positive")
+    _bounded(d, "a depth", node)
     rank = len(idx.shape) + 1
     axis = {a.name: h.get_attribute_value(a) for a in node.attribute}.get("axis", -1)
     if not -rank <= axis < rank:
@@ -318,6 +333,7 @@ def hardmax(imp: Any, node: Any) -> Any:
     n = x.shape[axis]
     if not isinstance(n, int):
         raise ShapeError(f"node '{node.name or 'Hardmax'}' (Hardmax) needs a static size on axis {axis}")
+    _bounded(n, "an axis", node)
     dt = _np_dtype(x.dtype)
     nodes = [h.make_node("ArgMax", ["in0"], ["am"], axis=axis, keepdims=1),
              _const(imp, "r", np.arange(n, dtype=np.int64).reshape([n] + [1] * (rank - 1 - axis))),
@@ -342,6 +358,7 @@ def eye_like(imp: Any, node: Any) -> Any:
         dt = _np_dtype(ONNX_DTYPES[attrs["dtype"]])
     else:
         dt = _np_dtype(x.dtype)
+    _bounded(x.shape[0] * x.shape[1], "a matrix", node)
     eye = np.eye(x.shape[0], x.shape[1], k=int(attrs.get("k", 0)), dtype=dt)
     return _hand_body(imp, "EyeLike", 1, [_const(imp, "out0", eye)])
 

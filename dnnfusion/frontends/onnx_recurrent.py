@@ -10,7 +10,8 @@ Supported: directions forward, reverse and bidirectional; layout 0 and 1; biases
 states; LSTM peepholes; `clip`; GRU's linear_before_reset; activations Sigmoid, Tanh, Relu,
 LeakyRelu, HardSigmoid, Elu, Softsign and Softplus (the ECG's). The sizes must be static at
 import (input_shapes or example_inputs fix symbolic ones); refused with the reason otherwise:
-LSTM input_forget=1, other activations."""
+LSTM input_forget=1, other activations, more than MAX_STEPS steps (a long sequence would be
+thousands of operators)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import numpy as np
 from dnnfusion.errors import ShapeError, UnsupportedOperatorError
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+MAX_STEPS = 4096  # steps x directions unrolled into the ECG (each about 15 operators)
 _DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
 # activation (ONNX's spelling, case-insensitive) -> (ECG operator, its attributes from alpha/beta)
 _ACTS = {"sigmoid": ("Sigmoid", ()), "tanh": ("Tanh", ()), "relu": ("Relu", ()), "leakyrelu": ("LeakyRelu", ("alpha",)),
@@ -70,6 +72,12 @@ def recurrent(imp: Any, node: Any) -> Any:
     S, B = (x.shape[1], x.shape[0]) if layout else (x.shape[0], x.shape[1])
     D, G = (2 if direction == "bidirectional" else 1), _GATES[op]
     H = int(attrs.get("hidden_size", w.shape[1] // G))
+    if B * G * H > (1 << 24):  # the zero states and each step's gates: sizes no model has
+        raise ShapeError(f"node '{name}' ({op}): batch {B} x {G} gates x hidden {H} is larger than dnnfusion "
+                         "builds at import")
+    if S * D > MAX_STEPS:
+        raise UnsupportedOperatorError(f"node '{name}' ({op}): {S} steps x {D} directions; dnnfusion unrolls at most "
+                                       f"{MAX_STEPS} steps at import")
     if w.shape[0] != D or w.shape[1] != G * H:
         raise ShapeError(f"node '{name}' ({op}): W is {list(w.shape)}, expected [{D}, {G * H}, input size]")
     acts = [text(a) for a in attrs.get("activations", [])] or _DEFAULT_ACTS[op] * D
