@@ -296,6 +296,40 @@ template <class T>
 struct Is {
   using type = T;
 };
+
+// The element walk of the scalar reductions: output o's first input element, and the t-th of
+// the elements it reduces (in row-major order of the reduced axes).
+struct ReduceWalk {
+  int rank;
+  const long* shape;
+  unsigned mask;
+  long out_n = 1, count = 1, in_stride[8] = {};
+  ReduceWalk(int r, const long* s, unsigned m) : rank(r), shape(s), mask(m) {
+    if (rank < 0 || rank > 8) throw std::invalid_argument("reduce: rank must be 0..8");
+    for (long a = rank - 1, st = 1; a >= 0; --a) {
+      in_stride[a] = st;
+      st *= shape[a];
+      ((mask >> a) & 1u ? count : out_n) *= shape[a];
+    }
+  }
+  long base(long o) const {
+    long b = 0;
+    for (int a = rank - 1; a >= 0; --a) {
+      if ((mask >> a) & 1u) continue;
+      b += (o % shape[a]) * in_stride[a];
+      o /= shape[a];
+    }
+    return b;
+  }
+  long offset(long b, long t) const {
+    for (int a = rank - 1; a >= 0; --a) {
+      if (!((mask >> a) & 1u)) continue;
+      b += (t % shape[a]) * in_stride[a];
+      t /= shape[a];
+    }
+    return b;
+  }
+};
 }  // namespace detail
 
 template <ReduceKind K, class T, class Ep>
@@ -308,32 +342,15 @@ void reduce_int(int rank, const long* shape, unsigned axes_mask, const T* x, T* 
   // so that promotion never multiplies in signed int).
   using U = typename std::conditional_t<(sizeof(T) < sizeof(unsigned)), detail::Is<unsigned>,
                                         std::make_unsigned<T>>::type;
-  if (rank < 0 || rank > 8) throw std::invalid_argument("reduce_int: rank must be 0..8");
-  long out_n = 1, count = 1, in_stride[8] = {}, s = 1;
-  for (int a = rank - 1; a >= 0; --a) {
-    in_stride[a] = s;
-    s *= shape[a];
-    ((axes_mask >> a) & 1u ? count : out_n) *= shape[a];
-  }
-  if (out_n == 0) return;
-  detail::parallel_rows(out_n, count, [&](long lo, long hi) {
+  const detail::ReduceWalk w(rank, shape, axes_mask);
+  if (w.out_n == 0) return;
+  detail::parallel_rows(w.out_n, w.count, [&](long lo, long hi) {
     for (long o = lo; o < hi; ++o) {
-      long base = 0, rest = o;  // the first input element of output o
-      for (int a = rank - 1; a >= 0; --a) {
-        if ((axes_mask >> a) & 1u) continue;
-        base += (rest % shape[a]) * in_stride[a];
-        rest /= shape[a];
-      }
+      const long base = w.base(o);
       U acc = K == ReduceKind::Prod ? U(1) : U(0);
-      T best = count > 0 ? x[base] : T(K == ReduceKind::Min);  // bool's empty Min/Max: true/false
-      for (long t = 0; t < count; ++t) {
-        long off = base, tr = t;
-        for (int a = rank - 1; a >= 0; --a) {
-          if (!((axes_mask >> a) & 1u)) continue;
-          off += (tr % shape[a]) * in_stride[a];
-          tr /= shape[a];
-        }
-        const T v = x[off];
+      T best = w.count > 0 ? x[base] : T(K == ReduceKind::Min);  // bool's empty Min/Max: true/false
+      for (long t = 0; t < w.count; ++t) {
+        const T v = x[w.offset(base, t)];
         if constexpr (K == ReduceKind::Sum) acc = U(acc + U(v));
         if constexpr (K == ReduceKind::Prod) acc = U(acc * U(v));
         if constexpr (K == ReduceKind::Max) best = v > best ? v : best;
@@ -353,38 +370,21 @@ void reduce_int(int rank, const long* shape, unsigned axes_mask, const T* x, T* 
 template <ReduceKind K, class Ep>
 void reduce_f64(int rank, const long* shape, unsigned axes_mask, const double* x, double* y, const Ep&) {
   static_assert(std::is_same_v<Ep, EpNone>, "double reductions take no epilogue");
-  if (rank < 0 || rank > 8) throw std::invalid_argument("reduce_f64: rank must be 0..8");
-  long out_n = 1, count = 1, in_stride[8] = {}, s = 1;
-  for (int a = rank - 1; a >= 0; --a) {
-    in_stride[a] = s;
-    s *= shape[a];
-    ((axes_mask >> a) & 1u ? count : out_n) *= shape[a];
-  }
-  if (out_n == 0) return;
-  detail::parallel_rows(out_n, count, [&](long lo, long hi) {
+  const detail::ReduceWalk w(rank, shape, axes_mask);
+  if (w.out_n == 0) return;
+  detail::parallel_rows(w.out_n, w.count, [&](long lo, long hi) {
     for (long o = lo; o < hi; ++o) {
-      long base = 0, rest = o;
-      for (int a = rank - 1; a >= 0; --a) {
-        if ((axes_mask >> a) & 1u) continue;
-        base += (rest % shape[a]) * in_stride[a];
-        rest /= shape[a];
-      }
+      const long base = w.base(o);
       double acc = K == ReduceKind::Prod ? 1.0 : K == ReduceKind::Max ? -HUGE_VAL : K == ReduceKind::Min ? HUGE_VAL : 0.0;
-      for (long t = 0; t < count; ++t) {
-        long off = base, tr = t;
-        for (int a = rank - 1; a >= 0; --a) {
-          if (!((axes_mask >> a) & 1u)) continue;
-          off += (tr % shape[a]) * in_stride[a];
-          tr /= shape[a];
-        }
-        const double v = x[off];
+      for (long t = 0; t < w.count; ++t) {
+        const double v = x[w.offset(base, t)];
         if constexpr (K == ReduceKind::Sum || K == ReduceKind::Mean) acc += v;
         if constexpr (K == ReduceKind::Prod) acc *= v;
         if constexpr (K == ReduceKind::L2) acc += v * v;
         if constexpr (K == ReduceKind::Max) acc = (v > acc || v != v) && acc == acc ? v : acc;
         if constexpr (K == ReduceKind::Min) acc = (v < acc || v != v) && acc == acc ? v : acc;
       }
-      if constexpr (K == ReduceKind::Mean) acc /= static_cast<double>(count);
+      if constexpr (K == ReduceKind::Mean) acc /= static_cast<double>(w.count);
       if constexpr (K == ReduceKind::L2) acc = std::sqrt(acc);
       y[o] = acc;
     }
