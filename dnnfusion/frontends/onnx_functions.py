@@ -351,11 +351,10 @@ def eye_like(imp: Any, node: Any) -> Any:
     if len(x.shape) != 2 or not all(isinstance(d, int) for d in x.shape):
         raise ShapeError(f"node '{name}' (EyeLike) needs a static 2-D input, got {list(x.shape)}")
     if "dtype" in attrs:
-        from dnnfusion.frontends.onnx import ONNX_DTYPES
-
-        if attrs["dtype"] not in ONNX_DTYPES:
+        ecg_type = {code: t for t, code in _ONNX_CODES.items()}.get(attrs["dtype"])
+        if ecg_type is None:
             raise DTypeError(f"node '{name}' (EyeLike): dtype {attrs['dtype']} is not one dnnfusion supports")
-        dt = _np_dtype(ONNX_DTYPES[attrs["dtype"]])
+        dt = _np_dtype(ecg_type)
     else:
         dt = _np_dtype(x.dtype)
     _bounded(x.shape[0] * x.shape[1], "a matrix", node)
