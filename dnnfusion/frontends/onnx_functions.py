@@ -205,15 +205,9 @@ def double_form(imp: Any, node: Any) -> Any | None:
     onnx = imp.onnx
     h = onnx.helper
     attrs = {a.name: h.get_attribute_value(a) for a in node.attribute}
-    if node.op_type == "LayerNormalization":
-        fn = onnx.FunctionProto()
+    if node.op_type == "LayerNormalization":  # its ONNX function body, as for operators outside the ECG
         schema = onnx.defs.get_schema("LayerNormalization", imp.opset, "")
-        types = [h.make_tensor_type_proto(11, [d if isinstance(d, int) else str(d) for d in imp.env[i].shape])
-                 .SerializeToString() if i else onnx.TypeProto().SerializeToString() for i in node.input]
-        versions = [v for v in schema.context_dependent_function_opset_versions if v <= imp.opset]
-        fn.ParseFromString(schema.get_context_dependent_function_with_opset_version(
-            max(versions), node.SerializeToString(), types))
-        return fn
+        return _body(imp, node, node.name or "LayerNormalization", schema)
     rank = len(x.shape)
     ins = [f"in{k}" if i else "" for k, i in enumerate(node.input)]  # formal names; the body's own
     outs = ["out0"]                                                     # below never start so
