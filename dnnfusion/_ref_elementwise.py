@@ -97,6 +97,15 @@ _UNARY: dict[str, Callable[[np.ndarray, Attrs], np.ndarray]] = {
     "Sign": lambda x, a: np.sign(x),
     "Sin": lambda x, a: np.sin(x),
     "Cos": lambda x, a: np.cos(x),
+    "Tan": lambda x, a: np.tan(x),
+    "Asin": lambda x, a: np.arcsin(x),
+    "Acos": lambda x, a: np.arccos(x),
+    "Atan": lambda x, a: np.arctan(x),
+    "Sinh": lambda x, a: np.sinh(x),
+    "Cosh": lambda x, a: np.cosh(x),
+    "Asinh": lambda x, a: np.arcsinh(x),
+    "Acosh": lambda x, a: np.arccosh(x),
+    "Atanh": lambda x, a: np.arctanh(x),
 }
 
 
@@ -167,6 +176,21 @@ def _prelu(x: np.ndarray, slope: np.ndarray, attrs: Attrs) -> np.ndarray:
     return np.where(x < 0, _wide(x) * _wide(slope), x)
 
 
+def _bit_shift(a: np.ndarray, b: np.ndarray, attrs: Attrs) -> np.ndarray:
+    """BitShift-28: an arithmetic right shift on signed types; a shift by a negative amount or
+    by the width or more leaves only the sign fill (-1 right of a negative value, else 0)."""
+    direction = attrs.get("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        raise unsupported("BitShift", "direction", direction)
+    bits = a.dtype.itemsize * 8
+    b = np.asarray(b, dtype=a.dtype)
+    out = (b < 0) | (b >= bits) if b.dtype.kind == "i" else b >= bits
+    safe = np.where(out, 0, b).astype(a.dtype)
+    y = np.left_shift(a, safe) if direction == "LEFT" else np.right_shift(a, safe)
+    fill = np.where(a < 0, -1, 0) if direction == "RIGHT" and a.dtype.kind == "i" else 0
+    return np.where(out, fill, y).astype(a.dtype)
+
+
 # fn(a, b, attrs); the result takes the dtype of the first operand.
 _BINARY: dict[str, Callable[[np.ndarray, np.ndarray, Attrs], np.ndarray]] = {
     "Add": lambda a, b, _: a + b,
@@ -176,6 +200,10 @@ _BINARY: dict[str, Callable[[np.ndarray, np.ndarray, Attrs], np.ndarray]] = {
     "Pow": _pow,
     "Mod": _mod,
     "PRelu": _prelu,
+    "BitwiseAnd": lambda a, b, _: a & b,
+    "BitwiseOr": lambda a, b, _: a | b,
+    "BitwiseXor": lambda a, b, _: a ^ b,
+    "BitShift": _bit_shift,
 }
 
 _COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {

@@ -284,6 +284,7 @@ KERNELS: dict[str, Kernel] = {
     **{name: _variadic_kernel(fn) for name, fn in _VARIADIC.items()},
     **{name: _reduce_kernel(name) for name in _REDUCERS},
     "Not": lambda inputs, attrs: [np.logical_not(inputs[0])],
+    "BitwiseNot": lambda inputs, attrs: [np.invert(inputs[0])],
     "IsNaN": lambda inputs, attrs: [np.isnan(inputs[0])],
     "IsInf": _is_inf,
     "Cast": _cast,

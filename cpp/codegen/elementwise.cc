@@ -47,6 +47,18 @@ Ew text(std::string fmt, std::vector<Ew> kids) { return node(Ew::Kind::Text, std
 Ew typed(std::string fn, DType t, std::vector<Ew> kids) { return node(Ew::Kind::Typed, std::move(fn), std::move(kids), t); }
 Ew libm(std::string fn, std::vector<Ew> kids) { return node(Ew::Kind::Libm, std::move(fn), std::move(kids)); }
 
+// The unsigned integer type of t's width (t itself when unsigned).
+DType unsigned_of(DType t) {
+  switch (t) {
+    case DType::I8: return DType::U8;
+    case DType::I16: return DType::U16;
+    case DType::I32: return DType::U32;
+    case DType::I64: return DType::U64;
+    default: return t;
+  }
+}
+bool is_unsigned(DType t) { return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64; }
+
 // A constant scalar operand's value (for Pow's exponent), or NaN.
 double const_scalar(const Graph& g, ValueId v) {
   const Value& val = g.value(v);
@@ -93,6 +105,15 @@ Ew f32_form(const Graph& g, const Node& n, const std::vector<DType>& types, cons
                                call("v_select", {call("v_cmp_lt", {a(0), konst(0)}), konst(-1), konst(0)})});
     case OpKind::Sin: return lanes("sin", {a(0)});
     case OpKind::Cos: return lanes("cos", {a(0)});
+    case OpKind::Tan: return lanes("tan", {a(0)});
+    case OpKind::Asin: return lanes("asin", {a(0)});
+    case OpKind::Acos: return lanes("acos", {a(0)});
+    case OpKind::Atan: return lanes("atan", {a(0)});
+    case OpKind::Sinh: return lanes("sinh", {a(0)});
+    case OpKind::Cosh: return lanes("cosh", {a(0)});
+    case OpKind::Asinh: return lanes("asinh", {a(0)});
+    case OpKind::Acosh: return lanes("acosh", {a(0)});
+    case OpKind::Atanh: return lanes("atanh", {a(0)});
     case OpKind::Identity:
     case OpKind::Dropout:
     case OpKind::Cast:
@@ -211,6 +232,21 @@ Ew scalar_form(const Graph& g, const Node& n, const std::vector<DType>& types, b
     case OpKind::And: return text("($0 && $1)", {a(0), a(1)});
     case OpKind::Or: return text("($0 || $1)", {a(0), a(1)});
     case OpKind::Xor: return text("($0 != $1)", {a(0), a(1)});
+    case OpKind::BitwiseAnd: return cast(ot, text("($0) & ($1)", {a(0), a(1)}));
+    case OpKind::BitwiseOr: return cast(ot, text("($0) | ($1)", {a(0), a(1)}));
+    case OpKind::BitwiseXor: return cast(ot, text("($0) ^ ($1)", {a(0), a(1)}));
+    case OpKind::BitwiseNot: return cast(ot, text("~($0)", {a(0)}));
+    case OpKind::BitShift: {
+      // BitShift-28: a shift by a negative amount or by the width or more leaves the sign fill
+      // (C leaves it undefined); a signed left shift goes through the unsigned type.
+      const std::string bits = std::to_string(dtype_size(ot) * 8);
+      const bool is_signed = !is_unsigned(ot);
+      const std::string off = is_signed ? "($1) < 0 || ($1) >= " + bits : "($1) >= " + bits;
+      if (c.attr_string("direction", "") == "LEFT")
+        return cast(ot, text("(" + off + ") ? 0 : ($0) << ($1)", {cast(unsigned_of(ot), a(0)), cast(ot, a(1))}));
+      return cast(ot, text("(" + off + ") ? " + (is_signed ? "(($0) < 0 ? -1 : 0)" : "0") + " : ($0) >> ($1)",
+                           {a(0), cast(ot, a(1))}));
+    }
     case OpKind::Where: return text("($0 ? $1 : $2)", {a(0), a(1), a(2)});
     case OpKind::PRelu: return cast(ot, text("$0 < 0 ? $0 * $1 : $0", {a(0), a(1)}));
     default:
@@ -228,6 +264,15 @@ Ew scalar_form(const Graph& g, const Node& n, const std::vector<DType>& types, b
       case OpKind::Round: return math("nearbyint");
       case OpKind::Sin: return math("sin");
       case OpKind::Cos: return math("cos");
+      case OpKind::Tan: return math("tan");
+      case OpKind::Asin: return math("asin");
+      case OpKind::Acos: return math("acos");
+      case OpKind::Atan: return math("atan");
+      case OpKind::Sinh: return math("sinh");
+      case OpKind::Cosh: return math("cosh");
+      case OpKind::Asinh: return math("asinh");
+      case OpKind::Acosh: return math("acosh");
+      case OpKind::Atanh: return math("atanh");
       case OpKind::Reciprocal: return cast(ot, text("1 / $0", {a(0)}));
       case OpKind::Sigmoid: return cast(ot, text("1 / (1 + $0)", {libm("exp", {text("-$0", {a(0)})})}));
       default:

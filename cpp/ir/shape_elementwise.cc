@@ -63,6 +63,25 @@ void logic(InferCtx& c) {
   c.out[0] = {DType::Bool, broadcast_all(c, {0, 1})};
 }
 
+void bitwise(InferCtx& c) {
+  DType t = common_dtype(c, 0, 2);
+  if (!is_integer(t)) c.fail(std::string("needs integer inputs, got ") + dtype_name(t));
+  c.out[0] = {t, broadcast_all(c, {0, 1})};
+}
+
+void bitwise_not(InferCtx& c) {
+  if (!is_integer(c.dtype(0))) c.fail("needs an integer input, got " + c.in(0).str());
+  same_as_input0(c);
+}
+
+void bit_shift(InferCtx& c) {
+  DType t = common_dtype(c, 0, 2);
+  if (!is_integer(t)) c.fail(std::string("needs integer inputs, got ") + dtype_name(t));
+  const std::string d = c.attr_string("direction", "");
+  if (d != "LEFT" && d != "RIGHT") c.fail("attribute 'direction' must be \"LEFT\" or \"RIGHT\"");
+  c.out[0] = {t, broadcast_all(c, {0, 1})};
+}
+
 void where_rule(InferCtx& c) {
   if (c.dtype(0) != DType::Bool) c.fail("condition must be bool, got " + c.in(0).str());
   DType t = common_dtype(c, 1, 3);
@@ -129,7 +148,9 @@ void add_elementwise_shape_rules(ShapeRuleTable& t) {
                    OpKind::HardSigmoid, OpKind::HardSwish, OpKind::Tanh, OpKind::Softplus,
                    OpKind::Softsign, OpKind::Mish, OpKind::Gelu, OpKind::Erf, OpKind::Sqrt,
                    OpKind::Reciprocal, OpKind::Exp, OpKind::Log, OpKind::Floor, OpKind::Ceil,
-                   OpKind::Round, OpKind::Sin, OpKind::Cos})
+                   OpKind::Round, OpKind::Sin, OpKind::Cos, OpKind::Tan, OpKind::Asin,
+                   OpKind::Acos, OpKind::Atan, OpKind::Sinh, OpKind::Cosh, OpKind::Asinh,
+                   OpKind::Acosh, OpKind::Atanh})
     t.set(k, float_unary);
   for (OpKind k : {OpKind::Neg, OpKind::Abs, OpKind::Sign, OpKind::Identity})
     t.set(k, same_as_input0);
@@ -144,6 +165,9 @@ void add_elementwise_shape_rules(ShapeRuleTable& t) {
                    OpKind::GreaterOrEqual})
     t.set(k, compare);
   for (OpKind k : {OpKind::And, OpKind::Or, OpKind::Xor}) t.set(k, logic);
+  for (OpKind k : {OpKind::BitwiseAnd, OpKind::BitwiseOr, OpKind::BitwiseXor}) t.set(k, bitwise);
+  t.set(OpKind::BitwiseNot, bitwise_not);
+  t.set(OpKind::BitShift, bit_shift);
   t.set(OpKind::Where, where_rule);
   t.set(OpKind::Cast, cast_rule);
   t.set(OpKind::Clip, clip_rule);

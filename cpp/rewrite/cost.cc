@@ -18,6 +18,8 @@ int64_t elementwise_cost(OpKind k) {
   switch (k) {
     case OpKind::Exp: case OpKind::Log: case OpKind::Erf: case OpKind::Tanh:
     case OpKind::Sin: case OpKind::Cos: case OpKind::Pow: return 8;
+    case OpKind::Tan: case OpKind::Asin: case OpKind::Acos: case OpKind::Atan: case OpKind::Sinh:
+    case OpKind::Cosh: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh: return 12;  // libm per lane
     case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::Softplus: case OpKind::Elu:
     case OpKind::Selu: return 10;
     case OpKind::Mish: return 15;  // one exp, one division, three multiply/adds (simd_math_body.h)

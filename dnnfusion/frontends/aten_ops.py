@@ -34,7 +34,10 @@ for _packet, _op in [(aten.relu, "Relu"), (aten.sigmoid, "Sigmoid"), (aten.tanh,
                      (aten.sqrt, "Sqrt"), (aten.reciprocal, "Reciprocal"), (aten.neg, "Neg"),
                      (aten.abs, "Abs"), (aten.floor, "Floor"), (aten.ceil, "Ceil"),
                      (aten.sign, "Sign"), (aten.sgn, "Sign"), (aten.sin, "Sin"),
-                     (aten.cos, "Cos"), (aten.hardswish, "HardSwish"), (aten.mish, "Mish")]:
+                     (aten.cos, "Cos"), (aten.hardswish, "HardSwish"), (aten.mish, "Mish"),
+                     (aten.tan, "Tan"), (aten.asin, "Asin"), (aten.acos, "Acos"),
+                     (aten.atan, "Atan"), (aten.sinh, "Sinh"), (aten.cosh, "Cosh"),
+                     (aten.asinh, "Asinh"), (aten.acosh, "Acosh"), (aten.atanh, "Atanh")]:
     TABLE[_packet] = _unary(_op)
 TABLE[aten.hardsigmoid] = _unary("HardSigmoid", alpha=1.0 / 6.0, beta=0.5)
 
@@ -227,8 +230,9 @@ TABLE[aten.ge] = _compare("GreaterOrEqual")
 
 def _logical(op: str, bitwise: bool) -> Callable:
     def conv(cx: Any, a: dict) -> Any:
-        if bitwise and _out_dtype(cx) != "bool":
-            raise cx.fail("bitwise operations on integer tensors are not supported")
+        dt = _out_dtype(cx)
+        if bitwise and dt != "bool":  # on integers: the bits
+            return cx.op("Bitwise" + op, [_operand(cx, a["self"], dt), _operand(cx, a["other"], dt)])
         return cx.op(op, [_operand(cx, a["self"], "bool"), _operand(cx, a["other"], "bool")])
     return conv
 
@@ -241,11 +245,25 @@ TABLE[aten.bitwise_or] = _logical("Or", True)
 TABLE[aten.bitwise_xor] = _logical("Xor", True)
 
 
+def _shift(direction: str) -> Callable:
+    def conv(cx: Any, a: dict) -> Any:
+        dt = _out_dtype(cx)
+        return cx.op("BitShift", [_operand(cx, a["self"], dt), _operand(cx, a["other"], dt)],
+                     {"direction": direction})
+    return conv
+
+
+TABLE[aten.bitwise_left_shift] = _shift("LEFT")
+TABLE[aten.bitwise_right_shift] = _shift("RIGHT")
+TABLE[aten.__lshift__] = _shift("LEFT")
+TABLE[aten.__rshift__] = _shift("RIGHT")
+
+
 @_reg(aten.logical_not, aten.bitwise_not)
 def _not(cx, a):
     x = _x(a)
     if cx.node.target.overloadpacket is aten.bitwise_not and x.dtype != "bool":
-        raise cx.fail("bitwise operations on integer tensors are not supported")
+        return cx.op("BitwiseNot", [x])
     return cx.op("Not", [_cast(cx, x, "bool")])
 
 

@@ -23,6 +23,11 @@ CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
     "Gelu": (20,), "Erf": (13,), "Sqrt": (13,), "Reciprocal": (13,), "Exp": (13,),
     "Log": (13,), "Neg": (13,), "Abs": (13,), "Floor": (13,), "Ceil": (13,),
     "Round": (11, 22), "Sign": (13,), "Sin": (7, 22), "Cos": (7, 22), "Not": (1,),
+    "Tan": (7, 22), "Asin": (7, 22), "Acos": (7, 22), "Atan": (7, 22), "Sinh": (9, 22),
+    "Cosh": (9, 22), "Asinh": (9, 22), "Acosh": (9, 22), "Atanh": (9, 22),
+    "BitwiseAnd": (18,), "BitwiseOr": (18,), "BitwiseXor": (18,), "BitwiseNot": (18,),
+    # 28 adds signed types (arithmetic right shift) and defines negative and too-wide shifts.
+    "BitShift": (11, 28),
     # 20 adds float8 inputs: the same test.
     "IsNaN": (13, 20), "IsInf": (10, 20),
     # 19 adds `saturate`, 24 `round_mode`: both only affect float8 targets.

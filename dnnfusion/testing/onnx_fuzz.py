@@ -20,7 +20,7 @@ import numpy as np
 OPSET = 18
 
 UNARY = ["Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Erf", "Softplus", "LeakyRelu", "Elu",
-         "HardSigmoid", "Clip", "Sin"]
+         "HardSigmoid", "Clip", "Sin", "Atan", "Asinh"]
 BINARY = ["Add", "Sub", "Mul", "Max", "Min", "Div"]
 
 
