@@ -204,6 +204,55 @@ def _gather_nd(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     return [out.reshape(idx.shape[:-1] + x.shape[b + k:])]
 
 
+def _scatter_combine(reduction: Any, op: str):
+    """y, u -> the element scattered (ONNX's reduction; max and min propagate NaN as NumPy)."""
+    table = {"none": lambda y, u: u, "add": lambda y, u: y + u, "mul": lambda y, u: y * u,
+             "max": np.maximum, "min": np.minimum}
+    if reduction not in table:
+        raise unsupported(op, "reduction", reduction)
+    return table[reduction]
+
+
+def _scatter_targets(op: str, coords: np.ndarray, sizes: tuple, raw: np.ndarray) -> np.ndarray:
+    """coords wrapped (negative counts from the end) and range-checked, as GatherND's."""
+    sizes_a = np.array(sizes, dtype=np.int64)
+    wrapped = np.where(coords < 0, coords + sizes_a, coords)
+    bad = (wrapped < 0) | (wrapped >= sizes_a)
+    if bad.any():
+        where = np.argwhere(bad)[0]
+        raise IndexError(f"{op}: index {int(raw[tuple(where)])} is out of range for an axis of size "
+                         f"{int(sizes_a[where[-1]])}")
+    return wrapped
+
+
+def _scatter_elements(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    """data with updates[u] combined into data[u with its axis coordinate indices[u]], in
+    row-major order of u (so with reduction none the last duplicate wins)."""
+    x, idx, upd = inputs
+    axis = _axis(int(attrs.get("axis", 0)), x.ndim)
+    f = _scatter_combine(attrs.get("reduction", "none"), "ScatterElements")
+    y = x.copy()
+    at = _scatter_targets("ScatterElements", idx.astype(np.int64)[..., None], (x.shape[axis],), idx[..., None])[..., 0]
+    for u in np.ndindex(*idx.shape):
+        t = list(u)
+        t[axis] = int(at[u])
+        y[tuple(t)] = f(y[tuple(t)], upd[u])
+    return [y]
+
+
+def _scatter_nd(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    """data with updates[i, ...] combined into data[indices[i], ...], i in row-major order."""
+    x, idx, upd = inputs
+    k = idx.shape[-1]
+    f = _scatter_combine(attrs.get("reduction", "none"), "ScatterND")
+    y = x.copy()
+    at = _scatter_targets("ScatterND", idx.astype(np.int64), x.shape[:k], idx)
+    for i in np.ndindex(*idx.shape[:-1]):
+        t = tuple(int(v) for v in at[i])
+        y[t] = f(y[t], upd[i])
+    return [y]
+
+
 def _nonzero(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     """The coordinates of the nonzero elements, [rank, count], in row-major order."""
     return [np.array(np.nonzero(inputs[0]), dtype=np.int64).reshape(inputs[0].ndim, -1)]
@@ -265,6 +314,8 @@ KERNELS = {
     "GatherElements": _gather_elements,
     "GatherND": _gather_nd,
     "NonZero": _nonzero,
+    "ScatterElements": _scatter_elements,
+    "ScatterND": _scatter_nd,
     "ConstantOfShape": _constant_of_shape,
     "Constant": _constant,
     "Range": _range,

@@ -451,6 +451,7 @@ void lower_arg_reduce(BlockLowerer& bl, const Node& n, Stage& st);
 void lower_topk(BlockLowerer& bl, const Node& n, Stage& st);
 void lower_roi_align(BlockLowerer& bl, const Node& n, Stage& st);
 void lower_resize(BlockLowerer& bl, const Node& n, Stage& st);
+void lower_scatter(BlockLowerer& bl, const Node& n, Stage& st);
 std::pair<int64_t, int64_t> view_axis(const Graph& g, const Node& n);
 std::pair<int64_t, int64_t> view_reduce(const Graph& g, const Node& n);
 std::pair<int64_t, int64_t> view_layer_norm(const Graph& g, const Node& n);
@@ -487,6 +488,8 @@ const AnchorRow* anchor_row(OpKind op) {
       {OpKind::RoiAlign, K::RoiAlign, always, view_last_dim, lower_roi_align},
       {OpKind::NhwcRoiAlign, K::RoiAlign, always, view_last_dim, lower_roi_align},
       {OpKind::Resize, K::Resize, always, view_last_dim, lower_resize},
+      {OpKind::ScatterElements, K::Scatter, nullptr, view_last_dim, lower_scatter},
+      {OpKind::ScatterND, K::Scatter, nullptr, view_last_dim, lower_scatter},
   };
   for (const AnchorRow& r : rows)
     if (r.op == op) return &r;

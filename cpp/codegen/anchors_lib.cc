@@ -369,4 +369,49 @@ void lower_resize(BlockLowerer& bl, const Node& n, Stage& st) {
   st.label = "Resize " + mode + epilogue_label(bl, n, false);
 }
 
+// ScatterND: [m, k, s, dims, strides, data, n, indices, updates, y, reduction];
+// ScatterElements: [rank, udims, dstrides, axis, axis size, data, n, indices, updates, y,
+// reduction] (irregular.h); no epilogue. Any element type but f16.
+void lower_scatter(BlockLowerer& bl, const Node& n, Stage& st) {
+  const Graph& g = bl.graph();
+  const DType dt = g.value(n.inputs[0]).type.dtype;
+  if (dt == DType::F16)
+    throw UnsupportedOperatorError(std::string(op_info(n.op).name) + " on f16 (node '" + n.name +
+                                   "'): compile with float16='f32' (the default) computes it in float32");
+  InferCtx c(g, n);
+  const std::vector<int64_t> d = dims_of(g, n.inputs[0]), id = dims_of(g, n.inputs[1]);
+  const int64_t r = static_cast<int64_t>(d.size());
+  std::vector<int64_t> strides(d.size(), 1);
+  for (int64_t i = r - 1; i > 0; --i) strides[i - 1] = strides[i] * d[i];
+  const std::string red = c.attr_string("reduction", "none");
+  const int64_t red_code = red == "add" ? 1 : red == "mul" ? 2 : red == "max" ? 3 : red == "min" ? 4 : 0;
+  AnchorArg dims, strs;
+  dims.kind = strs.kind = AnchorArg::Kind::Ints;
+  dims.name = "sc_dims";
+  strs.name = "sc_strides";
+  strs.joined = true;
+  AnchorStage& a = st.anchor;
+  if (n.op == OpKind::ScatterND) {
+    const int64_t k = id.back();
+    dims.ints.assign(d.begin(), d.begin() + static_cast<long>(k));
+    strs.ints.assign(strides.begin(), strides.begin() + static_cast<long>(k));
+    a.args = {int_arg(prod(id, 0, id.size() - 1)), int_arg(k), int_arg(prod(d, static_cast<size_t>(k), d.size())), dims,
+              strs};
+  } else {
+    const int64_t ax = axis_attr(c, 0, r);
+    dims.ints = id;  // the updates' shape, indices' too
+    strs.ints = strides;
+    a.args = {int_arg(r), dims, strs, int_arg(ax), int_arg(d[ax])};
+  }
+  a.args.push_back(buffer_arg(n.inputs[0]));
+  a.args.back().dtype = dt;
+  a.args.push_back(int_arg(numel(d)));
+  a.args.push_back(buffer_arg(n.inputs[1]));
+  a.args.back().dtype = g.value(n.inputs[1]).type.dtype;
+  a.args.push_back(buffer_arg(n.inputs[2]));
+  a.args.push_back(buffer_arg(n.outputs[0]));
+  a.args.push_back(int_arg(red_code, true));
+  st.label = std::string(op_info(n.op).name) + (red == "none" ? "" : " " + red);
+}
+
 }  // namespace dnnf::cg

@@ -13,8 +13,20 @@ Counts count_block(const Graph& g, const BlockPlan& b) {
     if (!a.second.empty()) ++c.passes;  // MaxPool's indices: a second call over the input
     // The kernel's own result in block scratch (the epilogue reads it back and stores what
     // leaves the block), unless the epilogue stores every value itself.
-    if (a.y == kNoValue && !a.ep.stores && a.node)
+    // (Kernels that store to buffers of their own arguments, TopK's, ArgMax's, a scatter's, have
+    // no such result.)
+    if (a.y == kNoValue && a.y_scratch >= 0 && !a.ep.stores && a.node)
       c.intermediate_bytes_written += static_cast<int64_t>(g.value(a.node->outputs[0]).type.nbytes());
+    // A scatter copies its data whole (counted below, with the buffers), then writes every update
+    // again: a second pass.
+    if (a.kind == AnchorKind::Scatter) {
+      ++c.passes;
+      const int64_t upd = static_cast<int64_t>(g.value(a.node->inputs.at(2)).type.nbytes());
+      bool out = false;
+      for (const Buffer& buf : b.buffers)
+        if (buf.value == a.node->outputs[0]) out = buf.where.kind == Location::Kind::GraphOutput;
+      (out ? c.output_bytes_written : c.intermediate_bytes_written) += upd;
+    }
   }
   // Every buffer the block writes is written whole, once: by the loop or transpose that
   // materialises it, by the anchor that stores it, or by an epilogue.

@@ -300,6 +300,73 @@ void gather_nd_rule(InferCtx& c) {
   c.out[0] = {c.dtype(0), out};
 }
 
+// Two shapes of one rank that disagree on a static dimension.
+bool conflict_any(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return true;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (conflict(a[i], b[i])) return true;
+  return false;
+}
+
+// ScatterElements / ScatterND: reduction none (13), add and mul (16), max and min (18).
+void scatter_reduction(InferCtx& c) {
+  const std::string red = c.attr_string("reduction", "none");
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    c.fail("reduction must be none, add, mul, max or min");
+  if (red != "none" && c.dtype(0) == DType::Bool) c.fail("reduction " + red + " of a bool tensor");
+  if (c.dtype(2) != c.dtype(0))
+    c.fail("updates " + c.in(2).str() + " must have the element type of data " + c.in(0).str());
+}
+
+// ScatterElements(data [r], indices [r], updates = indices' shape, axis): out = data's.
+void scatter_elements_rule(InferCtx& c) {
+  const int64_t r = c.rank(0);
+  if (r < 1) c.fail("data must have rank >= 1, got " + c.in(0).str());
+  need_index_dtype(c, 1);
+  scatter_reduction(c);
+  if (c.rank(1) != r) c.fail("indices must have the rank of data " + c.in(0).str() + ", got " + c.in(1).str());
+  const int64_t axis = c.axis(c.attr_int("axis", 0), r);
+  for (int64_t i = 0; i < r; ++i) {
+    const Dim &a = c.shape(0)[i], &b = c.shape(1)[i];
+    if (i != axis && a.is_static() && b.is_static() && b.value > a.value)
+      c.fail("indices " + c.in(1).str() + " are larger than data " + c.in(0).str() + " on axis " +
+             std::to_string(i));
+  }
+  if (c.rank(2) != r || conflict_any(c.shape(1), c.shape(2)))
+    c.fail("updates " + c.in(2).str() + " must have the shape of indices " + c.in(1).str());
+  check_index_range(c, c.shape(0)[axis], axis);
+  c.out[0] = c.in(0);
+}
+
+// ScatterND(data [r], indices [q] (last axis k), updates = indices.shape[:-1] + data.shape[k:]).
+void scatter_nd_rule(InferCtx& c) {
+  const int64_t r = c.rank(0), q = c.rank(1);
+  if (r < 1) c.fail("data must have rank >= 1, got " + c.in(0).str());
+  if (q < 1) c.fail("indices must have rank >= 1, got " + c.in(1).str());
+  if (c.dtype(1) != DType::I64) c.fail("indices must be i64, got " + c.in(1).str());
+  scatter_reduction(c);
+  const Dim& kd = c.shape(1)[q - 1];
+  if (!kd.is_static() || kd.value < 1 || kd.value > r)
+    c.fail("the last axis of indices must have a static size in [1, " + std::to_string(r) + "], got " +
+           c.in(1).str());
+  const int64_t k = kd.value;
+  Shape want(c.shape(1).begin(), c.shape(1).end() - 1);
+  want.insert(want.end(), c.shape(0).begin() + k, c.shape(0).end());
+  if (static_cast<int64_t>(want.size()) != c.rank(2) || conflict_any(want, c.shape(2)))
+    c.fail("updates " + c.in(2).str() + " must have shape indices.shape[:-1] + data.shape[" + std::to_string(k) +
+           ":] for data " + c.in(0).str() + " and indices " + c.in(1).str());
+  if (TensorPtr t = c.const_input(1)) {
+    const std::vector<int64_t> v = t->to_ints();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const Dim& ax = c.shape(0)[static_cast<int64_t>(i % k)];
+      if (ax.is_static() && (v[i] < -ax.value || v[i] >= ax.value))
+        c.fail("index " + std::to_string(v[i]) + " is out of range for axis " + std::to_string(i % k) +
+               " of size " + ax.str() + " of " + c.in(0).str());
+    }
+  }
+  c.out[0] = c.in(0);
+}
+
 void nonzero_rule(InferCtx& c) {
   const int64_t r = c.rank(0);
   if (r < 1) c.fail("X must have rank >= 1, got " + c.in(0).str());
@@ -395,6 +462,8 @@ void add_index_shape_rules(ShapeRuleTable& t) {
   t.set(OpKind::GatherElements, gather_elements_rule);
   t.set(OpKind::GatherND, gather_nd_rule);
   t.set(OpKind::NonZero, nonzero_rule);
+  t.set(OpKind::ScatterElements, scatter_elements_rule);
+  t.set(OpKind::ScatterND, scatter_nd_rule);
   t.set(OpKind::TopK, topk_rule);
   t.set(OpKind::NonMaxSuppression, nms_rule);
   t.set(OpKind::RoiAlign, roi_align_rule);

@@ -301,6 +301,58 @@ def _index(cx, a):
     return cx.op("Gather", [x, flat], {"axis": pos[0]})
 
 
+_SCATTER_REDUCE = {"sum": "add", "add": "add", "prod": "mul", "multiply": "mul", "amax": "max", "amin": "min"}
+
+
+@_reg(aten.scatter, aten.scatter_add, aten.scatter_reduce)
+def _scatter(cx, a):
+    """torch.scatter / scatter_add / scatter_reduce(include_self=True) as ScatterElements."""
+    x = a["self"]
+    axis = a["dim"] % max(_rank(x), 1)
+    idx = _cast(cx, a["index"], "i64")
+    packet = cx.node.target.overloadpacket
+    red = "add" if packet is aten.scatter_add else a.get("reduce")
+    if red is not None and red not in _SCATTER_REDUCE:
+        raise cx.fail(f"scatter with reduce={red!r} is not supported (sum, prod, amax and amin are)")
+    if packet is aten.scatter_reduce and not a.get("include_self", True):
+        raise cx.fail("scatter_reduce with include_self=False is not supported")
+    src = a.get("src", a.get("value"))
+    if not isinstance(src, Value):  # a scalar: one value for every index
+        src = cx.const(np.full(idx.shape, src, dtype=numpy_dtype(x.dtype)), "value")
+    src = _cast(cx, src, x.dtype)
+    if tuple(src.shape) != tuple(idx.shape):  # torch reads only src's leading index.shape block
+        src = cx.op("Slice", [src, _i64(cx, [0] * _rank(idx), "starts"), _i64(cx, list(idx.shape), "ends"),
+                              _i64(cx, list(range(_rank(idx))), "axes")])
+    attrs = {"axis": axis}
+    if red is not None:
+        attrs["reduction"] = _SCATTER_REDUCE[red]
+    return cx.op("ScatterElements", [x, idx, src], attrs)
+
+
+@_reg(aten.index_put)
+def _index_put(cx, a):
+    """x[i0, i1, ...] = values (accumulate: +=) with integer index tensors on the leading dims, as
+    ScatterND over the stacked indices."""
+    x, values = a["self"], a["values"]
+    indices = list(a["indices"])
+    k = len(indices)
+    if any(t is None or t.dtype == "bool" for t in indices):
+        raise cx.fail("index_put supports integer index tensors on the leading dims only (not None "
+                      "placeholders or boolean masks)")
+    shapes = {tuple(t.shape) for t in indices}
+    if len(shapes) != 1:
+        raise cx.fail(f"index_put with index tensors of different shapes {sorted(shapes)} is not supported")
+    ishape = list(shapes.pop())
+    parts = [cx.op("Unsqueeze", [_cast(cx, t, "i64"), _i64(cx, [len(ishape)], "axes")]) for t in indices]
+    stacked = parts[0] if k == 1 else cx.op("Concat", parts, {"axis": -1})
+    upd_shape = ishape + list(x.shape[k:])
+    values = _cast(cx, values, x.dtype)
+    if list(values.shape) != upd_shape:
+        values = cx.op("Expand", [values, _i64(cx, upd_shape, "shape")])
+    attrs = {"reduction": "add"} if a.get("accumulate") else {}
+    return cx.op("ScatterND", [x, stacked, values], attrs)
+
+
 @_reg(aten.unsqueeze, aten.unsqueeze_copy)
 def _unsqueeze(cx, a):
     x = a["self"]

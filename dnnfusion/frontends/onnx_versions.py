@@ -81,6 +81,8 @@ CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
     # behaviour); 19 adds coordinate_transformation_mode 'half_pixel_symmetric'.
     "Resize": (13, 18, 19),
     "Gather": (13,), "GatherElements": (13,),
+    # 16 adds reduction add/mul, 18 max/min.
+    "ScatterElements": (13, 16, 18), "ScatterND": (13, 16, 18),
     "GatherND": (13,), "NonZero": (13,),
     "ConstantOfShape": (9, 20, 21, 23, 24, 25),
     # 27 adds `stash_type`, the accumulation type of float16 ranges.

@@ -363,6 +363,13 @@ class BlockRenderer {
       case K::TopK:
         code_.line(call("dnnf::irr::topk", a.args, a, ""));
         return;
+      case K::Scatter:  // no epilogue
+        code_.open("");
+        arrays(a.args);
+        code_.line(call(a.node->op == OpKind::ScatterND ? "dnnf::irr::scatter_nd" : "dnnf::irr::scatter_elements",
+                        a.args, a, ""));
+        code_.close();
+        return;
       case K::Reduce: {  // the kind is a template argument
         code_.open("");
         arrays(a.args);

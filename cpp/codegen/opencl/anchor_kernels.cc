@@ -405,4 +405,85 @@ void Renderer::roi_align(K& k, const AnchorStage& a, int64_t global[3]) {
   finish_element(k, a, "e");
 }
 
+// ScatterND: [m, k, s, dims, strides, data, n, indices, updates, y, reduction]; ScatterElements:
+// [rank, udims, dstrides, axis, axis size, data, n, indices, updates, y, reduction]. (1) y = data.
+// (2) ScatterND: an item per element j of a slice, over the m index tuples in order (slices
+// start at multiples of s, so items never share an output); ScatterElements: an item per line
+// of the updates along the axis, over it in order (items differ in another coordinate). Either
+// way each output sees its updates in the CPU kernel's row-major order.
+void Renderer::scatter(K& k, const AnchorStage& a, int64_t global[3]) {
+  const bool nd = a.node->op == OpKind::ScatterND;
+  const size_t b = 5;  // data's position in both lists
+  const DType dt = a.args.at(b).dtype;
+  const std::string t = cltype(dt, sp), y = p(a.args.at(b + 4).value), data = p(a.args.at(b).value), idx = p(a.args.at(b + 2).value),
+                    upd = p(a.args.at(b + 3).value);
+  const int64_t n = a.args.at(b + 1).i, red = a.args.at(b + 5).i;
+  const K base = k;
+  const std::string name = k.name;
+  k.name += "_copy";
+  elementwise_head(k, n);
+  k.body.line(y + "[e] = " + data + "[e];");
+  int64_t g1[3] = {n, 1, 1};
+  finish(k, g1);
+  out.launches.back().block = cur_block;
+  k = base;
+  k.name = name;
+  shape = Shape{};
+  auto combine = [&](const std::string& at, const std::string& u) {
+    const std::string ya = y + "[" + at + "]";
+    switch (red) {
+      case 1: k.body.line(ya + " = (" + t + ")(" + ya + " + " + u + ");"); break;
+      case 2: k.body.line(ya + " = (" + t + ")(" + ya + " * " + u + ");"); break;
+      case 3: k.body.line("{ const " + t + " dn_w = " + u + "; if (dn_w != dn_w || dn_w > " + ya + ") " + ya + " = dn_w; }"); break;
+      case 4: k.body.line("{ const " + t + " dn_w = " + u + "; if (dn_w != dn_w || dn_w < " + ya + ") " + ya + " = dn_w; }"); break;
+      default: k.body.line(ya + " = " + u + ";");
+    }
+  };
+  auto wrapped = [&](const std::string& var, const std::string& at, int64_t size) {
+    k.body.line("long " + var + " = (long)" + idx + "[" + at + "];");
+    k.body.line("if (" + var + " < 0) " + var + " += " + L(size) + ";");
+    k.body.line("if (" + var + " < 0 || " + var + " >= " + L(size) + ") { *dnnf_err = 1; return; }");
+  };
+  if (nd) {
+    const int64_t m = a.args.at(0).i, kk = a.args.at(1).i, s = a.args.at(2).i;
+    const std::vector<int64_t>&dims = a.args.at(3).ints, &strides = a.args.at(4).ints;
+    global[0] = s;
+    elementwise_head(k, s);
+    k.body.open("for (long dn_i = 0; dn_i < " + L(m) + "; ++dn_i)");
+    k.body.line("long dn_off = e;");
+    for (int64_t c = 0; c < kk; ++c) {
+      wrapped("dn_c" + std::to_string(c), "dn_i * " + L(kk) + " + " + L(c), dims[static_cast<size_t>(c)]);
+      k.body.line("dn_off += dn_c" + std::to_string(c) + " * " + L(strides[static_cast<size_t>(c)]) + ";");
+    }
+    combine("dn_off", upd + "[dn_i * " + L(s) + " + e]");
+    k.body.close();
+    return;
+  }
+  const int64_t rank = a.args.at(0).i, ax = a.args.at(3).i, axis_size = a.args.at(4).i;
+  const std::vector<int64_t>&ud = a.args.at(1).ints, &ds = a.args.at(2).ints;
+  int64_t lines = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != ax) lines *= ud[static_cast<size_t>(d)];
+  global[0] = lines;
+  elementwise_head(k, lines);
+  // e's coordinates over the updates' dims without the axis: the line's first update and output.
+  k.body.line("long dn_rest = e, dn_u0 = 0, dn_o0 = 0;");
+  int64_t ustride = 1, uax = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    const int64_t ext = ud[static_cast<size_t>(d)];
+    if (d == ax) {
+      uax = ustride;
+    } else {
+      k.body.line("{ const long dn_c = dn_rest % " + L(ext) + "; dn_rest /= " + L(ext) + "; dn_u0 += dn_c * " + L(ustride) +
+                  "; dn_o0 += dn_c * " + L(ds[static_cast<size_t>(d)]) + "; }");
+    }
+    ustride *= ext;
+  }
+  k.body.open("for (long dn_p = 0; dn_p < " + L(ud[static_cast<size_t>(ax)]) + "; ++dn_p)");
+  k.body.line("const long dn_u = dn_u0 + dn_p * " + L(uax) + ";");
+  wrapped("dn_c", "dn_u", axis_size);
+  combine("dn_o0 + dn_c * " + L(ds[static_cast<size_t>(ax)]), upd + "[dn_u]");
+  k.body.close();
+}
+
 }  // namespace dnnf::cg::opencl

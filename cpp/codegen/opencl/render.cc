@@ -143,6 +143,7 @@ bool Renderer::anchor(K& k, const AnchorStage& a, int64_t global[3]) {
     case A::CumSum: cumsum(k, a, global); return true;
     case A::ArgReduce: arg_reduce(k, a, global); return true;
     case A::TopK: topk(k, a, global); return true;
+    case A::Scatter: scatter(k, a, global); return true;
     case A::InstanceNorm: instance_norm(k, a, global); return true;
     case A::RoiAlign: roi_align(k, a, global); return true;
     case A::AvgPool: pool(k, a, global, false); return true;

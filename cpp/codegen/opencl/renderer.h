@@ -184,6 +184,10 @@ struct Renderer {
   // batch indices, out h, out w, sampling ratio, spatial scale, half pixel, max mode, y, ep].
   void roi_align(K& k, const AnchorStage& a, int64_t global[3]);
 
+  // ScatterND / ScatterElements (lower_scatter's args): a copy of data, then a kernel whose
+  // items own disjoint outputs and apply their updates in the CPU kernel's order.
+  void scatter(K& k, const AnchorStage& a, int64_t global[3]);
+
   bool anchor(K& k, const AnchorStage& a, int64_t global[3]);
 
   void block(const BlockPlan& b);

@@ -268,4 +268,69 @@ void roi_align_f32(long N, long C, long H, long W, const float* x, long num_rois
   rowops::detail::epilogue_pass(y, num_rois * C * out_h, out_w, ep);
 }
 
+// ---- ScatterElements, ScatterND ---------------------------------------------------------------
+// y = data, then each update combined into the element its indices name, in row-major order of
+// the updates (with reduction None the last duplicate wins, as the NumPy oracle's loop). An
+// index may be negative (counted from the end of its axis); one out of range is an error.
+// T: any element type; I: int32_t or int64_t.
+enum ScatterReduction : int { kScatterNone, kScatterAdd, kScatterMul, kScatterMax, kScatterMin };
+
+namespace detail {
+template <class T>
+inline void scatter_combine(T& y, T u, int red) {
+  switch (red) {
+    case kScatterAdd: y = static_cast<T>(y + u); break;
+    case kScatterMul: y = static_cast<T>(y * u); break;
+    case kScatterMax: if (u != u || u > y) y = u; break;  // NaN wins, as np.maximum
+    case kScatterMin: if (u != u || u < y) y = u; break;
+    default: y = u;
+  }
+}
+template <class I>
+inline long scatter_index(const char* op, I v, long size) {
+  const long k = v < 0 ? static_cast<long>(v) + size : static_cast<long>(v);
+  if (k < 0 || k >= size)
+    throw std::invalid_argument(std::string(op) + ": index " + std::to_string(static_cast<long>(v)) +
+                                " is out of range for an axis of size " + std::to_string(size));
+  return k;
+}
+template <class T>
+inline void scatter_copy(const T* data, long n, T* y) {
+  if (y == data || n <= 0) return;
+  parallel_rows(n, 1, [&](long lo, long hi) { std::copy(data + lo, data + hi, y + lo); });
+}
+}  // namespace detail
+
+// ScatterND: m index tuples of k coordinates (axes of sizes dims[0..k), strides strides[0..k)),
+// each naming a slice of s contiguous elements; updates [m, s].
+template <class T, class I>
+void scatter_nd(long m, long k, long s, const long* dims, const long* strides, const T* data, long n,
+                const I* indices, const T* updates, T* y, int red) {
+  detail::scatter_copy(data, n, y);
+  for (long i = 0; i < m; ++i) {
+    long off = 0;
+    for (long c = 0; c < k; ++c) off += detail::scatter_index("ScatterND", indices[i * k + c], dims[c]) * strides[c];
+    for (long j = 0; j < s; ++j) detail::scatter_combine(y[off + j], updates[i * s + j], red);
+  }
+}
+
+// ScatterElements: updates (and indices) of shape udims[0..rank), data's strides dstrides; the
+// axis coordinate of update u is indices[u], of an axis of size axis_size.
+template <class T, class I>
+void scatter_elements(long rank, const long* udims, const long* dstrides, long axis, long axis_size, const T* data,
+                      long n, const I* indices, const T* updates, T* y, int red) {
+  detail::scatter_copy(data, n, y);
+  long total = 1;
+  for (long d = 0; d < rank; ++d) total *= udims[d];
+  for (long u = 0; u < total; ++u) {
+    long rest = u, off = 0;
+    for (long d = rank - 1; d >= 0; --d) {
+      const long c = rest % udims[d];
+      rest /= udims[d];
+      off += (d == axis ? detail::scatter_index("ScatterElements", indices[u], axis_size) : c) * dstrides[d];
+    }
+    detail::scatter_combine(y[off], updates[u], red);
+  }
+}
+
 }  // namespace dnnf::irr
