@@ -353,6 +353,57 @@ def _index_put(cx, a):
     return cx.op("ScatterND", [x, stacked, values], attrs)
 
 
+def _slice_bounds(size: int, start: Any, end: Any) -> tuple[int, int]:
+    """Python slicing's clamping of [start, end) to an axis of `size`."""
+    def norm(v: Any, dflt: int) -> int:
+        v = dflt if v is None else int(v)
+        return min(max(v + size if v < 0 else v, 0), size)
+    return norm(start, 0), norm(end, size)
+
+
+def _scatter_slice(cx: Any, x: Any, src: Any, dim: int, start: int, end: int, step: int) -> Any:
+    """x with x[..., start:end:step, ...] (on `dim`) replaced by src. Step 1: Where(a constant
+    mask along dim, src padded to x's shape, x): elementwise, so it fuses with its neighbours.
+    Other steps: ScatterElements with constant indices."""
+    r, size = _rank(x), x.shape[dim]
+    if end <= start:
+        return x
+    src = _cast(cx, src, x.dtype)
+    if step == 1:
+        pads = [0] * (2 * r)
+        pads[dim], pads[r + dim] = start, size - end
+        padded = src if start == 0 and end == size else cx.op("Pad", [src, _i64(cx, pads, "pads")])
+        mask = np.zeros([size if d == dim else 1 for d in range(r)], dtype=bool)
+        mask[(slice(None),) * dim + (slice(start, end),)] = True
+        return cx.op("Where", [cx.const(mask, "mask"), padded, x])
+    pos = np.arange(start, end, step, dtype=np.int64).reshape([-1 if d == dim else 1 for d in range(r)])
+    return cx.op("ScatterElements", [x, cx.const(np.broadcast_to(pos, src.shape).copy(), "indices"), src],
+                 {"axis": dim})
+
+
+@_reg(aten.slice_scatter)
+def _slice_scatter(cx, a):
+    x = a["self"]
+    dim = a.get("dim", 0) % max(_rank(x), 1)
+    step = int(a.get("step", 1) or 1)
+    if step < 1:
+        raise cx.fail(f"slice_scatter with step {step} (must be >= 1)")
+    start, end = _slice_bounds(x.shape[dim], a.get("start"), a.get("end"))
+    return _scatter_slice(cx, x, a["src"], dim, start, end, step)
+
+
+@_reg(aten.select_scatter)
+def _select_scatter(cx, a):
+    x = a["self"]
+    dim = a["dim"] % max(_rank(x), 1)
+    size, i = x.shape[dim], int(a["index"])
+    if not -size <= i < size:
+        raise cx.fail(f"select_scatter index {i} is out of range for a dim of size {size}")
+    i = i + size if i < 0 else i
+    src = cx.op("Unsqueeze", [a["src"], _i64(cx, [dim], "axes")])
+    return _scatter_slice(cx, x, src, dim, i, i + 1, 1)
+
+
 @_reg(aten.unsqueeze, aten.unsqueeze_copy)
 def _unsqueeze(cx, a):
     x = a["self"]
