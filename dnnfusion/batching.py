@@ -164,10 +164,10 @@ class _Tracker:
             return self.keep_unless(node, ins, lambda r: set(range(ax, r)), "normalises along it")
         if op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ArgMax", "ArgMin"):
             return self.reduction(node, ins)
-        if op in ("CumSum", "TopK"):
+        if op in ("CumSum", "CumProd", "TopK"):
             rank = len(_shape(node.inputs[0]))
             ax = int(node.attrs.get("axis", -1)) % rank
-            if op == "CumSum":
+            if op != "TopK":
                 c = _const(node.inputs[1])
                 if c is None:
                     self.fail(node, "has a computed axis")

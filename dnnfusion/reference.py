@@ -239,14 +239,14 @@ def _arg_kernel(fn: Callable[..., np.ndarray]) -> Kernel:
     return kernel
 
 
-def _cumsum(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+def _cumsum(inputs: Inputs, attrs: Attrs, prod: bool = False) -> list[np.ndarray]:
     x = inputs[0]
     axis = _axis(int(_scalar(inputs[1])), x.ndim)
     reverse = bool(attrs.get("reverse", 0))
     y = np.flip(_wide(x), axis) if reverse else _wide(x)
-    y = np.cumsum(y, axis=axis, dtype=y.dtype)
-    if attrs.get("exclusive", 0):  # shift by one along the axis, a zero first
-        shifted = np.zeros_like(y)
+    y = (np.cumprod if prod else np.cumsum)(y, axis=axis, dtype=y.dtype)
+    if attrs.get("exclusive", 0):  # shift by one along the axis, the identity (0 or 1) first
+        shifted = np.ones_like(y) if prod else np.zeros_like(y)
         shifted[_along(axis, y.ndim, slice(1, None))] = y[_along(axis, y.ndim, slice(None, -1))]
         y = shifted
     return [(np.flip(y, axis) if reverse else y).astype(x.dtype)]
@@ -309,6 +309,7 @@ KERNELS: dict[str, Kernel] = {
     "ArgMax": _arg_kernel(np.argmax),
     "ArgMin": _arg_kernel(np.argmin),
     "CumSum": _cumsum,
+    "CumProd": lambda inputs, attrs: _cumsum(inputs, attrs, prod=True),
     "Softmax": _softmax,
     "LogSoftmax": _log_softmax,
     "TopK": _topk,

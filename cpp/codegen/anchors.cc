@@ -482,6 +482,7 @@ const AnchorRow* anchor_row(OpKind op) {
       {OpKind::ReduceL2, K::Reduce, always, view_reduce, lower_reduce},
       {OpKind::InstanceNormalization, K::InstanceNorm, always, view_channels_first, lower_instance_norm},
       {OpKind::CumSum, K::CumSum, always, view_axis, lower_cumsum},
+      {OpKind::CumProd, K::CumSum, nullptr, view_axis, lower_cumsum},
       {OpKind::ArgMax, K::ArgReduce, nullptr, view_last_dim, lower_arg_reduce},
       {OpKind::ArgMin, K::ArgReduce, nullptr, view_last_dim, lower_arg_reduce},
       {OpKind::TopK, K::TopK, nullptr, view_last_dim, lower_topk},

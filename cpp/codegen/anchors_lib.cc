@@ -17,11 +17,11 @@ int64_t axis_attr(const InferCtx& c, int64_t dflt, int64_t r) {
   return a < 0 ? a + r : a;
 }
 
-// CumSum's axis is its second input.
+// CumSum's (and CumProd's) axis is its second input.
 int64_t cumsum_axis(const InferCtx& c, const Node& n, int64_t r) {
   TensorPtr t = c.const_input(1);
   if (!t) throw UnsupportedOperatorError(
-      "CumSum with a computed axis (node '" + n.name +
+      std::string(op_info(n.op).name) + " with a computed axis (node '" + n.name +
       "'): code generation needs it as a constant in the model (an initializer, or computed only "
       "from shapes, which compile folds)");
   int64_t a = t->to_ints().at(0);
@@ -200,7 +200,7 @@ void lower_cumsum(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();
   const DType dt = g.value(n.inputs[0]).type.dtype;
   if (dt != DType::F64 && dt != DType::I32 && dt != DType::I64 && dt != DType::U32 && dt != DType::U64)
-    need_f32_library(g, n);  // f32 (with an epilogue), or the other types ONNX allows
+    need_f32_library(g, n);  // f32 (with an epilogue: CumSum), or the other types ONNX allows
   InferCtx c(g, n);
   const std::vector<int64_t> id = dims_of(g, n.inputs[0]);
   AnchorStage& a = st.anchor;
@@ -212,7 +212,7 @@ void lower_cumsum(BlockLowerer& bl, const Node& n, Stage& st) {
   a.args.push_back(bool_arg(c.attr_int("reverse", 0) != 0));
   a.args.push_back(kind_arg(AnchorArg::Kind::Ep));
   bl.epilogue(n, a);
-  st.label = std::string("CumSum") + epilogue_label(bl, n, false);
+  st.label = std::string(op_info(n.op).name) + epilogue_label(bl, n, false);
 }
 
 // ArgMax, ArgMin: [is_max, outer, len, inner, x, indices, select_last_index]; no epilogue.

@@ -334,7 +334,7 @@ void arg_rule(InferCtx& c) {
 }
 
 void cumsum_rule(InferCtx& c) {
-  if (c.dtype(0) == DType::Bool) c.fail("CumSum of a bool tensor");
+  if (c.dtype(0) == DType::Bool) c.fail("a cumulative sum or product of a bool tensor");
   if (c.dtype(1) != DType::I32 && c.dtype(1) != DType::I64)
     c.fail("axis must be an i32 or i64 tensor, got " + c.in(1).str());
   if (c.rank(1) > 1 || (c.rank(1) == 1 && c.shape(1)[0] != Dim(1)))
@@ -375,6 +375,7 @@ void add_nn_shape_rules(ShapeRuleTable& t) {
   t.set(OpKind::ArgMax, arg_rule);
   t.set(OpKind::ArgMin, arg_rule);
   t.set(OpKind::CumSum, cumsum_rule);
+  t.set(OpKind::CumProd, cumsum_rule);
   t.set(OpKind::Softmax, softmax_rule);
   t.set(OpKind::LogSoftmax, softmax_rule);
 }

@@ -117,10 +117,11 @@ def _vector_norm(cx, a):
                          _scalar(cx, 1.0 / p, x.dtype, "inv_ord")])
 
 
-@_reg(aten.cumsum)
+@_reg(aten.cumsum, aten.cumprod)
 def _cumsum(cx, a):
     x = _cast(cx, a["self"], _out_dtype(cx))
-    return cx.op("CumSum", [x, _i64(cx, a["dim"] % max(_rank(x), 1), "axis")])
+    op = "CumProd" if cx.node.target.overloadpacket is aten.cumprod else "CumSum"
+    return cx.op(op, [x, _i64(cx, a["dim"] % max(_rank(x), 1), "axis")])
 
 
 @_reg(aten._softmax, aten.softmax, aten._log_softmax, aten.log_softmax)

@@ -55,7 +55,7 @@ CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
     # `axes` is an attribute before 18 (ReduceSum: before 13); 20 adds bool for Max/Min.
     "ReduceMean": (13, 18), "ReduceSum": (13,), "ReduceMax": (13, 18, 20),
     "ReduceMin": (13, 18, 20), "ReduceProd": (13, 18), "ReduceL2": (13, 18),
-    "ArgMax": (13,), "ArgMin": (13,), "CumSum": (11, 14),
+    "ArgMax": (13,), "ArgMin": (13,), "CumSum": (11, 14), "CumProd": (26,),
     "Softmax": (13,), "LogSoftmax": (13,),
     "TopK": (11, 24), "NonMaxSuppression": (11,),
     # 16 adds coordinate_transformation_mode (default half_pixel); 10 behaves as

@@ -73,7 +73,7 @@ UNSUPPORTED_ATTRIBUTE: dict[str, str] = {
 STATIC_OPERANDS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,),
     "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
-    "Pad": (1, 3), "Resize": (2, 3), "TopK": (1,), "Range": (0, 1, 2), "CumSum": (1,),
+    "Pad": (1, 3), "Resize": (2, 3), "TopK": (1,), "Range": (0, 1, 2), "CumSum": (1,), "CumProd": (1,),
     **{op: (1,) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                            "ReduceProd", "ReduceL2")},
     # operators imported as their function bodies, where the operand reaches a position above

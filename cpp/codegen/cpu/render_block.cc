@@ -354,7 +354,9 @@ class BlockRenderer {
       case K::LayerNorm: fn = "dnnf::rowops::layer_norm_f32"; break;
       case K::InstanceNorm: fn = "dnnf::rowops::instance_norm_f32"; break;
       case K::CumSum:
-        fn = a.args.at(3).dtype == DType::F32 ? "dnnf::rowops::cumsum_f32" : "dnnf::rowops::cumsum_any";
+        fn = a.node->op == OpKind::CumProd        ? "dnnf::rowops::cumprod_any"
+             : a.args.at(3).dtype == DType::F32 ? "dnnf::rowops::cumsum_f32"
+                                                  : "dnnf::rowops::cumsum_any";
         break;
       case K::RoiAlign: fn = "dnnf::irr::roi_align_f32"; break;
       case K::ArgReduce:  // no epilogue, no block

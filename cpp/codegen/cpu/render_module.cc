@@ -63,7 +63,7 @@ std::set<std::string> units(const ModulePlan& mp) {
         case AnchorKind::LayerNorm:
         case AnchorKind::InstanceNorm: group = "rows"; break;
         case AnchorKind::CumSum:
-          if (a.args.at(3).dtype == DType::F32) group = "rows";
+          if (a.args.at(3).dtype == DType::F32 && a.node->op == OpKind::CumSum) group = "rows";
           break;
         case AnchorKind::Reduce:
           if (a.args.at(0).dtype == DType::F32) group = "reduce";

@@ -108,15 +108,17 @@ void Renderer::cumsum(K& k, const AnchorStage& a, int64_t global[3]) {  // [oute
   const bool excl = a.args.at(5).i != 0, rev = a.args.at(6).i != 0;
   row_head(k, outer, len, inner, global);
   const DType dt = a.args.at(3).dtype;
-  if (dt != DType::F32) {  // no epilogue; integers wrap (summed unsigned), f64 as is
+  const bool prod = a.node->op == OpKind::CumProd;
+  if (dt != DType::F32 || prod) {  // no epilogue; integers wrap (computed unsigned), floats as is
     const std::string t = cltype(dt, sp), u = is_integer(dt) && t[0] != 'u' ? "u" + t : t;
-    k.body.line(u + " dn_s = 0;");
+    k.body.line(u + std::string(" dn_s = ") + (prod ? "1;" : "0;"));
     k.body.open("for (long dn_t = 0; dn_t < " + L(len) + "; ++dn_t)");
     k.body.line(std::string("const long dn_at = dn_base + (") + (rev ? L(len - 1) + " - dn_t" : "dn_t") + ") * " +
                 L(inner) + ";");
     k.body.line("const " + u + " dn_v = (" + u + ")" + p(a.args.at(3).value) + "[dn_at];");
     const std::string y = p(a.y) + "[dn_at] = (" + t + ")dn_s;";
-    k.body.line(excl ? y + " dn_s += dn_v;" : "dn_s += dn_v; " + y);
+    const std::string step = prod ? "dn_s = (" + u + ")(dn_s * dn_v);" : "dn_s += dn_v;";
+    k.body.line(excl ? y + " " + step : step + " " + y);
     k.body.close();
     return;
   }

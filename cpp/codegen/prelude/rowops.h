@@ -381,27 +381,36 @@ void cumsum_f32(long outer, long axis, long inner, const float* x, float* y, boo
 // scan per (outer, inner) row, integers wrapping modulo 2^bits (as ONNX Runtime's do). No
 // epilogue: code generation keeps non-f32 anchors' consumers out of the anchor.
 template <class T, class Ep>
-void cumsum_any(long outer, long axis, long inner, const T* x, T* y, bool exclusive, bool reverse, const Ep&) {
+void cumsum_any(long outer, long axis, long inner, const T* x, T* y, bool exclusive, bool reverse, const Ep&,
+                bool prod = false) {
   static_assert(std::is_same_v<Ep, EpNone>, "CumSum on non-f32 takes no epilogue");
+  // Integers wrap (computed unsigned); a product starts from 1.
   using A = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::common_type<T>>::type;
   if (outer <= 0 || axis <= 0 || inner <= 0) return;
   detail::parallel_rows(outer * inner, axis, [&](long lo, long hi) {
     for (long r = lo; r < hi; ++r) {
       const long base = (r / inner) * axis * inner + r % inner;
-      A s = 0;
+      A s = prod ? 1 : 0;
       for (long t = 0; t < axis; ++t) {
         const long at = base + (reverse ? axis - 1 - t : t) * inner;
         const A v = static_cast<A>(x[at]);
-        if (exclusive) {
-          y[at] = static_cast<T>(s);
-          s += v;
+        if (exclusive) y[at] = static_cast<T>(s);
+        if constexpr (std::is_integral_v<A>) {  // in 64 bits: a narrow product never overflows int
+          const unsigned long long w = s, u = v;
+          s = static_cast<A>(prod ? w * u : w + u);
         } else {
-          s += v;
-          y[at] = static_cast<T>(s);
+          s = prod ? s * v : s + v;
         }
+        if (!exclusive) y[at] = static_cast<T>(s);
       }
     }
   });
+}
+
+// CumProd: the scan of cumsum_any with products (every element type, no epilogue).
+template <class T, class Ep>
+void cumprod_any(long outer, long axis, long inner, const T* x, T* y, bool exclusive, bool reverse, const Ep& ep) {
+  cumsum_any(outer, axis, inner, x, y, exclusive, reverse, ep, true);
 }
 
 }  // namespace dnnf::rowops
