@@ -418,3 +418,36 @@ def test_lrn_matches_onnxruntime(shape, size):
     if size % 2:  # ONNX Runtime 1.32 takes odd sizes only
         want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("attrs,shape,oracle", [
+    ({"kernel_shape": [3, 2], "p": 3, "strides": [2, 1], "pads": [1, 0, 1, 1]}, (2, 3, 7, 6), "ort"),
+    # ONNX Runtime 1.32 pads SAME_UPPER as if there were no dilation (7 outputs of 9, for MaxPool
+    # too); ONNX's reference evaluator gives 9 outputs but puts all the padding at the end for
+    # LpPool and AveragePool (its MaxPool splits it, as the specification says): the
+    # specification's sums, written out below, are the oracle.
+    ({"kernel_shape": [3], "p": 1, "dilations": [2], "auto_pad": "SAME_UPPER"}, (1, 4, 9), "spec"),
+    # ceil_mode changes no size here (every window fits): accepted
+    ({"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, (1, 2, 6, 4), "ort"),
+], ids=["p3_strided_padded", "p1_dilated_same_upper", "ceil_mode_without_effect"])
+def test_lp_pool_matches_onnxruntime(attrs, shape, oracle):
+    g = h.make_graph([h.make_node("LpPool", ["x"], ["y"], **attrs)], "lppool",
+                     [h.make_tensor_value_info("x", T.FLOAT, shape)], [h.make_tensor_value_info("y", T.FLOAT, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    if oracle == "ort":
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    else:  # 1-D, p=1, kernel 3, dilation 2, stride 1, SAME_UPPER: 4 pads, 2 on each side
+        xp = np.pad(np.abs(x), [(0, 0), (0, 0), (2, 2)])
+        want = xp[:, :, 0:9] + xp[:, :, 2:11] + xp[:, :, 4:13]
+    got = _compile(m)(x=x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5)
+
+
+def test_lp_pool_ceil_mode_that_adds_a_window_is_refused():
+    g = h.make_graph([h.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)],
+                     "lppool", [h.make_tensor_value_info("x", T.FLOAT, (1, 2, 5, 4))],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    with pytest.raises(df.UnsupportedOperatorError, match="ceil_mode"):
+        _compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))

@@ -383,6 +383,46 @@ def lrn(imp: Any, node: Any) -> Any:
     return _hand_body(imp, "LRN", 1, nodes)
 
 
+def lp_pool(imp: Any, node: Any) -> Any:
+    """LpPool: (the sum over each window of |x|^p)^(1/p), the sum as an AveragePool that counts
+    the padding (zeros) times the window's size. ceil_mode windows that run past the padding
+    would be averaged over fewer elements: refused, unless ceil_mode changes no output size."""
+    h = imp.onnx.helper
+    x = imp.env[node.input[0]]
+    attrs = {a.name: h.get_attribute_value(a) for a in node.attribute}
+    kernel = [int(k) for k in attrs.get("kernel_shape", [])]
+    if not kernel or any(k < 1 for k in kernel) or len(kernel) != len(x.shape) - 2:
+        raise ShapeError(f"node '{node.name}' (LpPool): kernel_shape {kernel} must give a positive size to each of "
+                         f"the input's {len(x.shape) - 2} spatial axes")
+    p = attrs.get("p", 2)
+    if not isinstance(p, int) or p < 1:
+        raise UnsupportedOperatorError(f"node '{node.name}' (LpPool): p={p}; a positive integer is supported")
+    pool = {k: v for k, v in attrs.items() if k in ("auto_pad", "dilations", "pads", "strides", "ceil_mode")}
+    if pool.get("ceil_mode", 0):
+        if not all(isinstance(d, int) for d in x.shape):
+            raise ShapeError(f"node '{node.name}' (LpPool) with ceil_mode=1 needs static input sizes")
+        if pool.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+            raise UnsupportedOperatorError(f"node '{node.name}' (LpPool): ceil_mode=1 with auto_pad")
+        n = len(kernel)
+        pads = list(pool.get("pads", [0] * 2 * n))
+        strides = list(pool.get("strides", [1] * n))
+        dil = list(pool.get("dilations", [1] * n))
+        for i in range(n):
+            span = x.shape[2 + i] + pads[i] + pads[n + i] - dil[i] * (kernel[i] - 1) - 1
+            if span % strides[i]:
+                raise UnsupportedOperatorError(
+                    f"node '{node.name}' (LpPool): ceil_mode=1 adds a window past the padding on axis {2 + i}, "
+                    "which dnnfusion does not support; export with ceil_mode=0 or pads that cover it")
+        pool["ceil_mode"] = 0  # no output size changes
+    dt = _np_dtype(x.dtype)
+    nodes = [h.make_node("Abs", ["in0"], ["a"]), _const(imp, "p", np.array(p, dt)),
+             h.make_node("Pow", ["a", "p"], ["ap"]),
+             h.make_node("AveragePool", ["ap"], ["avg"], kernel_shape=kernel, count_include_pad=1, **pool),
+             _const(imp, "size", np.array(int(np.prod(kernel)), dt)), h.make_node("Mul", ["avg", "size"], ["sum"]),
+             _const(imp, "inv_p", np.array(1.0 / p, dt)), h.make_node("Pow", ["sum", "inv_p"], ["out0"])]
+    return _hand_body(imp, "LpPool", 1, nodes)
+
+
 def lp_normalization(imp: Any, node: Any) -> Any | None:
     """LpNormalization (no function body in ONNX): x divided by its L1 or L2 norm along `axis`;
     an all-zero slice stays zero (ONNX Runtime's result), never 0/0."""
@@ -420,4 +460,4 @@ def _recurrent(imp: Any, node: Any) -> Any:
 
 
 _HAND_FORMS = {"LpNormalization": lp_normalization, "Einsum": _einsum, "OneHot": one_hot, "Hardmax": hardmax,
-               "EyeLike": eye_like, "LRN": lrn, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent}
+               "EyeLike": eye_like, "LRN": lrn, "LpPool": lp_pool, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent}
