@@ -116,6 +116,19 @@ def _unary_kernel(fn: Callable[[np.ndarray, Attrs], np.ndarray]) -> Kernel:
     return kernel
 
 
+def _bit_cast(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    """The bytes reinterpreted (little endian, as ONNX says and x86 and ARM are); a bool is
+    whether its byte is nonzero."""
+    to = int(attrs["to"])
+    if to not in ONNX_DTYPES:
+        raise unsupported("BitCast", "to", to)
+    x = np.array(inputs[0], order="C")  # (ascontiguousarray would make a scalar 1-D)
+    dt = np.dtype(ONNX_DTYPES[to])
+    if dt == np.bool_:
+        return [x.view(np.uint8) != 0]
+    return [x.view(dt)]
+
+
 def _cast(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     to = int(attrs["to"])
     if to not in ONNX_DTYPES:

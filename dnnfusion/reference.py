@@ -53,7 +53,7 @@ import numpy as np
 from . import _ref_nn as nn
 from . import _ref_shape as shape
 from ._ref_elementwise import (  # the elementwise kernels and the float helpers
-    _BINARY, _COMPARE, _UNARY, _VARIADIC, ONNX_DTYPES, _binary_kernel, _cast, _clip,
+    _BINARY, _COMPARE, _UNARY, _VARIADIC, ONNX_DTYPES, _binary_kernel, _bit_cast, _cast, _clip,
     _compare_kernel, _dropout, _is_float, _trilu, _unary_kernel, _variadic_kernel, _where, _wide,
 )
 from ._ref_elementwise import erf  # noqa: F401 (re-exported: reference.erf is public)
@@ -288,6 +288,7 @@ KERNELS: dict[str, Kernel] = {
     "IsNaN": lambda inputs, attrs: [np.isnan(inputs[0])],
     "IsInf": _is_inf,
     "Cast": _cast,
+    "BitCast": _bit_cast,
     "Clip": _clip,
     "Dropout": _dropout,
     "Where": _where,

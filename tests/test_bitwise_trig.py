@@ -225,3 +225,64 @@ def test_torch_bitwise_and_trig_against_eager():
     want = M()(x, a, b)
     np.testing.assert_allclose(got[0], want[0].numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got[1], want[1].numpy())
+
+
+# --------------------------------------------------------------------------------------------
+# BitCast
+# --------------------------------------------------------------------------------------------
+def _abs_by_bits_model():
+    """|x| by clearing the sign bit: BitCast to int32, BitwiseAnd 0x7fffffff, BitCast back (fused
+    into one loop); and u8 -> bool (nonzero bytes are true), f64 -> i64 -> f64 unchanged."""
+    nodes = [h.make_node("BitCast", ["x"], ["xi"], to=T.INT32),
+             h.make_node("BitwiseAnd", ["xi", "mask"], ["ai"]),
+             h.make_node("BitCast", ["ai"], ["abs"], to=T.FLOAT),
+             h.make_node("BitCast", ["b"], ["truth"], to=T.BOOL),
+             h.make_node("BitCast", ["d"], ["di"], to=T.INT64),
+             h.make_node("BitCast", ["di"], ["dd"], to=T.DOUBLE)]
+    g = h.make_graph(nodes, "bitcast",
+                     [h.make_tensor_value_info("x", T.FLOAT, SHAPE), h.make_tensor_value_info("b", T.UINT8, (6,)),
+                      h.make_tensor_value_info("d", T.DOUBLE, (5,))],
+                     [h.make_tensor_value_info("abs", T.FLOAT, SHAPE), h.make_tensor_value_info("truth", T.BOOL, (6,)),
+                      h.make_tensor_value_info("di", T.INT64, (5,)), h.make_tensor_value_info("dd", T.DOUBLE, (5,))],
+                     [onnx.numpy_helper.from_array(np.array(0x7FFFFFFF, np.int32), "mask")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 26)])
+
+
+def _bitcast_feeds():
+    x = np.random.default_rng(8).standard_normal(SHAPE).astype(np.float32)
+    d = np.array([1.5, -0.0, np.inf, -3e300, 7.0])
+    return {"x": x, "b": np.array([0, 1, 2, 0, 255, 0], np.uint8), "d": d}
+
+
+def _bitcast_check(outs, feeds):
+    np.testing.assert_array_equal(outs[0], np.abs(feeds["x"]))
+    np.testing.assert_array_equal(outs[1], feeds["b"] != 0)
+    np.testing.assert_array_equal(outs[2], feeds["d"].view(np.int64))
+    np.testing.assert_array_equal(outs[3].view(np.int64), feeds["d"].view(np.int64))  # -0.0 too
+
+
+@pytest.mark.parametrize("isa", params())
+def test_bitcast_every_dialect(isa):
+    ecg = df.load(_abs_by_bits_model().SerializeToString())
+    if lacks_here(isa):
+        compile_only(ecg, "dnnfusion", isa)
+        return
+    outs, _ = run(ecg, _bitcast_feeds(), planner="dnnfusion", isa=isa)
+    _bitcast_check(outs, _bitcast_feeds())
+
+
+def test_bitcast_compiled_and_opencl(ocl_device):
+    m = _abs_by_bits_model()
+    compiled = df.compile(m.SerializeToString())
+    _bitcast_check(compiled(**_bitcast_feeds()), _bitcast_feeds())
+    # one kernel per independent chain: the three ops of the bit trick fuse into one loop
+    assert compiled.stats["kernels"] == 3
+    _bitcast_check(df.compile(m.SerializeToString(), target="opencl")(**_bitcast_feeds()), _bitcast_feeds())
+
+
+@pytest.mark.parametrize("src,to,match", [(T.FLOAT, T.INT64, "width"), (T.FLOAT16, T.INT16, "float16")])
+def test_bitcast_refusals(src, to, match):
+    g = h.make_graph([h.make_node("BitCast", ["x"], ["y"], to=to)], "bad", [h.make_tensor_value_info("x", src, (4,))],
+                     [h.make_tensor_value_info("y", to, (4,))])
+    with pytest.raises(df.Error, match=match):
+        df.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 26)]).SerializeToString())

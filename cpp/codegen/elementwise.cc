@@ -181,6 +181,8 @@ Ew scalar_form(const Graph& g, const Node& n, const std::vector<DType>& types, b
       if (is_integer(ot) && fl) return cast(ot, libm("trunc", {a(0)}));
       return cast(ot, a(0));
     case OpKind::Not: return text("!$0", {a(0)});
+    case OpKind::BitCast:  // a bool is 0 or 1 whatever the byte held
+      return ot == DType::Bool ? text("($0 != 0)", {a(0)}) : typed("bit_cast", ot, {a(0)});
     // Without -ffast-math (never in the flags): NaN is the value unequal to itself; an
     // infinity is a number whose difference with itself is NaN.
     case OpKind::IsNaN: return text("($0 != $0)", {a(0)});

@@ -95,6 +95,15 @@ void cast_rule(InferCtx& c) {
   c.out[0] = {*t, c.shape(0)};
 }
 
+void bitcast_rule(InferCtx& c) {
+  cast_rule(c);
+  const DType from = c.dtype(0), to = c.out[0].dtype;
+  if (from == DType::F16 || to == DType::F16)
+    c.fail("float16 is computed in float32 (compile's float16='f32'), so its bits are not there to reinterpret");
+  if (dtype_size(from) != dtype_size(to))
+    c.fail(std::string("needs a target type of the input's width: ") + dtype_name(from) + " to " + dtype_name(to));
+}
+
 void clip_rule(InferCtx& c) {
   for (size_t i = 1; i < 3; ++i)
     if (c.has_input(i)) {
@@ -170,6 +179,7 @@ void add_elementwise_shape_rules(ShapeRuleTable& t) {
   t.set(OpKind::BitShift, bit_shift);
   t.set(OpKind::Where, where_rule);
   t.set(OpKind::Cast, cast_rule);
+  t.set(OpKind::BitCast, bitcast_rule);
   t.set(OpKind::Clip, clip_rule);
   t.set(OpKind::Dropout, dropout_rule);
   t.set(OpKind::PRelu, prelu_rule);

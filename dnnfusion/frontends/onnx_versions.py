@@ -32,6 +32,7 @@ CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
     "IsNaN": (13, 20), "IsInf": (10, 20),
     # 19 adds `saturate`, 24 `round_mode`: both only affect float8 targets.
     "Cast": (13, 19, 21, 23, 24, 25, 28),
+    "BitCast": (26,),
     "Clip": (13,),
     "Identity": (13, 14, 16, 19, 21, 23, 24, 25),
     "Dropout": (13, 22),

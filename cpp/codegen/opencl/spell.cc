@@ -229,6 +229,7 @@ inline float v_gelu_tanh(float x) { return x * v_sigmoid(x * (x * x * (2.0f * 0.
     const std::string T = cltype(t, sp);
     s += "inline " + T + " min_" + T + "(" + T + " a, " + T + " b) { return b < a ? b : a; }\n";
     s += "inline " + T + " max_" + T + "(" + T + " a, " + T + " b) { return a < b ? b : a; }\n";
+    s += "#define bit_cast_" + T + "(x) as_" + T + "(x)\n";  // BitCast
   }
   for (DType t : ints) {
     const std::string T = cltype(t, sp);

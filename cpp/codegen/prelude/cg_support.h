@@ -74,6 +74,15 @@ inline vf map2(vf a, vf b, F f) {
   return simd::v_loadu(x);
 }
 
+// BitCast: the bits of `f` as a To of the same width.
+template <class To, class From>
+inline To bit_cast(From f) {
+  static_assert(sizeof(To) == sizeof(From), "BitCast between types of different widths");
+  To t;
+  std::memcpy(&t, &f, sizeof t);
+  return t;
+}
+
 // Integer Div truncates toward zero; x / 0 gives 0 (the reference's choice, not a trap).
 template <class T>
 inline T idiv(T a, T b) { return b == 0 ? T(0) : static_cast<T>(a / b); }
