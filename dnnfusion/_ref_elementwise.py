@@ -87,25 +87,13 @@ _UNARY: dict[str, Callable[[np.ndarray, Attrs], np.ndarray]] = {
     "Erf": lambda x, a: erf(x),
     "Sqrt": lambda x, a: np.sqrt(x),
     "Reciprocal": lambda x, a: 1.0 / x,
-    "Exp": lambda x, a: np.exp(x),
-    "Log": lambda x, a: np.log(x),
-    "Neg": lambda x, a: np.negative(x),
-    "Abs": lambda x, a: np.abs(x),
-    "Floor": lambda x, a: np.floor(x),
-    "Ceil": lambda x, a: np.ceil(x),
     "Round": lambda x, a: np.round(x),  # half to even, like ONNX
-    "Sign": lambda x, a: np.sign(x),
-    "Sin": lambda x, a: np.sin(x),
-    "Cos": lambda x, a: np.cos(x),
-    "Tan": lambda x, a: np.tan(x),
-    "Asin": lambda x, a: np.arcsin(x),
-    "Acos": lambda x, a: np.arccos(x),
-    "Atan": lambda x, a: np.arctan(x),
-    "Sinh": lambda x, a: np.sinh(x),
-    "Cosh": lambda x, a: np.cosh(x),
-    "Asinh": lambda x, a: np.arcsinh(x),
-    "Acosh": lambda x, a: np.arccosh(x),
-    "Atanh": lambda x, a: np.arctanh(x),
+    # attribute-free ones: NumPy's function of x
+    **{op: (lambda f: lambda x, a: f(x))(f) for op, f in {
+        "Exp": np.exp, "Log": np.log, "Neg": np.negative, "Abs": np.abs, "Floor": np.floor, "Ceil": np.ceil,
+        "Sign": np.sign, "Sin": np.sin, "Cos": np.cos, "Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos,
+        "Atan": np.arctan, "Sinh": np.sinh, "Cosh": np.cosh, "Asinh": np.arcsinh, "Acosh": np.arccosh,
+        "Atanh": np.arctanh}.items()},
 }
 
 

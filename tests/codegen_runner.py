@@ -61,6 +61,18 @@ def compile_only(ecg, planner: str, isa: str, horizontal: bool = False) -> dict:
     return gen.to_dict()
 
 
+def run_or_compile(model, feeds: dict, isa: str, planner: str = "dnnfusion"):
+    """The outputs of an ONNX model's plan in `isa`, or None once its code is compiled only
+    (a dialect this CPU lacks, dialects.compile_only)."""
+    from dialects import compile_only as lacks_here
+
+    ecg = df.load(model.SerializeToString())
+    if lacks_here(isa):
+        compile_only(ecg, planner, isa)
+        return None
+    return run(ecg, feeds, planner=planner, isa=isa)[0]
+
+
 def assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-5):
     ref = ecg.run_reference(**feeds)
     for got, want, v in zip(outs, ref, ecg.outputs):

@@ -17,8 +17,8 @@ from onnx import TensorProto as T  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from codegen_runner import compile_only, run  # noqa: E402
-from dialects import compile_only as lacks_here, params  # noqa: E402
+from codegen_runner import run_or_compile  # noqa: E402
+from dialects import params  # noqa: E402
 
 SHAPE = (3, 37)  # 37 columns: a vector body and a tail on every dialect
 
@@ -61,11 +61,9 @@ def _ort(model, feeds):
 @pytest.mark.parametrize("isa", params())
 def test_trig_fused_every_dialect(isa):
     m = _trig_model()
-    ecg = df.load(m.SerializeToString())
-    if lacks_here(isa):
-        compile_only(ecg, "dnnfusion", isa)
+    outs = run_or_compile(m, {"x": _x()}, isa)
+    if outs is None:
         return
-    outs, _ = run(ecg, {"x": _x()}, planner="dnnfusion", isa=isa)
     for name, got, want in zip(TRIG, outs, _ort(m, {"x": _x()})):
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6, err_msg=name)
     np.testing.assert_allclose(outs[list(TRIG).index("atanh_tanh")], _x(), rtol=1e-5, atol=1e-5)
@@ -164,12 +162,8 @@ def test_bitwise_compiled(case):
 def test_bitwise_every_dialect(isa):
     for case in BIT_CASES:
         m, feeds, want = _bit_want(case)
-        ecg = df.load(m.SerializeToString())
-        if lacks_here(isa):
-            compile_only(ecg, "dnnfusion", isa)
-            continue
-        outs, _ = run(ecg, feeds, planner="dnnfusion", isa=isa)
-        for got, w in zip(outs, want):
+        outs = run_or_compile(m, feeds, isa)
+        for got, w in zip(outs or [], want):
             np.testing.assert_array_equal(got, w, err_msg=case)
 
 
@@ -263,12 +257,9 @@ def _bitcast_check(outs, feeds):
 
 @pytest.mark.parametrize("isa", params())
 def test_bitcast_every_dialect(isa):
-    ecg = df.load(_abs_by_bits_model().SerializeToString())
-    if lacks_here(isa):
-        compile_only(ecg, "dnnfusion", isa)
-        return
-    outs, _ = run(ecg, _bitcast_feeds(), planner="dnnfusion", isa=isa)
-    _bitcast_check(outs, _bitcast_feeds())
+    outs = run_or_compile(_abs_by_bits_model(), _bitcast_feeds(), isa)
+    if outs is not None:
+        _bitcast_check(outs, _bitcast_feeds())
 
 
 def test_bitcast_compiled_and_opencl(ocl_device):
