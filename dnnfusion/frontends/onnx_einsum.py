@@ -18,26 +18,7 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import ShapeError, UnsupportedOperatorError
-
-
-class _Body:
-    """Nodes of the body under construction (names local to it, inputs in0, in1, ...)."""
-
-    def __init__(self, onnx: Any):
-        self.onnx, self.nodes, self.k = onnx, [], 0
-
-    def add(self, op: str, inputs: list[str], **attrs: Any) -> str:
-        self.k += 1
-        out = f"t{self.k}"
-        self.nodes.append(self.onnx.helper.make_node(op, inputs, [out], **attrs))
-        return out
-
-    def ints(self, values: list[int]) -> str:
-        self.k += 1
-        out = f"c{self.k}"
-        t = self.onnx.numpy_helper.from_array(np.array(values, np.int64), out)
-        self.nodes.append(self.onnx.helper.make_node("Constant", [], [out], value=t))
-        return out
+from dnnfusion.frontends.onnx_body import Body, function_proto
 
 
 def _parse(equation: str, ranks: list[int], name: str) -> tuple[list[str], str]:
@@ -84,7 +65,7 @@ def einsum(imp: Any, node: Any) -> Any:
         raise ShapeError(f"node '{name}' (Einsum) needs static input shapes at import (give input_shapes or "
                          f"example_inputs); got {shapes}")
     terms, out = _parse(equation, [len(s) for s in shapes], name)
-    b = _Body(onnx)
+    b = Body(onnx)
     ops = []  # (value, letters, dims by letter)
     for k, (t, s) in enumerate(zip(terms, shapes)):
         v, letters, dims = f"in{k}", t, dict()
@@ -100,18 +81,12 @@ def einsum(imp: Any, node: Any) -> Any:
         v, letters, dims = _contract(b, (v, letters, dims), (w, wl, wd), later[k], name)
     v, letters, dims = _sum_out(b, v, letters, dims, set(out))
     if letters != out:
-        v = b.add("Transpose", [v], perm=[letters.index(c) for c in out]) if len(out) > 1 else v
-    fn = onnx.FunctionProto()
-    fn.name = "Einsum"
-    fn.input.extend([f"in{k}" for k in range(len(terms))])
-    fn.output.extend(["out0"])
+        v = b.op("Transpose", [v], perm=[letters.index(c) for c in out]) if len(out) > 1 else v
     b.nodes.append(onnx.helper.make_node("Identity", [v], ["out0"]))
-    fn.node.extend(b.nodes)
-    fn.opset_import.extend([onnx.helper.make_opsetid("", max(imp.opset, 18))])
-    return fn
+    return function_proto(imp, "Einsum", len(terms), b.nodes)
 
 
-def _diagonals(b: _Body, v: str, letters: str, dims: dict, name: str) -> tuple[str, str]:
+def _diagonals(b: Body, v: str, letters: str, dims: dict, name: str) -> tuple[str, str]:
     """A letter twice in one operand: its diagonal (the two axes moved last, flattened, every
     (n+1)-th element)."""
     while any(letters.count(c) > 1 for c in letters):
@@ -120,23 +95,24 @@ def _diagonals(b: _Body, v: str, letters: str, dims: dict, name: str) -> tuple[s
             raise UnsupportedOperatorError(f"node '{name}' (Einsum): index '{c}' three times in one operand")
         i, j = letters.index(c), letters.rindex(c)
         rest = [p for p in range(len(letters)) if p not in (i, j)]
-        v = b.add("Transpose", [v], perm=rest + [i, j])
+        v = b.op("Transpose", [v], perm=rest + [i, j])
         n = dims[c]
-        v = b.add("Reshape", [v, b.ints([dims[letters[p]] for p in rest] + [n * n])])
-        v = b.add("Slice", [v, b.ints([0]), b.ints([n * n]), b.ints([-1]), b.ints([n + 1])])
+        v = b.op("Reshape", [v, b.const([dims[letters[p]] for p in rest] + [n * n], np.int64)])
+        v = b.op("Slice", [v, b.const([0], np.int64), b.const([n * n], np.int64), b.const([-1], np.int64),
+                           b.const([n + 1], np.int64)])
         letters = "".join(letters[p] for p in rest) + c
     return v, letters
 
 
-def _sum_out(b: _Body, v: str, letters: str, dims: dict, keep: set) -> tuple[str, str, dict]:
+def _sum_out(b: Body, v: str, letters: str, dims: dict, keep: set) -> tuple[str, str, dict]:
     drop = [p for p, c in enumerate(letters) if c not in keep]
     if not drop:
         return v, letters, dims
-    v = b.add("ReduceSum", [v, b.ints(drop)], keepdims=0)
+    v = b.op("ReduceSum", [v, b.const(drop, np.int64)], keepdims=0)
     return v, "".join(c for c in letters if c in keep), dims
 
 
-def _contract(b: _Body, x: tuple, y: tuple, keep: set, name: str) -> tuple[str, str, dict]:
+def _contract(b: Body, x: tuple, y: tuple, keep: set, name: str) -> tuple[str, str, dict]:
     (v, xl, xd), (w, yl, yd) = x, y
     shared = [c for c in xl if c in yl]
     batch = [c for c in shared if c in keep]
@@ -154,11 +130,11 @@ def _contract(b: _Body, x: tuple, y: tuple, keep: set, name: str) -> tuple[str, 
     prod = lambda cs, d: int(np.prod([d[c] for c in cs], dtype=np.int64))  # noqa: E731
     xo, yo = batch + left + inner, batch + inner + right
     if list(xl) != xo:
-        v = b.add("Transpose", [v], perm=[xl.index(c) for c in xo])
+        v = b.op("Transpose", [v], perm=[xl.index(c) for c in xo])
     if list(yl) != yo:
-        w = b.add("Transpose", [w], perm=[yl.index(c) for c in yo])
-    v = b.add("Reshape", [v, b.ints([xd[c] for c in batch] + [prod(left, xd), prod(inner, xd)])])
-    w = b.add("Reshape", [w, b.ints([yd[c] for c in batch] + [prod(inner, yd), prod(right, yd)])])
-    p = b.add("MatMul", [v, w])
-    p = b.add("Reshape", [p, b.ints([dims[c] for c in batch + left + right])])
+        w = b.op("Transpose", [w], perm=[yl.index(c) for c in yo])
+    v = b.op("Reshape", [v, b.const([xd[c] for c in batch] + [prod(left, xd), prod(inner, xd)], np.int64)])
+    w = b.op("Reshape", [w, b.const([yd[c] for c in batch] + [prod(inner, yd), prod(right, yd)], np.int64)])
+    p = b.op("MatMul", [v, w])
+    p = b.op("Reshape", [p, b.const([dims[c] for c in batch + left + right], np.int64)])
     return p, "".join(batch + left + right), dims

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import DTypeError, InternalError, ModelFormatError, ShapeError, UnsupportedOperatorError
+from dnnfusion.frontends.onnx_body import function_proto
 from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS, ECG_OPS, MIN_OPSET
 
 # An ECG element type -> its ONNX TensorProto code (for context-dependent bodies, which are
@@ -255,13 +256,7 @@ def double_form(imp: Any, node: Any) -> Any | None:
 
 # ---- Operators ONNX gives no function body, with one written here ------------------------------
 def _hand_body(imp: Any, op: str, n_in: int, nodes: list) -> Any:
-    fn = imp.onnx.FunctionProto()
-    fn.name = op
-    fn.input.extend([f"in{k}" for k in range(n_in)])
-    fn.output.extend(["out0"])
-    fn.node.extend(nodes)
-    fn.opset_import.extend([imp.onnx.helper.make_opsetid("", max(imp.opset, 18))])
-    return fn
+    return function_proto(imp, op, n_in, nodes)
 
 
 def _const(imp: Any, name: str, array: np.ndarray) -> Any:

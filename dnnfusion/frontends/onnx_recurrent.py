@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import ShapeError, UnsupportedOperatorError
+from dnnfusion.frontends.onnx_body import Body, function_proto
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 MAX_STEPS = 4096  # steps x directions unrolled into the ECG (each about 15 operators)
@@ -28,26 +29,6 @@ _DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]
 _ACTS = {"sigmoid": ("Sigmoid", ()), "tanh": ("Tanh", ()), "relu": ("Relu", ()), "leakyrelu": ("LeakyRelu", ("alpha",)),
          "hardsigmoid": ("HardSigmoid", ("alpha", "beta")), "elu": ("Elu", ("alpha",)), "softsign": ("Softsign", ()),
          "softplus": ("Softplus", ())}
-
-
-class _Body:
-    def __init__(self, imp: Any, dtype: Any):
-        self.onnx, self.imp, self.dtype, self.nodes, self.k = imp.onnx, imp, dtype, [], 0
-
-    def op(self, op: str, inputs: list[str], n_out: int = 1, **attrs: Any) -> Any:
-        outs = []
-        for _ in range(n_out):
-            self.k += 1
-            outs.append(f"r{self.k}")
-        self.nodes.append(self.onnx.helper.make_node(op, inputs, outs, **attrs))
-        return outs[0] if n_out == 1 else outs
-
-    def const(self, array: Any, dtype: Any = None) -> str:
-        self.k += 1
-        name = f"k{self.k}"
-        t = self.onnx.numpy_helper.from_array(np.asarray(array, dtype or self.dtype), name)
-        self.nodes.append(self.onnx.helper.make_node("Constant", [], [name], value=t))
-        return name
 
 
 def recurrent(imp: Any, node: Any) -> Any:
@@ -86,7 +67,7 @@ def recurrent(imp: Any, node: Any) -> Any:
     alphas, betas = list(attrs.get("activation_alpha", [])), list(attrs.get("activation_beta", []))
     from dnnfusion.dtypes import numpy_dtype
 
-    b = _Body(imp, numpy_dtype(x.dtype))
+    b = Body(onnx, numpy_dtype(x.dtype))
     X = b.op("Transpose", ["in0"], perm=[1, 0, 2]) if layout else "in0"
     init_h = "in5" if ins[5] else None
     init_c = "in6" if ins[6] and op == "LSTM" else None
@@ -150,16 +131,10 @@ def recurrent(imp: Any, node: Any) -> Any:
     n_out = len(node.output)
     for k in range(n_out):
         b.nodes.append(h.make_node("Identity", [outs[k]], [f"out{k}"]))
-    fn = onnx.FunctionProto()
-    fn.name = op
-    fn.input.extend([f"in{k}" for k in range(len(node.input))])
-    fn.output.extend([f"out{k}" for k in range(n_out)])
-    fn.node.extend(b.nodes)
-    fn.opset_import.extend([h.make_opsetid("", max(imp.opset, 18))])
-    return fn
+    return function_proto(imp, op, len(node.input), b.nodes, n_out)
 
 
-def _activation(b: _Body, spelled: str, alphas: list, betas: list, name: str, op: str):
+def _activation(b: Body, spelled: str, alphas: list, betas: list, name: str, op: str):
     key = spelled.lower()
     if key not in _ACTS:
         raise UnsupportedOperatorError(f"node '{name}' ({op}): activation '{spelled[:40]}' is not supported (supported: "
@@ -173,13 +148,13 @@ def _activation(b: _Body, spelled: str, alphas: list, betas: list, name: str, op
     return lambda v: b.op(ecg, [v], **kw)
 
 
-def _clip(b: _Body, v: str, clip: Any) -> str:
+def _clip(b: Body, v: str, clip: Any) -> str:
     if clip is None:
         return v
     return b.op("Clip", [v, b.const(-float(clip)), b.const(float(clip))])
 
 
-def _lstm_step(b: _Body, xt, hr, c, peep, f, H, clip):
+def _lstm_step(b: Body, xt, hr, c, peep, f, H, clip):
     """(`clip` bounds each gate's input to its activation, peepholes included; not the cell's.)"""
     i, o, fg, cc = b.op("Split", [b.op("Add", [xt, hr]), b.const([H] * 4, np.int64)], n_out=4, axis=1)
     if peep:
@@ -193,7 +168,7 @@ def _lstm_step(b: _Body, xt, hr, c, peep, f, H, clip):
     return hn, cn
 
 
-def _gru_step(b: _Body, xt, hr, hprev, rt, rb, f, H, clip, linear_before_reset):
+def _gru_step(b: Body, xt, hr, hprev, rt, rb, f, H, clip, linear_before_reset):
     xz, xr, xh = b.op("Split", [xt, b.const([H] * 3, np.int64)], n_out=3, axis=1)
     if rb:
         hr = b.op("Add", [hr, rb])
