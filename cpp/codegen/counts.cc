@@ -11,12 +11,9 @@ Counts count_block(const Graph& g, const BlockPlan& b) {
     if (s.kind != Stage::Kind::Anchor) continue;
     const AnchorStage& a = s.anchor;
     if (!a.second.empty()) ++c.passes;  // MaxPool's indices: a second call over the input
-    // The kernel's own result in block scratch (the epilogue reads it back and stores what
-    // leaves the block), unless the epilogue stores every value itself.
-    // (Kernels that store to buffers of their own arguments, TopK's, ArgMax's, a scatter's, have
-    // no such result.)
-    if (a.y == kNoValue && a.y_scratch >= 0 && !a.ep.stores && a.node)
-      c.intermediate_bytes_written += static_cast<int64_t>(g.value(a.node->outputs[0]).type.nbytes());
+    // An anchor's result goes to a buffer (counted below), or nowhere: an anchor with no `y`
+    // either stores to buffers of its own arguments (TopK, ArgMax, a scatter) or has an
+    // epilogue that stores every value itself (lower.cc gives it scratch only then).
     // A scatter copies its data whole (counted below, with the buffers), then writes every update
     // again: a second pass.
     if (a.kind == AnchorKind::Scatter) {
