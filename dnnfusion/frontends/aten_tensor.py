@@ -354,14 +354,6 @@ def _index_put(cx, a):
     return cx.op("ScatterND", [x, stacked, values], attrs)
 
 
-def _slice_bounds(size: int, start: Any, end: Any) -> tuple[int, int]:
-    """Python slicing's clamping of [start, end) to an axis of `size`."""
-    def norm(v: Any, dflt: int) -> int:
-        v = dflt if v is None else int(v)
-        return min(max(v + size if v < 0 else v, 0), size)
-    return norm(start, 0), norm(end, size)
-
-
 def _scatter_slice(cx: Any, x: Any, src: Any, dim: int, start: int, end: int, step: int) -> Any:
     """x with x[..., start:end:step, ...] (on `dim`) replaced by src. Step 1: Where(a constant
     mask along dim, src padded to x's shape, x): elementwise, so it fuses with its neighbours.
@@ -389,7 +381,7 @@ def _slice_scatter(cx, a):
     step = int(a.get("step", 1) or 1)
     if step < 1:
         raise cx.fail(f"slice_scatter with step {step} (must be >= 1)")
-    start, end = _slice_bounds(x.shape[dim], a.get("start"), a.get("end"))
+    start, end, _ = slice(a.get("start"), a.get("end"), step).indices(x.shape[dim])  # as aten.slice's
     return _scatter_slice(cx, x, a["src"], dim, start, end, step)
 
 
