@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cg_support.h"
 #include "nms.h"
 #include "resize_taps.h"
 #include "rowops.h"
@@ -286,14 +287,6 @@ inline void scatter_combine(T& y, T u, int red) {
     default: y = u;
   }
 }
-template <class I>
-inline long scatter_index(const char* op, I v, long size) {
-  const long k = v < 0 ? static_cast<long>(v) + size : static_cast<long>(v);
-  if (k < 0 || k >= size)
-    throw std::invalid_argument(std::string(op) + ": index " + std::to_string(static_cast<long>(v)) +
-                                " is out of range for an axis of size " + std::to_string(size));
-  return k;
-}
 template <class T>
 inline void scatter_copy(const T* data, long n, T* y) {
   if (y == data || n <= 0) return;
@@ -309,13 +302,15 @@ void scatter_nd(long m, long k, long s, const long* dims, const long* strides, c
   detail::scatter_copy(data, n, y);
   for (long i = 0; i < m; ++i) {
     long off = 0;
-    for (long c = 0; c < k; ++c) off += detail::scatter_index("ScatterND", indices[i * k + c], dims[c]) * strides[c];
+    for (long c = 0; c < k; ++c)
+      off += cg::wrap_index(static_cast<long>(indices[i * k + c]), dims[c], "ScatterND") * strides[c];
     for (long j = 0; j < s; ++j) detail::scatter_combine(y[off + j], updates[i * s + j], red);
   }
 }
 
 // ScatterElements: updates (and indices) of shape udims[0..rank), data's strides dstrides; the
-// axis coordinate of update u is indices[u], of an axis of size axis_size.
+// axis coordinate of update u is indices[u], of an axis of size axis_size. Indices wrap and are
+// range-checked as Gather's (cg::wrap_index).
 template <class T, class I>
 void scatter_elements(long rank, const long* udims, const long* dstrides, long axis, long axis_size, const T* data,
                       long n, const I* indices, const T* updates, T* y, int red) {
@@ -327,7 +322,7 @@ void scatter_elements(long rank, const long* udims, const long* dstrides, long a
     for (long d = rank - 1; d >= 0; --d) {
       const long c = rest % udims[d];
       rest /= udims[d];
-      off += (d == axis ? detail::scatter_index("ScatterElements", indices[u], axis_size) : c) * dstrides[d];
+      off += (d == axis ? cg::wrap_index(static_cast<long>(indices[u]), axis_size, "ScatterElements") : c) * dstrides[d];
     }
     detail::scatter_combine(y[off], updates[u], red);
   }
