@@ -123,3 +123,22 @@ def test_operands_too_large_for_this_machine_fail_the_call_with_a_clear_error():
     oi = np.lib.stride_tricks.as_strided(np.zeros(1, np.int64), (2**36,), (0,))  # no memory behind it
     with pytest.raises(df.Error, match="input 'oi': cannot make the contiguous copy|cannot allocate"):
         c(x, oi)
+
+
+def test_a_name_that_is_not_utf8_is_a_model_format_error():
+    """Found by the atheris search: a node output name that is not UTF-8, on an operator
+    imported through its ONNX function body (Celu here), reached the function inliner, where
+    reading it raised UnicodeDecodeError instead of a dnnfusion.Error. The bytes are patched
+    after serializing (protobuf will not set them)."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Celu", ["x"], ["OUTX"], alpha=1.0), helper.make_node("Neg", ["OUTX"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    good = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    x = np.array([1.0, -2.0], np.float32)
+    np.testing.assert_allclose(df.load(good).run_reference(x)[0], -np.where(x > 0, x, np.expm1(x)), rtol=1e-6)
+    bad = good.replace(b"OUTX", b"O\x90TX")
+    assert bad != good
+    with pytest.raises(df.ModelFormatError, match="not UTF-8"):
+        df.load(bad)

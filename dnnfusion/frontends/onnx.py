@@ -106,12 +106,15 @@ def import_onnx(model: Any, input_shapes: Mapping[str, Sequence[int | str | None
             graph = onnx_cache.load(key, os.fspath(model))
             if graph is not None:
                 return graph
-    with warnings.catch_warnings(record=True) as found:
-        warnings.simplefilter("always", ModelWarning)
-        proto = _read_and_check(onnx, model)
-    for w in found:  # re-raised to the caller's filters
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    graph = _Importer(onnx, proto, dict(input_shapes or {})).run()
+    try:  # a string field that is not UTF-8 fails where it is read, anywhere below
+        with warnings.catch_warnings(record=True) as found:
+            warnings.simplefilter("always", ModelWarning)
+            proto = _read_and_check(onnx, model)
+        for w in found:  # re-raised to the caller's filters
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        graph = _Importer(onnx, proto, dict(input_shapes or {})).run()
+    except UnicodeDecodeError as e:
+        raise ModelFormatError(f"the model holds a name or string that is not UTF-8 ({_short(e)})") from None
     # External data is refused by the store (its files are not keyed); a model with checker
     # warnings is not stored, so that every load repeats them.
     if key is not None and not any(issubclass(w.category, ModelWarning) for w in found):
