@@ -310,6 +310,10 @@ def cases_x86() -> list[Case]:
     for threads in (1, 2):
         cs.append(Case(30, 700, 50, nc=64, threads=threads, ep="chain"))
         cs.append(Case(20, 300, 600, nc=64, kc=128, threads=threads, tb=1, accumulate=1))
+    # pre-packed B over 2 MiB whose row blocks the thread count does not divide (7 on AVX-512,
+    # 8 elsewhere; 14 or 16 tasks on 3 threads): rows split further until it does
+    for threads in (2, 3):
+        cs.append(Case(490, 1100, 600, packed=1, mc=70, threads=threads, ep="bias_col"))
     cs.append(Case(2, 3, 0, accumulate=1, ep="bias_col"))
     return cs
 

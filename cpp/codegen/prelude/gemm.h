@@ -26,6 +26,7 @@
 
 #include <unistd.h>
 
+#include "gemm_blocking.h"
 #include "gemm_epilogue.h"
 #include "gemm_kernel.h"
 #include "large_alloc.h"
@@ -33,81 +34,12 @@
 
 namespace dnnf::gemm {
 
-// Cache blocking (the loop order is BLIS's with A and B swapped, because here B carries the
-// vector dimension and A is broadcast): an A micro-panel MR x kc stays in L1 while the
-// micro-kernel sweeps the B panels of a kc x nc block held in L2; A is packed per row block
-// (or once for all, when column blocks would repack it). So kc is sized to ~60% of L1
-// (14 x 512 x 4 B = 28 KB of 48 KB) and nc to half of L2 (512 x 256 x 4 B = 512 KB of a 1 MB
-// Zen 5 L2; 512 columns on a 2 MB L2). mc is the row block of a task.
-struct Blocking {
-  int mc = kMR * 24;
-  int kc = 512;
-  int nc = 512;
-  // nc follows the call's k-block (nc_for_kc): half of L2 holds kc x nc whatever K is, so a
-  // 1x1 convolution's short K gets wide column blocks. False: nc as given (DNNF_GEMM_BLOCKING).
-  bool nc_by_kc = true;
-};
-// This machine's L1 data cache and L2 per core (48 KiB and 1 MiB where the OS does not say),
-// read once; the GEMM's and the convolutions' blockings derive from them.
-inline long cache_bytes(int level) {
-#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
-  auto ask = [](int name, long fallback) {  // sysconf's answer where the OS gives one
-    const long r = sysconf(name);
-    return r > 0 ? r : fallback;
-  };
-  static const long l1 = ask(_SC_LEVEL1_DCACHE_SIZE, 48 * 1024), l2 = ask(_SC_LEVEL2_CACHE_SIZE, 1024 * 1024);
-#else
-  static const long l1 = 48 * 1024, l2 = 1024 * 1024;
-#endif
-  return level == 1 ? l1 : l2;
-}
-// Columns of a kc x nc block of packed B in half of L2.
-inline int nc_for_kc(int kc) {
-  return std::max(kNR, static_cast<int>(cache_bytes(2) / 2 / (std::max(1, kc) * 4L)) / kNR * kNR);
-}
-inline Blocking cache_blocking() {
-  Blocking b;
-  const long l1 = cache_bytes(1);
-  b.kc = std::max(kKU, static_cast<int>(l1 * 6 / 10 / (kMR * 4)) / kKU * kKU);
-  b.nc = nc_for_kc(b.kc);  // for the largest k-block; a call with a shorter one widens it
-  // DNNF_GEMM_BLOCKING=mc,kc,nc overrides (for tuning on a new machine).
-  if (const char* env = std::getenv("DNNF_GEMM_BLOCKING")) {
-    int mc = 0, kc = 0, nc = 0;
-    if (std::sscanf(env, "%d,%d,%d", &mc, &kc, &nc) == 3 && mc > 0 && kc > 0 && nc > 0) {
-      b.mc = mc;
-      b.kc = std::max(kKU, kc / kKU * kKU);
-      b.nc = std::max(kNR, nc / kNR * kNR);
-      b.nc_by_kc = false;
-    }
-  }
-  return b;
-}
-inline Blocking& default_blocking() {
-  static Blocking b = cache_blocking();
-  return b;
-}
-
 struct Options {
   int n_threads = 0;        // 0: the pool's size; 1: run on the calling thread only
   bool accumulate = false;  // C += A*B (C must hold values): e.g. an in-place residual
   const Blocking* blocking = nullptr;
 };
 
-// The k-block actually used for K: the largest multiple of KU not above the blocking's kc
-// that splits K into equal blocks (576 -> 2 x 288 rather than 512 + 64).
-inline int choose_kc(int K, int kc_max) {
-  kc_max = std::max(kKU, kc_max / kKU * kKU);
-  if (K <= 0) return kKU;
-  int nk = (K + kc_max - 1) / kc_max;
-  return round_up((K + nk - 1) / nk, kKU);
-}
-inline int num_kblocks(int K, int kc) { return K > 0 ? (K + kc - 1) / kc : 1; }
-// Total padded k over all k-blocks: block p starts at p*kc in every packed layout.
-inline long packed_k(int K, int kc) {
-  if (K <= 0) return 0;
-  int nk = num_kblocks(K, kc);
-  return static_cast<long>(nk - 1) * kc + round_up(K - (nk - 1) * kc, kKU);
-}
 
 namespace detail {
 struct FreeDeleter {
@@ -399,6 +331,14 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
     if (R < target) R = std::min(target, std::max(R, pm / 4));
     R = std::max(1, std::min(R, pm));
     if (R < target) Cc = std::min(pn, (target + R - 1) / R);
+  }
+  // Tasks take about equal time, so a count that T does not divide leaves threads idle at
+  // the end: 2048^3 with pre-packed B made 7 row blocks, 4 + 3 on 2 threads. Split the rows
+  // (within mc, into more and smaller blocks) until T divides the count, where they allow.
+  if (T > 1 && !stream_b && (R * Cc) % T != 0 && R * Cc < 8 * T) {
+    int r = R;
+    while ((r * Cc) % T != 0 && r < pm) ++r;
+    if ((r * Cc) % T == 0) R = r;
   }
   const bool share_a = a_pre || Cc > 1 || n_pad > nc_blk;
   // Row panels per task up to which a per-panel A goes with the next-block prefetch (below).
