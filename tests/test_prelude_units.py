@@ -27,8 +27,11 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 UNITS = {  # group -> what it holds (prelude_units.h)
-    "gemm": "MatMul/Gemm", "conv": "NCHW Conv", "nhwc": "NHWC Conv", "pool": "NCHW pools",
-    "poolnhwc": "NHWC pools", "rows": "Softmax/LayerNorm/...", "reduce": "float reductions",
+    "gemm": "MatMul/Gemm with packed B, NHWC pointwise Conv", "gemmb": "MatMul with strided B",
+    "gemmpro": "MatMul/Gemm with a prologue", "gemmall": "gemm, gemmb and gemmpro in one", "conv": "NCHW Conv", "nhwcdirect": "NHWC direct Conv",
+    "nhwcwino": "NHWC Winograd Conv", "nhwcdw": "NHWC depthwise Conv", "nhwcexp": "NHWC expansion + depthwise",
+    "pool": "NCHW pools", "poolnhwc": "NHWC pools", "rows": "Softmax/LayerNorm/...",
+    **{f"reduce{k}": f"float Reduce{k}" for k in ("sum", "mean", "max", "min", "prod", "norm")},
     "resize": "Resize", "roi": "RoiAlign",
 }
 
@@ -69,6 +72,17 @@ def linked_units(path: str) -> set[str]:
     """The units a compiled module links, from the symbols each unit object exports."""
     lib = ctypes.CDLL(path)
     return {f"{g}.{e}" for g in UNITS for e in "012" if hasattr(lib, f"dnnf_unit_{g}_{e}")}
+
+
+def served(units: list[str], cache) -> set[str]:
+    """The unit objects a module naming `units` links (runtime/prelude_units.cc served_units):
+    a GEMM unit of one kind is served by gemmall of its epilogue where the cache holds that."""
+    built = {p.stem for p in cache.glob("units-*/*.o")}
+    out = set()
+    for u in units:
+        group, ep = u.split(".")
+        out.add(f"gemmall.{ep}" if group in ("gemm", "gemmb", "gemmpro") and f"gemmall.{ep}" in built else u)
+    return out
 
 
 def transformer_block() -> str:
@@ -121,17 +135,36 @@ def inverted_residual() -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def matmul_kinds(prologue: bool = True) -> bytes:
+    """x @ x^T (both operands strided: the gemmb unit) and, with `prologue`, Sigmoid(x) @ W (A
+    computed by a fused prologue: gemmpro)."""
+    rng = np.random.default_rng(3)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [32, 48], rng.standard_normal((32, 48)).astype(np.float32).ravel())
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]), helper.make_node("MatMul", ["x", "xt"], ["s"])]
+    outs = [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 16, 16])]
+    if prologue:
+        nodes += [helper.make_node("Sigmoid", ["x"], ["sx"]), helper.make_node("MatMul", ["sx", "w"], ["p"])]
+        outs.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 16, 48]))
+    graph = helper.make_graph(nodes, "matmuls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32])],
+                              outs, initializer=[w] if prologue else [])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
 # name -> (model, input shapes, unit groups it must link, compile options, whether the 1x1
 # expansion is computed inside the depthwise kernel: DNNF_EXPAND_MIN_BYTES 0, else far above it)
 CHANNELS_LAST = {"layout": "nhwc"}
 MODELS = {
-    "tiny_convnet": (lambda path: tiny_convnet(), [(1, 3, 32, 32)], {"gemm", "pool"}, {}, False),
-    "inverted_residual": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)], {"nhwc"},
-                          CHANNELS_LAST, False),
-    "inverted_residual_expanded": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)], {"nhwc"},
-                                   CHANNELS_LAST, True),
-    "transformer_block": (lambda path: _write(path, transformer_block()), [(1, 16, 32)], {"gemm", "rows", "reduce"},
-                          {}, False),
+    "tiny_convnet": (lambda path: tiny_convnet(), [(1, 3, 32, 32)], {"conv", "gemm", "pool", "rows"}, {}, False),
+    # the stem direct (3 channels: no Winograd), the 1x1s the gemm unit, the 3x3 depthwise
+    "inverted_residual": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)],
+                          {"nhwcdirect", "gemm", "nhwcdw"}, CHANNELS_LAST, False),
+    "inverted_residual_expanded": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)],
+                                   {"nhwcdirect", "gemm", "nhwcexp"}, CHANNELS_LAST, True),
+    "transformer_block": (lambda path: _write(path, transformer_block()), [(1, 16, 32)],
+                          {"gemm", "rows", "reducemean"}, {}, False),
+    # gemmb and gemmpro of one epilogue: the one unit of all GEMM kinds instead
+    "matmul_kinds": (lambda path: _write(path, matmul_kinds()), [(1, 16, 32)], {"gemmall"}, {}, False),
+    "matmul_strided": (lambda path: _write(path, matmul_kinds(False)), [(1, 16, 32)], {"gemmb"}, {}, False),
 }
 
 
@@ -148,10 +181,10 @@ def test_a_module_links_its_units_and_computes_what_it_computes_whole(name, cach
     xs = [np.random.default_rng(1).standard_normal(s).astype(np.float32) for s in shapes]
     linked = df.compile(model, profile="off", **options)
     units = units_of(linked.source())
-    assert groups <= {u.split(".")[0] for u in units}, units
+    assert groups == {u.split(".")[0] for u in units}, units  # the paths it takes, no others
     assert ('#include "conv_nhwc_expand.h"' in linked.source()) == expanded
-    assert linked_units(linked.library_path) == set(units)
-    assert {p.stem for p in cache.glob("units-*/*.o")} >= set(units)
+    assert linked_units(linked.library_path) == served(units, cache)
+    assert {p.stem for p in cache.glob("units-*/*.o")} >= served(units, cache)
 
     monkeypatch.setenv("DNNF_PRELUDE_UNITS", "0")
     monkeypatch.setenv("DNNF_CACHE_DIR", str(shared / "whole"))
@@ -160,7 +193,7 @@ def test_a_module_links_its_units_and_computes_what_it_computes_whole(name, cach
     assert linked_units(whole.library_path) == set()
     assert not list((shared / "whole").glob("kernels/units-*"))
     got, want = outputs(linked(*xs)), outputs(whole(*xs))
-    assert len(got) == len(want) == (2 if name == "transformer_block" else 1)
+    assert len(got) == len(want) == (2 if name in ("transformer_block", "matmul_kinds") else 1)
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
 
@@ -174,7 +207,7 @@ def test_a_second_module_reuses_the_unit_objects(cache):
     assert shared
     for p, stamp in stamps.items():  # none rebuilt
         assert p.stat().st_mtime_ns == stamp
-    assert linked_units(second.library_path) == set(units_of(second.source()))
+    assert linked_units(second.library_path) == served(units_of(second.source()), cache)
 
 
 @pytest.mark.prelude_unit_problems
@@ -198,7 +231,7 @@ def test_a_damaged_unit_object_is_rebuilt_and_the_module_still_compiles(own_cach
     assert str(said[0].message).endswith(units["problems"][0])
     assert not any(p.exists() for p in damaged)  # and the damaged objects are gone
     third = df.compile(tiny_convnet(), profile="off", planner="patterns")  # built again, linked
-    assert linked_units(third.library_path) == set(units_of(third.source()))
+    assert linked_units(third.library_path) == served(units_of(third.source()), cache)
     assert third.stats["prelude_units"]["linked"] == units_of(third.source())
     want = tiny_convnet().run_reference(x)
     for got in (outputs(again(x)), outputs(third(x))):
@@ -276,18 +309,26 @@ def test_every_unit_matches_the_prelude_in_every_x86_dialect(tmp_path):
     """Each unit's explicit instantiations name templates and signatures the prelude has: a
     unit that stopped matching would fail to build, and every module naming it would compile
     whole (slowly) without a word. Syntax only: the dialects need not run here."""
-    src = tmp_path / "all_units.cc"
-    src.write_text('#include "prelude_unit_sources.h"\n' +
-                   "".join(f"DNNF_UNIT_DEFINE({g}, {e})\n" for g in UNITS for e in "012"))
+    # Two sources: gemmall defines what gemm, gemmb and gemmpro do (a second definition in one
+    # source is an error); nhwcexp first, as it declares the gemm unit's driver extern, which
+    # may precede the definition in one source but not follow it.
+    together = sorted((g for g in UNITS if g != "gemmall"), key=lambda g: g != "nhwcexp")
+    sources = []
+    for i, groups in enumerate([together, ["nhwcexp", "gemmall"]]):
+        src = tmp_path / f"units_{i}.cc"
+        src.write_text('#include "prelude_unit_sources.h"\n' +
+                       "".join(f"DNNF_UNIT_DEFINE({g}, {e})\n" for g in groups for e in "012"))
+        sources.append(src)
     header = open(os.path.join(prelude_dir(), "prelude_units.h")).read()
     assert set(re.findall(r"#define DNNF_UNIT_([a-z]+)\(EP, D\)", header)) == set(UNITS)
     cxx = _core.find_compiler()["argv"]
     for isa in _core.isas():
         if isa["arch"] not in ("x86_64", "any"):
             continue
-        r = subprocess.run(cxx + ["-fsyntax-only", "-std=c++17", f"-I{prelude_dir()}", str(src)] + isa["flags"],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, f"{isa['name']}: {r.stderr[-3000:]}"
+        for src in sources:
+            r = subprocess.run(cxx + ["-fsyntax-only", "-std=c++17", f"-I{prelude_dir()}", str(src)] + isa["flags"],
+                               capture_output=True, text=True)
+            assert r.returncode == 0, f"{isa['name']}, {src.name}: {r.stderr[-3000:]}"
 
 
 def test_hinted_units_are_built_beside_the_missing_ones(own_cache):
@@ -305,6 +346,28 @@ def test_hinted_units_are_built_beside_the_missing_ones(own_cache):
         assert sorted(p.name for p in own_cache.glob("units-*/*.o")) == ["resize.0.o", "roi.0.o"]
     finally:
         _core.hint_prelude_units([])
+
+
+def test_a_gemm_unit_of_one_kind_is_served_by_gemmall_where_the_cache_has_it(own_cache):
+    """gemmall.E holds every GEMM kind of epilogue E: a module naming gemmb.E in a cache that
+    holds gemmall.E (built for another module) links that and builds nothing; with neither
+    built nor hinted, gemmb.E is built itself."""
+    flags = ["-std=c++17", "-O1", f"-I{prelude_dir()}", f"-DDNNF_PRELUDE_HASH={_core.prelude_hash(prelude_dir())}"]
+    header = os.path.join(prelude_dir(), "module_common.h")
+    _core.hint_prelude_units([])
+    lib = _core.compile_shared(f"// a\n{KERNEL.format(line='// dnnf-prelude-units: gemmpro.1')}", flags,
+                               pch_header=header)
+    assert linked_units(lib.path) == {"gemmpro.1"}
+    lib = _core.compile_shared(f"// b\n{KERNEL.format(line='// dnnf-prelude-units: gemmall.0')}", flags,
+                               pch_header=header)
+    lib = _core.compile_shared(f"// c\n{KERNEL.format(line='// dnnf-prelude-units: gemmb.0 roi.0')}", flags,
+                               pch_header=header)
+    assert linked_units(lib.path) == {"gemmall.0", "roi.0"}
+    assert sorted(p.name for p in own_cache.glob("units-*/*.o")) == ["gemmall.0.o", "gemmpro.1.o", "roi.0.o"]
+    x = np.linspace(-2, 2, 9, dtype=np.float32)
+    y = np.zeros_like(x)
+    lib.call_f32_unary("square_plus_one", x, y)
+    np.testing.assert_allclose(y, x * x + 1, rtol=2e-7)
 
 
 def test_warmup_builds_what_a_later_compile_uses(own_cache, capsys, tmp_path, monkeypatch):
@@ -329,3 +392,41 @@ def test_warmup_builds_what_a_later_compile_uses(own_cache, capsys, tmp_path, mo
     assert cli.main(["warmup", "--units", "gemm.1", "nosuch.1"]) == 2
     assert "no such prelude unit: nosuch.1" in capsys.readouterr().err
     assert set(cli.prelude_units()) == {f"{g}.{k}" for g in UNITS for k in range(3)}
+
+
+def _conv_model(weights_as_input: bool) -> bytes:
+    """A 3x3 convolution, 32 -> 32 channels at 16x16 (Winograd's shape), then ReLU; its weights
+    an initializer or an input of the graph (packed per call then)."""
+    rng = np.random.default_rng(4)
+    w = (0.1 * rng.standard_normal((32, 32, 3, 3))).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 16, 16])
+    inputs = [x] + ([helper.make_tensor_value_info("w", TensorProto.FLOAT, [32, 32, 3, 3])] if weights_as_input else [])
+    init = [] if weights_as_input else [helper.make_tensor("w", TensorProto.FLOAT, [32, 32, 3, 3], w.ravel())]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "conv", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 16, 16])],
+                              initializer=init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(), w
+
+
+@pytest.mark.parametrize("winograd,weights_as_input,want", [
+    ("", False, {"nhwcwino"}), ("0", False, {"nhwcdirect"}),
+    ("", True, {"nhwcwino", "nhwcdirect", "nhwcdw", "gemm"})])
+def test_a_module_links_the_convolution_paths_it_takes(winograd, weights_as_input, want, cache, tmp_path, monkeypatch):
+    """A channels-last convolution with packed weights calls the one path they were packed for
+    (conv_shape.h nhwc_path: Winograd here, the direct kernel with DNNF_WINOGRAD=0) and its
+    module names that path's unit only; weights computed in the run may take any path."""
+    if winograd:
+        monkeypatch.setenv("DNNF_WINOGRAD", winograd)
+    else:
+        monkeypatch.delenv("DNNF_WINOGRAD", raising=False)
+    data, w = _conv_model(weights_as_input)
+    m = df.compile(_write(tmp_path / "conv.onnx", data), profile="off", layout="nhwc")
+    units = units_of(m.source())
+    assert {u.split(".")[0] for u in units} == want, units
+    assert linked_units(m.library_path) == served(units, cache)
+    x = np.random.default_rng(5).standard_normal((1, 32, 16, 16)).astype(np.float32)
+    feeds = {"x": x, "w": w} if weights_as_input else {"x": x}
+    got = outputs(m(**feeds))[0]
+    ref = df.load(data).run_reference(*feeds.values())
+    np.testing.assert_allclose(got, outputs(ref)[0], rtol=1e-4, atol=1e-4)

@@ -13,7 +13,8 @@ namespace dnnf {
 std::vector<std::string> prelude_units_named(const std::string& source);
 
 // The object files of `units` for this compiler and these flags, built where missing into
-// units-<key>/ in the cache `dir` (with the hinted ones, hint_prelude_units); empty when any
+// units-<key>/ in the cache `dir` (with the hinted ones, hint_prelude_units; a GEMM unit of
+// one kind served by gemmall of its epilogue where that one is named, hinted or built); empty when any
 // cannot be built or units do not apply, and then the module compiles whole.
 // `build` false: only when all are built already (nothing is built, no failure remembered).
 std::vector<std::string> prelude_unit_objects(const Compiler& cc, const std::vector<std::string>& flags,

@@ -8,6 +8,7 @@
 #include <map>
 #include <regex>
 
+#include "codegen/prelude/conv_shape.h"
 #include "ir/errors.h"
 #include "target/isa.h"
 
@@ -55,6 +56,24 @@ std::string shape_literal(const AnchorArg& a) {
   for (size_t i = 0; i < 3; ++i) s += std::to_string(v[i]) + ", ";
   for (size_t k = 0; k < 7; ++k) s += ints3(v, 3 + 3 * k) + ", ";
   return s + (v[24] ? "true" : "false") + "}";
+}
+
+int nhwc_paths(const AnchorStage& a) {
+  using conv::NhwcPath;
+  if (a.reduced_by) return static_cast<int>(NhwcPath::Depthwise);
+  if (a.args.at(1).kind == AnchorArg::Kind::Segments) return static_cast<int>(NhwcPath::Direct);
+  if (a.args.at(2).kind != AnchorArg::Kind::Packed) return conv::kAllNhwcPaths;
+  const std::vector<int64_t>& v = a.args.at(0).ints;  // shape_literal's order
+  conv::ConvShape s{};
+  s.nd = static_cast<int>(v.at(0)), s.N = static_cast<int>(v[1]), s.C = static_cast<int>(v[2]);
+  s.M = static_cast<int>(v[3]), s.group = static_cast<int>(v[4]);
+  for (int i = 0; i < 3; ++i) {
+    s.in[i] = static_cast<int>(v[5 + i]), s.out[i] = static_cast<int>(v[8 + i]), s.k[i] = static_cast<int>(v[11 + i]);
+    s.stride[i] = static_cast<int>(v[14 + i]), s.dil[i] = static_cast<int>(v[17 + i]);
+    s.pad_begin[i] = static_cast<int>(v[20 + i]);
+  }
+  s.ldy = static_cast<long>(v.at(23)), s.planar_x = static_cast<int>(v.at(24));
+  return static_cast<int>(conv::nhwc_path(s));
 }
 
 namespace {
@@ -325,11 +344,16 @@ class BlockRenderer {
     using K = AnchorKind;
     if (a.kind == K::MatMul || a.kind == K::Gemm) return gemm(a);
     if (!a.expand.empty()) return expand(a);
-    const char* fn = nullptr;
+    std::string fn;
     switch (a.kind) {
       case K::Conv: fn = "dnnf::conv::conv_f32"; break;
       case K::ConvTranspose: fn = "dnnf::conv::conv_transpose_f32"; break;
-      case K::NhwcConv: fn = a.reduced_by ? "dnnf::conv::conv_nhwc_mean_f32" : "dnnf::conv::conv_nhwc_f32"; break;
+      case K::NhwcConv:  // with packed weights, the call of the one path they were packed for
+        fn = a.reduced_by ? "dnnf::conv::conv_nhwc_mean_f32"
+             : a.args.at(2).kind == AnchorArg::Kind::Packed && a.args.at(1).kind != AnchorArg::Kind::Segments
+                 ? "dnnf::conv::conv_nhwc_paths_f32<" + std::to_string(nhwc_paths(a)) + ">"
+                 : "dnnf::conv::conv_nhwc_f32";
+        break;
       case K::MaxPool:
         if (a.args.at(1).dtype != DType::F32) {  // f64, i8, u8: values and indices in one pass
           const AnchorArg* idx = a.second.empty() ? nullptr : &a.second.at(2);
@@ -419,7 +443,7 @@ class BlockRenderer {
     code_.open("");
     arrays(a.args);
     const std::string ep = epilogue(a, "0L");
-    code_.line(call(fn, a.args, a, ep));
+    code_.line(call(fn.c_str(), a.args, a, ep));
     if (!a.second.empty()) code_.line(call("dnnf::pool::max_pool_indices", a.second, a, ep));
     code_.close();
   }

@@ -36,34 +36,11 @@ using gemm::EpNone;
 using simd::kVecWidth;
 using simd::vf;
 
-// nd spatial dims are used (unused entries: 1 for sizes, strides, dilations; 0 for pads).
-// ldy: floats between consecutive output pixels of the channels-last convolution (0: M, a
-// dense y). Larger when y is one part of a Concat along the channels, written where it lies
-// in the Concat (conv_nhwc.h; not the depthwise path). planar_x: the channels-last
-// convolution's x is channels first, [N, C, spatial...] (a stem reading the model's input
-// where it lies, with no transposed copy: conv_direct.h gathers each tile's window from the
-// planes). Channels-first convolutions ignore both.
-struct ConvShape {
-  int nd;
-  int N, C, M, group;
-  int in[3], out[3], k[3], stride[3], dil[3], pad_begin[3];
-  long ldy = 0;
-  int planar_x = 0;
-};
 
 namespace detail {
 
 inline long l2_bytes() { return gemm::cache_bytes(2); }
 
-inline window::Geom geom(const ConvShape& s) {
-  return window::make_geom(s.nd, s.in, s.out, s.k, s.stride, s.dil, s.pad_begin);
-}
-inline bool is_depthwise(const ConvShape& s) { return s.group == s.C && s.M == s.C; }
-inline bool is_pointwise(const window::Geom& g) {
-  for (int i = 0; i < 3; ++i)
-    if (g.k[i] != 1 || g.stride[i] != 1 || g.pad[i] != 0 || g.in[i] != g.out[i]) return false;
-  return true;
-}
 inline void check(const ConvShape& s) {
   if (s.group <= 0 || s.C % s.group || s.M % s.group || s.nd < 1 || s.nd > 3)
     throw std::invalid_argument("conv: channels must divide into groups, 1 to 3 spatial dims");

@@ -166,23 +166,20 @@ void mean_of_rows(const ConvShape& s, const float* y, float* pooled, float scale
 // packed as a GEMM B for the pointwise path, or the direct kernel's packing otherwise.
 class PackedNhwcWeights {
  public:
-  PackedNhwcWeights(const ConvShape& s, const float* w) : s_(s) {
+  PackedNhwcWeights(const ConvShape& s, const float* w) : s_(s), path_(nhwc_path(s)) {
     detail::check(s);
     const window::Geom g = detail::geom(s);
     const int taps = g.taps();
-    if (s.planar_x) {  // a channels-first x: the direct kernel only
-      if (s.group != 1) throw std::invalid_argument("conv_nhwc: a channels-first input needs one group");
-      direct_ = DirectWeights(s, w);
-    } else if (wino::chosen(s)) {
-      wino_ = std::make_unique<wino::Weights>(s, w);
-    } else if (detail::is_depthwise(s)) {
-      depthwise_.resize(static_cast<size_t>(taps) * s.C);
-      for (int c = 0; c < s.C; ++c)
-        for (int t = 0; t < taps; ++t) depthwise_[static_cast<size_t>(t) * s.C + c] = w[static_cast<long>(c) * taps + t];
-    } else if (pointwise_gemm(s)) {
-      gemm_ = gemm::PackedB(w, 1, s.C, s.C, s.M);  // B[c, m] = w[m, c]
-    } else {
-      direct_ = DirectWeights(s, w);
+    if (s.planar_x && s.group != 1) throw std::invalid_argument("conv_nhwc: a channels-first input needs one group");
+    switch (path_) {
+      case NhwcPath::Winograd: wino_ = std::make_unique<wino::Weights>(s, w); break;
+      case NhwcPath::Depthwise:
+        depthwise_.resize(static_cast<size_t>(taps) * s.C);
+        for (int c = 0; c < s.C; ++c)
+          for (int t = 0; t < taps; ++t) depthwise_[static_cast<size_t>(t) * s.C + c] = w[static_cast<long>(c) * taps + t];
+        break;
+      case NhwcPath::Pointwise: gemm_ = gemm::PackedB(w, 1, s.C, s.C, s.M); break;  // B[c, m] = w[m, c]
+      case NhwcPath::Direct: direct_ = DirectWeights(s, w); break;
     }
   }
   // For an input in channel segments (`segments`: their channel counts; one group): the
@@ -203,6 +200,7 @@ class PackedNhwcWeights {
     return same && pointwise_gemm(s) == pointwise_gemm(s_) && (!wino_ || wino::applies(s));
   }
   bool segmented() const { return segmented_; }
+  NhwcPath path() const { return path_; }
   const wino::Weights* winograd() const { return wino_.get(); }
   const float* depthwise() const { return depthwise_.data(); }
   const gemm::PackedBView& gemm() const { return gemm_.view(); }
@@ -210,6 +208,7 @@ class PackedNhwcWeights {
 
  private:
   ConvShape s_;
+  NhwcPath path_ = NhwcPath::Direct;  // the direct kernel's packing for channel segments
   bool segmented_ = false;
   std::vector<float> depthwise_;
   std::unique_ptr<wino::Weights> wino_;
@@ -217,34 +216,56 @@ class PackedNhwcWeights {
   DirectWeights direct_;
 };
 
+// The paths as functions of their own (the direct kernel is conv_direct.h's, the pointwise
+// GEMM gemm.h's), each instantiated in a prelude unit of its own (prelude_units.h), so that a
+// module compiles and links only the paths its convolutions take.
+template <class Ep>
+void nhwc_winograd_f32(const ConvShape& s, const float* x, const wino::Weights& w, float* y, const Ep& ep) {
+  const long ldy = s.ldy ? s.ldy : s.M;
+  wino::run(s, x, w, [&](const float* buf, int nvk, int m, long row0) {
+    nhwc_detail::finish_block(ep, buf, nvk, y + row0 * ldy, ldy, m, s.M, row0, 0);
+  });
+}
+template <class Ep>
+void nhwc_depthwise_f32(const ConvShape& s, const float* x, const float* wt, float* y, const Ep& ep) {
+  if (s.ldy && s.ldy != s.M) throw std::invalid_argument("conv_nhwc: the depthwise path writes a dense output");
+  nhwc_detail::depthwise_nhwc(s, detail::geom(s), x, wt, y, ep, [](long) {});
+}
+
+// y = conv(x, w) channels last, by the path the weights were packed for, which must be one of
+// `Paths` (NhwcPath bits): the code generator names the path nhwc_path gives for the shape, so
+// the module holds that path's call only. A path outside the set (the environment changed
+// DNNF_WINOGRAD between code generation and run) is an error, not a wrong result.
+template <int Paths, class Ep = gemm::EpNone>
+void conv_nhwc_paths_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& w, float* y,
+                         const Ep& ep = {}) {
+  if (!w.fits(s) || w.segmented()) throw std::invalid_argument("conv_nhwc: weights were packed for another shape");
+  const long ldy = s.ldy ? s.ldy : s.M;
+  if (ldy < s.M) throw std::invalid_argument("conv_nhwc: output pixels closer than the output channels");
+  const NhwcPath p = w.path();
+  if constexpr ((Paths & static_cast<int>(NhwcPath::Winograd)) != 0) {
+    if (p == NhwcPath::Winograd) return nhwc_winograd_f32(s, x, *w.winograd(), y, ep);
+  }
+  if constexpr ((Paths & static_cast<int>(NhwcPath::Depthwise)) != 0) {
+    if (p == NhwcPath::Depthwise) return nhwc_depthwise_f32(s, x, w.depthwise(), y, ep);
+  }
+  if constexpr ((Paths & static_cast<int>(NhwcPath::Pointwise)) != 0) {
+    if (p == NhwcPath::Pointwise) {
+      const long pixels = static_cast<long>(s.N) * detail::geom(s).out_plane();
+      return gemm::gemm_f32_src(static_cast<int>(pixels), s.M, s.C, gemm::AView<>{x, s.C, 1}, w.gemm(), y, ldy, ep);
+    }
+  }
+  if constexpr ((Paths & static_cast<int>(NhwcPath::Direct)) != 0) {
+    if (p == NhwcPath::Direct) return conv_direct_f32(s, x, w.direct(), y, ep);
+  }
+  throw std::invalid_argument("conv_nhwc: the weights were packed for a path this module was not generated for "
+                              "(was DNNF_WINOGRAD changed between compiling and running it?)");
+}
+
 template <class Ep = gemm::EpNone>
 void conv_nhwc_f32(const ConvShape& s, const float* x, const PackedNhwcWeights& w, float* y,
                    const Ep& ep = {}) {
-  if (!w.fits(s) || w.segmented()) throw std::invalid_argument("conv_nhwc: weights were packed for another shape");
-  const window::Geom g = detail::geom(s);
-  const long pixels = static_cast<long>(s.N) * g.out_plane();
-  const long ldy = s.ldy ? s.ldy : s.M;
-  if (ldy < s.M) throw std::invalid_argument("conv_nhwc: output pixels closer than the output channels");
-  if (s.planar_x) {  // x channels first: the direct kernel gathers its windows (PackedNhwcWeights)
-    conv_direct_f32(s, x, w.direct(), y, ep);
-    return;
-  }
-  if (const wino::Weights* ww = w.winograd()) {
-    wino::run(s, x, *ww, [&](const float* buf, int nvk, int m, long row0) {
-      nhwc_detail::finish_block(ep, buf, nvk, y + row0 * ldy, ldy, m, s.M, row0, 0);
-    });
-    return;
-  }
-  if (detail::is_depthwise(s)) {
-    if (ldy != s.M) throw std::invalid_argument("conv_nhwc: the depthwise path writes a dense output");
-    nhwc_detail::depthwise_nhwc(s, g, x, w.depthwise(), y, ep, [](long) {});
-    return;
-  }
-  if (PackedNhwcWeights::pointwise_gemm(s)) {
-    gemm::gemm_f32_src(static_cast<int>(pixels), s.M, s.C, gemm::AView<>{x, s.C, 1}, w.gemm(), y, ldy, ep);
-    return;
-  }
-  conv_direct_f32(s, x, w.direct(), y, ep);
+  conv_nhwc_paths_f32<kAllNhwcPaths>(s, x, w, y, ep);
 }
 
 // A depthwise convolution that also reduces its output (after the epilogue) over the pixels

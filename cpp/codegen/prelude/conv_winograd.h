@@ -35,34 +35,7 @@
 
 namespace dnnf::conv::wino {
 
-// 3x3 in the plane with stride 1 and dilation 1, one group; 2-D, or 3-D with any depth
-// kernel, stride, dilation and padding. A 3-D convolution (kd, 3, 3) is, per output frame,
-// the sum over kz of the 2-D 3x3 convolutions of input frame z*sz - pz + kz*dz with weight
-// slice kz, so each position's GEMM sums over kz and the channels together (K = kd * C, the
-// transformed inputs of the kd frames side by side; a frame in the depth padding is zeros).
-inline bool applies(const ConvShape& s) {
-  if (s.group != 1) return false;
-  const window::Geom g = detail::geom(s);
-  return g.k[1] == 3 && g.k[2] == 3 && g.stride[1] == 1 && g.stride[2] == 1 && g.dil[1] == 1 && g.dil[2] == 1 &&
-         g.pad[1] <= 2 && g.pad[2] <= 2;
-}
-
-// Whether to use it: where it applies, the channels are many enough that the GEMMs, not the
-// transforms, carry the time (both at least kMinChannels) and the output plane is at least
-// 8x8 (on 7x7 planes a quarter of the 2x2 tiles' outputs is padding and the direct kernel
-// is as fast: measured 1.02x with AVX-512, 0.98x with AVX2 at 512 channels).
-// DNNF_WINOGRAD=0 turns it off, =1 uses it wherever it applies (both for comparisons/tests).
-inline constexpr int kMinChannels = 32, kMinPixels = 64;
 inline constexpr int kMinTiles = 2 * gemm::kMR;
-inline bool chosen(const ConvShape& s) {
-  if (!applies(s)) return false;
-  if (const char* e = std::getenv("DNNF_WINOGRAD")) {
-    if (e[0] == '0') return false;
-    if (e[0] == '1') return true;
-  }
-  const window::Geom g = detail::geom(s);
-  return s.C >= kMinChannels && s.M >= kMinChannels && g.out[1] * g.out[2] >= kMinPixels;
-}
 
 // U_xi = (G g G^T)[xi] as 16 GEMM B operands [kd * C, M] (row kz * C + c), packed.
 class Weights {

@@ -14,8 +14,9 @@
 // hidden symbols: unit objects are linked into it, not shared between modules, so the
 // prelude's function-local statics (thread pool, blocking, scratch) stay private to it.
 //
-// Units are self-contained: a unit instantiates whatever its entry points call (two units may
-// both hold a GEMM driver; the linker keeps one), so no unit depends on another.
+// Units are self-contained, but for one: a unit instantiates whatever its entry points call
+// (two units may both hold a GEMM driver; the linker keeps one), except nhwcexp, which calls
+// the gemm unit's driver (see there).
 #pragma once
 
 #define DNNF_UNIT_EP_0 dnnf::gemm::EpNone
@@ -26,12 +27,19 @@
   D(void dnnf::gemm::detail::gemm_run<EP, A, B>(int, int, int, const A&, const B&, float*, long, \
                                                   const EP&, const dnnf::gemm::Options&))
 
-// MatMul, Gemm: the GEMM driver for strided, packed and computed (prologue) operands.
-#define DNNF_UNIT_gemm(EP, D)                                                                  \
-  DNNF_UNIT_GEMM_RUN_(EP, D, dnnf::gemm::AView<dnnf::gemm::ProNone>, dnnf::gemm::PackedBView) \
-  DNNF_UNIT_GEMM_RUN_(EP, D, dnnf::gemm::AView<dnnf::gemm::ProNone>, dnnf::gemm::BView)       \
-  DNNF_UNIT_GEMM_RUN_(EP, D, dnnf::gemm::ARows, dnnf::gemm::PackedBView)                      \
+// MatMul, Gemm (and the NHWC pointwise Conv): the GEMM driver, a unit per kind of operands a
+// call names, so that a module compiles only the kinds it calls: A strided and B packed
+// beforehand (weights), both strided (activations, e.g. attention's), A computed by a fused
+// prologue (B either). All four in one unit took 4.8 s (Xeon, AVX-512).
+#define DNNF_UNIT_gemm(EP, D) \
+  DNNF_UNIT_GEMM_RUN_(EP, D, dnnf::gemm::AView<dnnf::gemm::ProNone>, dnnf::gemm::PackedBView)
+#define DNNF_UNIT_gemmb(EP, D) DNNF_UNIT_GEMM_RUN_(EP, D, dnnf::gemm::AView<dnnf::gemm::ProNone>, dnnf::gemm::BView)
+#define DNNF_UNIT_gemmpro(EP, D)                                             \
+  DNNF_UNIT_GEMM_RUN_(EP, D, dnnf::gemm::ARows, dnnf::gemm::PackedBView) \
   DNNF_UNIT_GEMM_RUN_(EP, D, dnnf::gemm::ARows, dnnf::gemm::BView)
+// All four, for a module naming two or more of the above with one epilogue (render_module.cc):
+// their micro-kernels (templates of the epilogue alone, most of each unit's compile) once.
+#define DNNF_UNIT_gemmall(EP, D) DNNF_UNIT_gemm(EP, D) DNNF_UNIT_gemmb(EP, D) DNNF_UNIT_gemmpro(EP, D)
 
 // Conv and ConvTranspose in NCHW (conv.h).
 #define DNNF_UNIT_conv(EP, D)                                                                          \
@@ -42,20 +50,32 @@
   D(void dnnf::conv::conv_transpose_f32<EP>(const dnnf::conv::ConvShape&, const float*, const float*, \
                                             float*, const EP&))
 
-// Conv in NHWC (conv_nhwc.h): GEMM, direct and Winograd paths, depthwise.
-#define DNNF_UNIT_nhwc(EP, D)                                                                           \
-  D(void dnnf::conv::conv_nhwc_f32<EP>(const dnnf::conv::ConvShape&, const float*,                      \
-                                       const dnnf::conv::PackedNhwcWeights&, float*, const EP&))        \
-  D(void dnnf::conv::conv_nhwc_f32<EP>(const dnnf::conv::ConvShape&, const dnnf::conv::InputSegments&, \
-                                       const dnnf::conv::PackedNhwcWeights&, float*, const EP&))        \
-  D(void dnnf::conv::conv_nhwc_f32<EP>(const dnnf::conv::ConvShape&, const float*, const float*, float*, \
-                                       const EP&))                                                      \
-  D(void dnnf::conv::conv_nhwc_mean_f32<EP>(const dnnf::conv::ConvShape&, const float*,                 \
-                                            const dnnf::conv::PackedNhwcWeights&, float*, const EP&,    \
-                                            float*, float))    \
-  DNNF_UNIT_NHWC_EXPAND(EP, D)
+// Conv in NHWC (conv_nhwc.h), a unit per path, so that a module compiles only the paths its
+// convolutions take (conv_nhwc_paths_f32; the pointwise GEMM is the gemm unit's): the direct
+// kernel (also channel segments, channels-first inputs), Winograd, depthwise (also with the
+// spatial mean it reduces). MobileNetV2's module, which takes no Winograd, built all paths in
+// one 10.8 s unit (Xeon, AVX-512), its longest compile.
+#define DNNF_UNIT_nhwcdirect(EP, D)                                                                     \
+  D(void dnnf::conv::conv_direct_f32<EP>(const dnnf::conv::ConvShape&, const float*,                    \
+                                         const dnnf::conv::DirectWeights&, float*, const EP&))          \
+  D(void dnnf::conv::conv_direct_f32<EP>(const dnnf::conv::ConvShape&, const dnnf::conv::InputSegments&, \
+                                         const dnnf::conv::DirectWeights&, float*, const EP&))
+#define DNNF_UNIT_nhwcwino(EP, D)                                                                     \
+  D(void dnnf::conv::nhwc_winograd_f32<EP>(const dnnf::conv::ConvShape&, const float*,                \
+                                           const dnnf::conv::wino::Weights&, float*, const EP&))
+#define DNNF_UNIT_nhwcdw(EP, D)                                                                          \
+  D(void dnnf::conv::nhwc_depthwise_f32<EP>(const dnnf::conv::ConvShape&, const float*, const float*, float*, \
+                                            const EP&))                                                  \
+  D(void dnnf::conv::conv_nhwc_mean_f32<EP>(const dnnf::conv::ConvShape&, const float*,                  \
+                                            const dnnf::conv::PackedNhwcWeights&, float*, const EP&,     \
+                                            float*, float))
+// The expansions run each row block's 1x1 convolution through the gemm unit's driver: the
+// only unit that takes another's (a module naming nhwcexp names gemm or gemmall too,
+// render_module.cc),
+// because the driver was most of its compile (4.6 s with it).
+#define DNNF_UNIT_nhwcexp(EP, D) DNNF_UNIT_gemm(EP, DNNF_UNIT_EXTERN_) DNNF_UNIT_NHWC_EXPAND(EP, D)
 
-// The expansion kernels (conv_nhwc_expand.h) are in the nhwc unit too, but only a module that
+// The expansion kernels (conv_nhwc_expand.h) are the nhwcexp unit, but only a module that
 // includes their header may declare them: that header defines DNNF_UNIT_NHWC_EXPAND, here it
 // is empty. (Declared unconditionally, they made every module naming an nhwc unit fail to
 // compile with the units and compile whole instead, at twice the time, without a word: a
@@ -89,10 +109,14 @@
 #define DNNF_UNIT_REDUCE_(EP, D, K)                                                                    \
   D(void dnnf::rowops::reduce_f32<dnnf::rowops::ReduceKind::K, EP>(int, const long*, unsigned, const float*, \
                                                                   float*, const EP&))
-// Float reductions (reduce.h), every kind.
-#define DNNF_UNIT_reduce(EP, D)                                                          \
-  DNNF_UNIT_REDUCE_(EP, D, Sum) DNNF_UNIT_REDUCE_(EP, D, Mean) DNNF_UNIT_REDUCE_(EP, D, Max) \
-  DNNF_UNIT_REDUCE_(EP, D, Min) DNNF_UNIT_REDUCE_(EP, D, Prod) DNNF_UNIT_REDUCE_(EP, D, L2)
+// Float reductions (reduce.h), a unit per kind (the kind a module's reduction takes is known
+// when it is generated; all six in one unit took 3.8 s where MobileNetV2 needs its Mean).
+#define DNNF_UNIT_reducesum(EP, D) DNNF_UNIT_REDUCE_(EP, D, Sum)
+#define DNNF_UNIT_reducemean(EP, D) DNNF_UNIT_REDUCE_(EP, D, Mean)
+#define DNNF_UNIT_reducemax(EP, D) DNNF_UNIT_REDUCE_(EP, D, Max)
+#define DNNF_UNIT_reducemin(EP, D) DNNF_UNIT_REDUCE_(EP, D, Min)
+#define DNNF_UNIT_reduceprod(EP, D) DNNF_UNIT_REDUCE_(EP, D, Prod)
+#define DNNF_UNIT_reducenorm(EP, D) DNNF_UNIT_REDUCE_(EP, D, L2)
 
 // Resize (resize.h) and RoiAlign (irregular.h).
 #define DNNF_UNIT_resize(EP, D)                                                                   \

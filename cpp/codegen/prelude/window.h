@@ -22,6 +22,7 @@
 #include <new>
 #include <type_traits>
 
+#include "conv_shape.h"
 #include "gemm_kernel.h"
 #include "large_alloc.h"
 #include "parallel.h"
@@ -34,30 +35,6 @@ using gemm::store_lanes;
 using simd::kVecWidth;
 using simd::vf;
 
-// Canonical 3-D geometry (depth, height, width): 1-D and 2-D shapes are right-aligned, the
-// leading dims get size 1, kernel 1, stride 1, dilation 1 and no padding.
-struct Geom {
-  int in[3], out[3], k[3], stride[3], dil[3], pad[3];
-  int padded[3];  // extents of the padded volume: exactly what the windows reach
-  long in_plane() const { return static_cast<long>(in[0]) * in[1] * in[2]; }
-  long out_plane() const { return static_cast<long>(out[0]) * out[1] * out[2]; }
-  int taps() const { return k[0] * k[1] * k[2]; }
-};
-inline Geom make_geom(int nd, const int* in, const int* out, const int* k, const int* stride,
-                      const int* dil, const int* pad_begin) {
-  Geom g;
-  for (int i = 0; i < 3; ++i) {
-    const int j = i - (3 - nd);  // index into the caller's arrays, < 0 for leading dims
-    g.in[i] = j >= 0 ? in[j] : 1;
-    g.out[i] = j >= 0 ? out[j] : 1;
-    g.k[i] = j >= 0 ? k[j] : 1;
-    g.stride[i] = j >= 0 ? stride[j] : 1;
-    g.dil[i] = j >= 0 ? dil[j] : 1;
-    g.pad[i] = j >= 0 ? pad_begin[j] : 0;
-    g.padded[i] = std::max(1, (g.out[i] - 1) * g.stride[i] + (g.k[i] - 1) * g.dil[i] + 1);
-  }
-  return g;
-}
 
 // Reduction ops over the taps. first/step see one input vector x and the tap's weight w;
 // combine merges two partial results.
