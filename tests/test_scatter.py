@@ -167,17 +167,85 @@ def test_torch_scatter_and_index_put_against_eager():
         np.testing.assert_allclose(gv, wv.numpy(), rtol=1e-6, atol=1e-6, err_msg=f"output {k}")
 
 
-def test_counts_say_what_the_scatter_writes():
-    """Relu -> ScatterND -> Add, one block of three stages: the Relu loop, the scatter (a copy of
-    data, one pass, then every update written again, a second) and the Add loop. Relu's output
-    and the scatter's are intermediates."""
+@pytest.mark.parametrize("in_place", [True, False])
+def test_counts_say_what_the_scatter_writes(in_place, monkeypatch):
+    """Relu -> ScatterND -> Add, one block of three stages: the Relu loop, the scatter and the
+    Add loop. Relu's output dies at the scatter, so the scatter updates it in place: its output
+    takes the same scratch bytes and the kernel writes the updates only (one pass). With
+    DNNF_SCATTER_IN_PLACE=0 it copies the data first (a pass of its own), then writes the
+    updates again."""
+    if not in_place:
+        monkeypatch.setenv("DNNF_SCATTER_IN_PLACE", "0")
     m, feeds, want = _one("nd_rows_none")
     compiled = df.compile(m.SerializeToString())
     _check(compiled(**feeds), want, "nd_rows_none")
     data, upd = 5 * 4 * 3 * 4, 3 * 4 * 3 * 4
     assert compiled.stats["kernels"] == 1
+    assert compiled.stats["passes"] == (3 if in_place else 4)
+    assert compiled.stats["intermediate_bytes_written"] == data + upd + (0 if in_place else data)
+
+
+def test_data_read_after_the_scatter_in_its_block_is_not_updated_in_place():
+    """Relu -> ScatterND -> Add(scatter, Relu's output): one block, and Relu's output is read
+    again after the scatter, so the scatter must copy it (4 passes) and the sum be right."""
+    nodes = [h.make_node("Relu", ["x"], ["d"]), h.make_node("ScatterND", ["d", "i", "u"], ["s"]),
+             h.make_node("Add", ["s", "d"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [5, 4]),
+                                  h.make_tensor_value_info("i", T.INT64, [2, 1]),
+                                  h.make_tensor_value_info("u", T.FLOAT, [2, 4])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [5, 4])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((5, 4)).astype(np.float32), "i": np.array([[1], [3]], np.int64),
+             "u": rng.standard_normal((2, 4)).astype(np.float32)}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    compiled = df.compile(m.SerializeToString())
+    assert [k["stages"] for k in compiled.kernels] == [["vector loop f32[20]", "ScatterND", "vector loop f32[20]"]]
     assert compiled.stats["passes"] == 4
-    assert compiled.stats["intermediate_bytes_written"] == data + data + upd
+    np.testing.assert_allclose(compiled(**feeds), want, rtol=1e-6)
+
+
+def _matmul_scatter_model(read_after: bool):
+    """MatMul -> ScatterND -> MatMul: the scatter a block of its own between two GEMMs, its data
+    in the arena; `read_after`: the first MatMul's output is also added to the scatter's, so it
+    is still read after the scatter and must not be updated in place."""
+    rng = np.random.default_rng(0)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "w")
+    wt = onnx.numpy_helper.from_array(rng.standard_normal((32, 8)).astype(np.float32), "wt")
+    nodes = [h.make_node("MatMul", ["x", "w"], ["d"]), h.make_node("ScatterND", ["d", "i", "u"], ["s"])]
+    if read_after:
+        nodes += [h.make_node("Add", ["s", "d"], ["s2"]), h.make_node("MatMul", ["s2", "wt"], ["y"])]
+    else:
+        nodes += [h.make_node("MatMul", ["s", "wt"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [64, 16]),
+                                  h.make_tensor_value_info("i", T.INT64, [3, 1]),
+                                  h.make_tensor_value_info("u", T.FLOAT, [3, 32])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [64, 8])], [w, wt])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    feeds = {"x": rng.standard_normal((64, 16)).astype(np.float32), "i": np.array([[3], [60], [-1]], np.int64),
+             "u": rng.standard_normal((3, 32)).astype(np.float32)}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    return m, feeds, want
+
+
+@pytest.mark.parametrize("read_after", [False, True])
+def test_a_scatter_updates_arena_data_in_place_only_where_it_dies(read_after):
+    """Data made by another block (in the arena): where it dies at the scatter, the memory plan
+    gives the scatter's output its bytes and the 8 KiB copy goes (passes and bytes say so);
+    where a later operator still reads it, the scatter copies it and both values are right."""
+    m, feeds, want = _matmul_scatter_model(read_after)
+    compiled = df.compile(m.SerializeToString())
+    for _ in range(2):  # the second call starts from the first one's arena
+        np.testing.assert_allclose(compiled(**feeds), want, rtol=1e-4, atol=1e-4)
+    data, upd = 64 * 32 * 4, 3 * 32 * 4
+    scatter = [k for k in compiled.kernels if "ScatterND" in k["stages"]]
+    assert len(scatter) == 1
+    if read_after:  # the Add fused after it: the copy, the updates, the Add's loop
+        assert scatter[0]["stages"] == ["ScatterND", "vector loop f32[2048]"]
+        assert scatter[0]["passes"] == 3 and scatter[0]["intermediate_bytes_written"] == data + upd + data
+    else:  # the updates only
+        assert scatter[0]["stages"] == ["ScatterND"]
+        assert scatter[0]["passes"] == 1 and scatter[0]["intermediate_bytes_written"] == upd
 
 
 def test_torch_slice_assignment_against_eager():

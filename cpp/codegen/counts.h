@@ -19,6 +19,9 @@ struct Counts {
 };
 
 Counts count_block(const Graph& g, const BlockPlan& b);
+// Whether scatter a of block b writes its output in its data's bytes (one offset of the arena
+// or of the block's scratch): it then copies nothing, on every target.
+bool scatter_in_place(const BlockPlan& b, const AnchorStage& a);
 Counts count_module(const Graph& g, const ModulePlan& mp);
 
 }  // namespace dnnf::cg

@@ -275,4 +275,19 @@ bool BlockLowerer::conv_stores_rows(ValueId u) const {
   return false;
 }
 
+bool BlockLowerer::scatter_in_place(const Node& n) const {
+  if (!opt_.scatters_in_place || (n.op != OpKind::ScatterND && n.op != OpKind::ScatterElements)) return false;
+  const ValueId data = n.inputs.at(0), y = n.outputs.at(0);
+  if (n.inputs.at(1) == data || n.inputs.at(2) == data || !materialised_.count(data) || block_outputs_.count(data))
+    return false;
+  if (views_.count(data) || segments_.count(data) || assembled_.count(data) || planar_.count(data) ||
+      views_.count(y) || assembled_.count(y) || g_.is_graph_output(data))
+    return false;
+  for (const auto& [x, runs] : assembled_)
+    for (const auto& run : runs)
+      if (run.first == data || run.first == y) return false;
+  const std::vector<NodeId> readers = g_.consumers(data);
+  return readers.size() == 1 && &g_.node(readers[0]) == &n;
+}
+
 }  // namespace dnnf::cg

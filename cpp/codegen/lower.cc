@@ -456,6 +456,15 @@ BlockPlan BlockLowerer::lower() {
     if (!where.count(x)) where[x] = locate_(x);  // a Concat this block consumes, in the arena
     for (const auto& [u, part] : runs) where[u] = {Location::Kind::Arena, where.at(x).at + part.at, part.row, part.stride};
   }
+  // A scatter updating its data in place (scatter_in_place): one buffer for both, its output's
+  // where the block stores it (irregular.h's kernels then copy nothing).
+  for (NodeId id : b_.nodes) {
+    const Node& n = g_.node(id);
+    if (!scatter_in_place(n)) continue;
+    const ValueId data = n.inputs[0], y = n.outputs[0];
+    if (!where.count(y)) where[y] = {Location::Kind::Scratch, scratch(static_cast<int64_t>(g_.value(y).type.nbytes()))};
+    where[data] = where.at(y);
+  }
   for (ValueId v : materialised_)
     if (!where.count(v)) where[v] = {Location::Kind::Scratch, scratch(static_cast<int64_t>(g_.value(v).type.nbytes()))};
   for (const auto& [x, v] : views_)

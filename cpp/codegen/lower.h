@@ -66,6 +66,9 @@ struct LowerOptions {
   // reads is computed by that convolution's call, rows at a time (AnchorStage::expand; the CPU
   // renderer's conv_nhwc_expand_f32, expand_rows.cc).
   bool expand_rows = false;
+  // A scatter whose data is made in the block and read by it alone updates that data in place
+  // (BlockLowerer::scatter_in_place: one buffer for both, the kernel copies nothing).
+  bool scatters_in_place = false;
 };
 
 // The index of n's output as a function of an anchor's index (idx holds the indices of the
@@ -119,6 +122,9 @@ class BlockLowerer {
   void find_segments(ValueId x, const std::set<NodeId>& in_epilogue);
   void find_assembly(const Node& cat, const std::set<NodeId>& in_epilogue);
   void find_planar(const Node& conv, const std::set<NodeId>& in_epilogue);
+  // Whether scatter n may update its data in place: data is made in this block, read by n
+  // alone and kept nowhere else, so n's output can take data's bytes and skip the copy.
+  bool scatter_in_place(const Node& n) const;
   void find_prologue(const Node& n, const std::set<NodeId>& in_epilogue);
   bool build_prologue(const Node& n, const Leaves& leaves, Program& prog, int* ops) const;
   // Whether v is in memory when the block's anchors run, or can be (a value of a pointwise

@@ -1,7 +1,8 @@
 // The epilogue the prelude's kernels apply in registers (gemm_kernel.h EpDyn::act): which
 // epilogue programs have the form v = act(v + bias[j] + res[row * ld + j]) (affine_form), and
 // the anchors that may then write their output in place of that residual (residuals_in_place,
-// used by the memory plan).
+// used by the memory plan); and the scatters that may update their data in place
+// (scatters_in_place), which block analysis (mentions) decides the same way.
 #include <map>
 
 #include "codegen/cpu/render.h"
@@ -149,50 +150,69 @@ AffineEpilogue affine_form(const Program& p) {
 
 namespace {
 
-// How many times block b names value v: loads and stores of its programs, anchor arguments,
+// How many times stage s names value v: loads and stores of its programs, anchor arguments,
 // GEMM operands, transposes.
-int mentions(const BlockPlan& b, ValueId v) {
+int mentions(const Stage& s, ValueId v) {
   int n = 0;
   auto prog = [&](const Program& p) {
     for (const Instr& in : p.code)
       if ((in.kind == Instr::Kind::Load || in.kind == Instr::Kind::Store) && in.value == v) ++n;
   };
-  for (const Stage& s : b.stages) {
-    switch (s.kind) {
-      case Stage::Kind::Loop:
-        prog(s.loop.body);
-        n += s.loop.value == v;
-        break;
-      case Stage::Kind::Transpose:
-        n += (s.transpose.in == v) + (s.transpose.out == v);
-        break;
-      case Stage::Kind::Anchor: {
-        std::vector<const AnchorStage*> calls{&s.anchor};  // and a pointwise convolution it computes
-        for (const AnchorStage& e : s.anchor.expand) calls.push_back(&e);
-        for (const AnchorStage* c : calls) {
-          const AnchorStage& a = *c;
-          for (const std::vector<AnchorArg>* args : {&a.args, &a.second})
-            for (const AnchorArg& x : *args) {
-              n += (x.kind == AnchorArg::Kind::Buffer && x.value == v);
-              for (ValueId u : x.values) n += u == v;
-            }
-          n += (a.gemm.a == v) + (a.gemm.b == v) + (a.y == v);
-          prog(a.gemm.a_prog);
-          prog(a.ep.prog);
-        }
-        break;
+  switch (s.kind) {
+    case Stage::Kind::Loop:
+      prog(s.loop.body);
+      n += s.loop.value == v;
+      break;
+    case Stage::Kind::Transpose:
+      n += (s.transpose.in == v) + (s.transpose.out == v);
+      break;
+    case Stage::Kind::Anchor: {
+      std::vector<const AnchorStage*> calls{&s.anchor};  // and a pointwise convolution it computes
+      for (const AnchorStage& e : s.anchor.expand) calls.push_back(&e);
+      for (const AnchorStage* c : calls) {
+        const AnchorStage& a = *c;
+        for (const std::vector<AnchorArg>* args : {&a.args, &a.second})
+          for (const AnchorArg& x : *args) {
+            n += (x.kind == AnchorArg::Kind::Buffer && x.value == v);
+            for (ValueId u : x.values) n += u == v;
+          }
+        n += (a.gemm.a == v) + (a.gemm.b == v) + (a.y == v);
+        prog(a.gemm.a_prog);
+        prog(a.ep.prog);
       }
+      break;
     }
   }
   return n;
+}
+// How many times block b names value v.
+int mentions(const BlockPlan& b, ValueId v) {
+  int n = 0;
+  for (const Stage& s : b.stages) n += mentions(s, v);
+  return n;
+}
+
+using Slots = std::map<ValueId, const BufferSlot*>;
+Slots slots(const MemoryPlan& memory) {
+  Slots slot;
+  for (const BufferSlot& s : memory.buffers) slot[s.value] = &s;
+  return slot;
+}
+// Whether the memory plan may give y the bytes of r in block bi (plan_memory's in_place): both
+// arena tensors of one size outside any Concat's bytes, y first written and r last read there.
+bool may_share(const Slots& slot, ValueId y, ValueId r, size_t bi) {
+  auto ys = slot.find(y), rs = slot.find(r);
+  if (ys == slot.end() || rs == slot.end() || y == r) return false;
+  const BufferSlot &yb = *ys->second, &rb = *rs->second;
+  return yb.size == rb.size && rb.last == static_cast<int>(bi) && yb.first == static_cast<int>(bi) &&
+         yb.within == kNoValue && rb.within == kNoValue && yb.row == 0 && rb.row == 0;
 }
 
 }  // namespace
 
 std::vector<std::pair<ValueId, ValueId>> residuals_in_place(const Graph& g, const ModulePlan& mp,
                                                             const MemoryPlan& memory) {
-  std::map<ValueId, const BufferSlot*> slot;
-  for (const BufferSlot& s : memory.buffers) slot[s.value] = &s;
+  const Slots slot = slots(memory);
   std::vector<std::pair<ValueId, ValueId>> pairs;
   for (size_t bi = 0; bi < mp.blocks.size(); ++bi) {
     const BlockPlan& b = mp.blocks[bi];
@@ -202,16 +222,34 @@ std::vector<std::pair<ValueId, ValueId>> residuals_in_place(const Graph& g, cons
       if (a.kind != AnchorKind::NhwcConv && a.kind != AnchorKind::MatMul && a.kind != AnchorKind::Gemm) continue;
       if (!a.ep.present || a.ep.stores || a.y == kNoValue) continue;
       const AffineEpilogue af = affine_form(a.ep.prog);
-      if (!af.ok || af.res == kNoValue || af.res_ld != a.ep.C || af.res == a.y) continue;
-      auto ys = slot.find(a.y), rs = slot.find(af.res);
-      if (ys == slot.end() || rs == slot.end()) continue;
-      const BufferSlot &yb = *ys->second, &rb = *rs->second;
-      if (yb.size != rb.size || rb.last != static_cast<int>(bi) || yb.first != static_cast<int>(bi) ||
-          yb.within != kNoValue || rb.within != kNoValue)
-        continue;
+      if (!af.ok || af.res == kNoValue || af.res_ld != a.ep.C || !may_share(slot, a.y, af.res, bi)) continue;
       if (g.value(a.y).type.dtype != DType::F32 || g.value(af.res).type.dtype != DType::F32) continue;
       if (mentions(b, af.res) != 1) continue;  // the residual load only
       pairs.emplace_back(a.y, af.res);
+    }
+  }
+  return pairs;
+}
+
+std::vector<std::pair<ValueId, ValueId>> scatters_in_place(const Graph& g, const ModulePlan& mp,
+                                                           const MemoryPlan& memory) {
+  const Slots slot = slots(memory);
+  std::vector<std::pair<ValueId, ValueId>> pairs;
+  for (size_t bi = 0; bi < mp.blocks.size(); ++bi) {
+    const BlockPlan& b = mp.blocks[bi];
+    for (size_t si = 0; si < b.stages.size(); ++si) {
+      const Stage& s = b.stages[si];
+      if (s.kind != Stage::Kind::Anchor || s.anchor.kind != AnchorKind::Scatter) continue;
+      const Node& n = *s.anchor.node;
+      const ValueId data = n.inputs.at(0), y = n.outputs.at(0);
+      if (n.inputs.at(1) == data || n.inputs.at(2) == data || !may_share(slot, y, data, bi)) continue;
+      if (g.value(y).type.dtype != g.value(data).type.dtype) continue;
+      // Stages before it may make data (its producer fused in the block), none after it may
+      // read data (it holds y's values then), and the scatter names data once.
+      int later = 0;
+      for (size_t k = si + 1; k < b.stages.size(); ++k) later += mentions(b.stages[k], data);
+      if (later != 0 || mentions(s, data) != 1) continue;
+      pairs.emplace_back(y, data);
     }
   }
   return pairs;

@@ -38,6 +38,11 @@ AffineEpilogue affine_form(const Program& p);
 // block and by no later block, and both are arena tensors of one size.
 std::vector<std::pair<ValueId, ValueId>> residuals_in_place(const Graph& g, const ModulePlan& mp,
                                                             const MemoryPlan& memory);
+// (y, data) pairs of a module whose ScatterND / ScatterElements may update data in place: data
+// dies at the scatter (no later block reads it), neither is read or written elsewhere in its
+// block, and both are arena tensors (irregular.h's kernels then skip the copy).
+std::vector<std::pair<ValueId, ValueId>> scatters_in_place(const Graph& g, const ModulePlan& mp,
+                                                           const MemoryPlan& memory);
 
 // The function `static void <name>(const Ctx& x)` of one block.
 std::string render_block(const BlockPlan& b, const std::string& name, EpilogueTypes& types);

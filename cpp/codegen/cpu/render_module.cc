@@ -320,6 +320,12 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
   // time (expand_rows.cc). DNNF_EXPAND_ROWS=0 keeps it a stage of its own (for comparisons).
   const char* expand_env = std::getenv("DNNF_EXPAND_ROWS");
   lo.expand_rows = !(expand_env && expand_env[0] == '0');
+  // Scatters whose data dies at them update it in place instead of copying it first (an
+  // index_put into a buffer: a KV cache's one new row copied the whole cache): data made in
+  // the block shares its scratch (lowering), data from another block its arena bytes (the
+  // memory plan's pairs below). DNNF_SCATTER_IN_PLACE=0 turns both off (for comparisons).
+  const char* scatter_env = std::getenv("DNNF_SCATTER_IN_PLACE");
+  lo.scatters_in_place = !(scatter_env && scatter_env[0] == '0');
   lo.concat_run_alignment = memory.run_alignment;
   cg::ModulePlan mp = cg::plan_module(g, p, memory, lo);
   // Residuals added in place (an anchor's output in the bytes of the residual its epilogue
@@ -329,8 +335,10 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
   // 0.73 -> 0.62. The kernels plan again over the new offsets. DNNF_RESIDUAL_IN_PLACE=0 turns
   // it off (for comparisons).
   const char* env = std::getenv("DNNF_RESIDUAL_IN_PLACE");
-  const std::vector<std::pair<ValueId, ValueId>> in_place =
+  std::vector<std::pair<ValueId, ValueId>> in_place =
       env && env[0] == '0' ? std::vector<std::pair<ValueId, ValueId>>{} : cg::cpu::residuals_in_place(g, mp, memory);
+  if (lo.scatters_in_place)
+    for (const auto& pr : cg::cpu::scatters_in_place(g, mp, memory)) in_place.push_back(pr);
   // Channels-last Concats assembled in place: the convolutions that store an input of one
   // with their own store (ConvShape::ldy) write it as rows of the Concat's bytes, so that an
   // Inception module's or a CSP stage's Concat copies nothing (S3D, YOLOv4).

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 
+#include "codegen/counts.h"
 #include "codegen/opencl/renderer.h"
 #include "codegen/prelude/resize_taps.h"
 #include "ir/errors.h"
@@ -420,14 +421,16 @@ void Renderer::scatter(K& k, const AnchorStage& a, int64_t global[3]) {
   const int64_t n = a.args.at(b + 1).i, red = a.args.at(b + 5).i;
   const K base = k;
   const std::string name = k.name;
-  k.name += "_copy";
-  elementwise_head(k, n);
-  k.body.line(y + "[e] = " + data + "[e];");
-  int64_t g1[3] = {n, 1, 1};
-  finish(k, g1);
-  out.launches.back().block = cur_block;
-  k = base;
-  k.name = name;
+  if (!scatter_in_place(mp.blocks.at(static_cast<size_t>(cur_block)), a)) {  // else y is data's bytes
+    k.name += "_copy";
+    elementwise_head(k, n);
+    k.body.line(y + "[e] = " + data + "[e];");
+    int64_t g1[3] = {n, 1, 1};
+    finish(k, g1);
+    out.launches.back().block = cur_block;
+    k = base;
+    k.name = name;
+  }
   shape = Shape{};
   auto combine = [&](const std::string& at, const std::string& u) {
     const std::string ya = y + "[" + at + "]";

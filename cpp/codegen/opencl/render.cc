@@ -214,6 +214,7 @@ OpenclModule generate_opencl(const Graph& g, const FusionPlan& p, const OpenclCo
     return t ? (N + t - 1) / t : N;
   };
   lo.nchw_conv_segments = true;  // Renderer::conv reads a channel Concat's inputs in place
+  lo.scatters_in_place = true;   // Renderer::scatter then launches no copy
   const cg::ModulePlan mp = cg::plan_module(g, p, m.memory, lo);
   cg::opencl::Spelling sp;
   sp.fp64 = opt.fp64;
