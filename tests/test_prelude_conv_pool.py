@@ -402,9 +402,18 @@ def cases_x86() -> list[Case]:
              strides=(2, 2), ep="affine"),
         Case("conv_nhwc_mean", (1, 16, 9, 9), k=(3, 3), M=16, group=16, pads=(1,) * 4),
         # x channels first (a stem reading the model's input in place): the fixed-stride
-        # kernel gathering every tile's window from the planes (stride * C 6, 3, 1; 3-D; two
-        # images), and shapes it does not serve, transposed inside the kernel first (stride
-        # * C 12 and 5; x dilation)
+        # kernel reading input rows staged channels last once per task (stride * C 6, 3, 1,
+        # 4 from 2 channels and from 4, 2; 3-D; two images; runs of several tasks a thread,
+        # whose rows are staged again, reused and replaced; asymmetric padding), and shapes it
+        # does not serve, transposed inside the kernel first (stride * C 12 and 5; x dilation)
+        Case("conv_nhwc_planar", (2, 2, 23, 31), k=(3, 3), M=20, pads=(1, 1, 1, 1), strides=(2, 2),
+             threads=2),
+        Case("conv_nhwc_planar", (1, 4, 17, 40), k=(5, 5), M=33, pads=(2, 1, 0, 2), threads=3,
+             ep="bias_relu"),
+        Case("conv_nhwc_planar", (1, 2, 37, 45), k=(3, 2), M=16, pads=(0, 1, 2, 0), strides=(1, 1),
+             threads=2, ep="stores"),
+        Case("conv_nhwc_planar", (1, 3, 5, 20, 22), k=(2, 3, 3), M=9, pads=(1, 1, 1, 0, 1, 1),
+             strides=(1, 2, 2), threads=2),
         Case("conv_nhwc_planar", (1, 3, 30, 30), k=(7, 7), M=8, pads=(3, 3, 3, 3), strides=(2, 2),
              ep="bias_relu", threads=2),
         Case("conv_nhwc_planar", (2, 3, 9, 19), k=(3, 3), M=20, pads=(1, 1, 1, 1), ep="stores"),

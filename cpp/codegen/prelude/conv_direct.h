@@ -134,6 +134,69 @@ inline void tile_fixed_any(int ps, const float* const* base, int ntap, int cc, c
   }
 }
 
+// A channels-first x's input rows (ConvShape::planar_x) staged channels last, with zeros for
+// the padding columns on both sides, each row once while a task's runs use it: every run of
+// output pixels then reads its tap rows in place, as the fixed-stride kernel reads a
+// channels-last x. Gathered per run instead (each tile's tap rows from the planes, the
+// padding filled), a 300x300 3-channel stem spent more on gathering than on its FMAs.
+class PlanarRows {
+ public:
+  // planes: tap rows a run reads at most; lo: padding columns before column 0; width: columns
+  // in all, padding included.
+  void reset(int planes, int C, int lo, int width) {
+    C_ = C, lo_ = lo, slots_ = 2 * planes, row_ = static_cast<long>(width) * C;
+    buf_.resize(static_cast<size_t>(slots_ + 1) * row_);
+    std::fill(buf_.begin() + slots_ * row_, buf_.end(), 0.0f);  // the last: a row of zeros
+    key_.assign(static_cast<size_t>(slots_), -1);
+    used_.assign(static_cast<size_t>(slots_), 0);
+    stamp_ = 0, next_ = 0;
+  }
+  // A new run: the rows it is given (row()) stay put until the next.
+  void begin() { ++stamp_; }
+  // Row `key` (-1: one in the padding, all zeros) whose channel c is the w floats at
+  // src + c * plane, staged where it is not held yet. Slots are reused round robin, never one
+  // given to this run (2 per tap row: there is always one free).
+  const float* row(long key, const float* src, long plane, int w) {
+    if (key < 0) return buf_.data() + slots_ * row_;
+    for (int i = 0; i < slots_; ++i)
+      if (key_[i] == key) {
+        used_[i] = stamp_;
+        return buf_.data() + i * row_;
+      }
+    while (used_[next_] == stamp_) next_ = (next_ + 1) % slots_;
+    const int i = next_;
+    next_ = (next_ + 1) % slots_;
+    key_[i] = key, used_[i] = stamp_;
+    float* d = buf_.data() + i * row_;
+    std::fill(d, d + static_cast<long>(lo_) * C_, 0.0f);
+    float* dm = d + static_cast<long>(lo_) * C_;
+    switch (C_) {  // a stem's few channels interleaved with the count known (vectorized)
+      case 1: std::copy(src, src + w, dm); break;
+      case 2: interleave<2>(src, plane, w, dm); break;
+      case 3: interleave<3>(src, plane, w, dm); break;
+      case 4: interleave<4>(src, plane, w, dm); break;
+      default:
+        for (int c = 0; c < C_; ++c)
+          for (int q = 0; q < w; ++q) dm[static_cast<long>(q) * C_ + c] = src[c * plane + q];
+    }
+    std::fill(d + static_cast<long>(lo_ + w) * C_, d + row_, 0.0f);
+    return d;
+  }
+
+ private:
+  template <int C>
+  static void interleave(const float* src, long plane, int w, float* d) {
+    for (int q = 0; q < w; ++q)
+      for (int c = 0; c < C; ++c) d[static_cast<long>(q) * C + c] = src[c * plane + q];
+  }
+  std::vector<float> buf_;
+  std::vector<long> key_;
+  std::vector<unsigned> used_;
+  long row_ = 0;
+  int C_ = 0, lo_ = 0, slots_ = 0, next_ = 0;
+  unsigned stamp_ = 0;
+};
+
 // Input channels per chunk: all of the group's unless one m-block's weights (taps x Cg x NR
 // floats) would pass 3/4 of this machine's L2, where they stay beside the input rows.
 inline int chunk_channels(int taps, int Cg) {
@@ -293,6 +356,10 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
     rows.resize(static_cast<size_t>(taps) * kMR);
     thread_local std::vector<int> tap;
     tap.resize(static_cast<size_t>(taps));
+    thread_local direct::PlanarRows prows;
+    if (planar)  // columns from -pad to the last a run's kMR pixels reach (those past a row computed)
+      prows.reset(g.k[0] * g.k[1], s.C, g.pad[2],
+                  g.pad[2] + std::max(g.in[2], (g.out[2] + kMR - 2) * g.stride[2] - g.pad[2] + g.k[2]));
     int si = 0, s0 = 0;  // the segment holding the chunk, and its first channel
     for (const auto& [c0, cn] : w.chunks()) {
       while (si + 1 < xs.n && c0 >= s0 + xs.c[si]) s0 += xs.c[si++];
@@ -327,7 +394,18 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
                                iy + (g.k[1] - 1) * g.dil[1] < g.in[1];
             const float* base[64];
             int nt = 0;
-            if (len == kMR && x_in && zy_in && !planar) {
+            if (planar) {
+              const long plane = static_cast<long>(g.in[0]) * g.in[1] * g.in[2];
+              prows.begin();
+              for (int kz = 0; kz < g.k[0]; ++kz)
+                for (int ky = 0; ky < g.k[1]; ++ky) {
+                  const int zz = iz + kz * g.dil[0], yy = iy + ky * g.dil[1];
+                  const bool in = zz >= 0 && zz < g.in[0] && yy >= 0 && yy < g.in[1];
+                  const long r = (static_cast<long>(zz) * g.in[1] + yy) * g.in[2];
+                  base[nt++] = prows.row(in ? (nimg * g.in[0] + zz) * g.in[1] + yy : -1, x + nimg * C * plane + r,
+                                         plane, g.in[2]) + static_cast<long>(ix + g.pad[2]) * C;
+                }
+            } else if (len == kMR && x_in && zy_in) {
               const float* o = x + ((nimg * g.in[0] + iz) * static_cast<long>(g.in[1]) * g.in[2] +
                                     static_cast<long>(iy) * g.in[2] + ix) * C + cfirst;
               for (int kz = 0; kz < g.k[0]; ++kz)
@@ -350,18 +428,9 @@ void conv_direct_f32(const ConvShape& s, const InputSegments& xs, const DirectWe
                     continue;
                   }
                   std::fill(d, d + static_cast<long>(lo) * C, 0.0f);
-                  if (planar) {  // channel c's plane, pixel by pixel into the interleaved row
-                    const long plane = static_cast<long>(g.in[0]) * g.in[1] * g.in[2];
-                    const long at = (static_cast<long>(zz) * g.in[1] + yy) * g.in[2] + ix;
-                    for (int c = 0; c < C; ++c) {
-                      const float* src = x + (nimg * C + c) * plane + at;
-                      for (int q = lo; q < hi; ++q) d[static_cast<long>(q) * C + c] = src[q];
-                    }
-                  } else {
-                    const float* src = x + ((nimg * g.in[0] + zz) * static_cast<long>(g.in[1]) * g.in[2] +
-                                            static_cast<long>(yy) * g.in[2] + ix + lo) * C + cfirst;
-                    std::copy(src, src + static_cast<long>(hi - lo) * C, d + static_cast<long>(lo) * C);
-                  }
+                  const float* src = x + ((nimg * g.in[0] + zz) * static_cast<long>(g.in[1]) * g.in[2] +
+                                          static_cast<long>(yy) * g.in[2] + ix + lo) * C + cfirst;
+                  std::copy(src, src + static_cast<long>(hi - lo) * C, d + static_cast<long>(lo) * C);
                   std::fill(d + static_cast<long>(hi) * C, d + row, 0.0f);
                 }
             }
