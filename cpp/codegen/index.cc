@@ -77,7 +77,8 @@ IExpr as_opaque(const IExpr& e, const std::string& code, const VarTable& vt) {
 }
 
 // Splits e into high terms (coef a multiple of k) and low terms (coef < k), splitting an
-// atom X = (v/d)%m with coef | k into k*(X / q) + coef*(X % q), q = k / coef. False when
+// atom X = (v/d)%m with coef | k into k*(X / q) + coef*(X % q), q = k / coef (X itself low
+// where it never reaches q). False when
 // some term fits neither (then the caller falls back to opaque code).
 bool split_at(const IExpr& e, int64_t k, const VarTable& vt, IExpr& high, IExpr& low) {
   if (!e.affine() || e.c < 0) return false;
@@ -91,6 +92,10 @@ bool split_at(const IExpr& e, int64_t k, const VarTable& vt, IExpr& high, IExpr&
       high.terms.push_back({t.coef / k, t.var, t.div, t.mod});
     } else if (k % t.coef == 0) {
       int64_t q = k / t.coef;
+      if (atom_range(t, vt) <= q) {  // X < q: X / q is 0 (DepthToSpace's (v % 2) * 64 under 256)
+        low.terms.push_back(t);
+        continue;
+      }
       if (t.mod != 0 && t.mod % q != 0) return false;
       high.terms.push_back({1, t.var, t.div * q, t.mod ? t.mod / q : 0});
       low.terms.push_back({t.coef, t.var, t.div, q});
