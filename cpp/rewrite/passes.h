@@ -118,8 +118,21 @@ double layout_conv_us(const ConvGeometry& c, bool nhwc);
 // Estimated microseconds of transposing a tensor of `numel` f32 elements.
 double layout_transpose_us(int64_t numel);
 
+// A ConvTranspose whose windows do not overlap (2-D, f32, one group, constant weights, kernel
+// == strides == s in both axes, no dilation, padding or output padding: U-Net's 2x2 stride-2
+// up-convolutions) is a 1x1 Conv to s * s * M channels, weight[(a*s + b)*M + m, c] =
+// W[c, m, a, b] and the bias repeated s * s times, followed by a DepthToSpace (DCR) of block
+// s (conv_transpose.cc). The block s, 0 where n is not such a ConvTranspose:
+int64_t pointwise_up_conv_block(const Graph& g, const Node& n);
+struct PointwiseUpConv {
+  int64_t s = 0;            // 0: not such a ConvTranspose
+  TensorPtr weight, bias;   // the 1x1 Conv's; bias null where the ConvTranspose has none
+};
+PointwiseUpConv pointwise_up_conv(const Graph& g, const Node& n);
+
 // Chooses per region whether its convolutions run channels last. Regions are Convs (f32,
-// 1 to 3 spatial dims, group 1 or depthwise) joined through One-to-One operators along the
+// 1 to 3 spatial dims, group 1 or depthwise; pointwise_up_conv's ConvTransposes, which become
+// NhwcConv and a DepthToSpace there) joined through One-to-One operators along the
 // data path (and through Concats in Nhwc mode), and the global pools reading them (which become ReduceMean/ReduceMax over the
 // spatial axes, so a squeeze-and-excitation gate stays channels last). A region goes channels last when the estimated gain of its convolutions
 // exceeds the estimated cost of the Transposes at its border (Auto), always (Nhwc, which
