@@ -49,9 +49,9 @@ std::string render_block(const BlockPlan& b, const std::string& name, EpilogueTy
 // ConvShape / PoolShape literal of a Shape argument.
 std::string shape_literal(const AnchorArg& a);
 // The paths (prelude conv_shape.h NhwcPath bits) a channels-last convolution's call may take:
-// the one its packed weights were packed for (nhwc_path of its shape; direct for channel
-// segments, depthwise for one that reduces its rows), all of them for weights computed in the
-// run (packed per call).
+// the one its packed weights were packed for (nhwc_path of its shape; segmented_nhwc_path for
+// channel segments, depthwise for one that reduces its rows), all of them for weights computed
+// in the run (packed per call).
 int nhwc_paths(const AnchorStage& a);
 // The module: one function per block, the State with the packed weights, and the ABI.
 GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const MemoryPlan& memory, const std::string& isa);

@@ -61,7 +61,6 @@ std::string shape_literal(const AnchorArg& a) {
 int nhwc_paths(const AnchorStage& a) {
   using conv::NhwcPath;
   if (a.reduced_by) return static_cast<int>(NhwcPath::Depthwise);
-  if (a.args.at(1).kind == AnchorArg::Kind::Segments) return static_cast<int>(NhwcPath::Direct);
   if (a.args.at(2).kind != AnchorArg::Kind::Packed) return conv::kAllNhwcPaths;
   const std::vector<int64_t>& v = a.args.at(0).ints;  // shape_literal's order
   conv::ConvShape s{};
@@ -73,6 +72,7 @@ int nhwc_paths(const AnchorStage& a) {
     s.pad_begin[i] = static_cast<int>(v[20 + i]);
   }
   s.ldy = static_cast<long>(v.at(23)), s.planar_x = static_cast<int>(v.at(24));
+  if (a.args.at(1).kind == AnchorArg::Kind::Segments) return static_cast<int>(conv::segmented_nhwc_path(s));
   return static_cast<int>(conv::nhwc_path(s));
 }
 
@@ -350,7 +350,7 @@ class BlockRenderer {
       case K::ConvTranspose: fn = "dnnf::conv::conv_transpose_f32"; break;
       case K::NhwcConv:  // with packed weights, the call of the one path they were packed for
         fn = a.reduced_by ? "dnnf::conv::conv_nhwc_mean_f32"
-             : a.args.at(2).kind == AnchorArg::Kind::Packed && a.args.at(1).kind != AnchorArg::Kind::Segments
+             : a.args.at(2).kind == AnchorArg::Kind::Packed
                  ? "dnnf::conv::conv_nhwc_paths_f32<" + std::to_string(nhwc_paths(a)) + ">"
                  : "dnnf::conv::conv_nhwc_f32";
         break;

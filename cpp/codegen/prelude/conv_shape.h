@@ -114,4 +114,10 @@ inline NhwcPath nhwc_path(const ConvShape& s) {
   return NhwcPath::Direct;
 }
 
+// The path of a channels-last convolution whose input comes in channel segments (a Concat
+// read in place; one group): Winograd where chosen, the direct kernel else.
+inline NhwcPath segmented_nhwc_path(const ConvShape& s) {
+  return !s.planar_x && wino::chosen(s) ? NhwcPath::Winograd : NhwcPath::Direct;
+}
+
 }  // namespace dnnf::conv

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "conv.h"
+#include "conv_direct.h"
 #include "gemm.h"
 
 namespace dnnf::conv::wino {
@@ -99,8 +100,11 @@ class Weights {
 // x [N, (IZ,) IY, IX, C] -> y [N, (OZ,) OY, OX, M]. finish(buf, nvk, n_pixels, row0): buf
 // holds one output row, row0 being the index of its first pixel in y viewed as
 // [N * OZ * OY * OX, M], as n_pixels x nvk vectors; it applies the epilogue and stores.
+// x may come in channel segments (a Concat along the channels read in place, conv_direct.h's
+// InputSegments): each segment's channels are transformed from where they lie into their
+// columns of V, which the GEMMs read as one K.
 template <class Finish>
-void run(const ConvShape& s, const float* x, const Weights& w, const Finish& finish) {
+void run(const ConvShape& s, const InputSegments& xs, const Weights& w, const Finish& finish) {
   constexpr int W = kVecWidth;
   const window::Geom g = ::dnnf::conv::detail::geom(s);
   const int IY = g.in[1], IX = g.in[2], OY = g.out[1], OX = g.out[2], py = g.pad[1], px = g.pad[2];
@@ -129,51 +133,54 @@ void run(const ConvShape& s, const float* x, const Weights& w, const Finish& fin
     float* V = gemm::detail::scratch(5, static_cast<size_t>(16) * Tb * K);
     float* Mb = gemm::detail::scratch(6, static_cast<size_t>(16) * Tb * Mp);
     float* O = gemm::detail::scratch(7, static_cast<size_t>(2) * (ty1 - ty0) * OX * Mp);
-    // 1. Input transform: V[xi][tile][kz * C + c].
-    for (int kz = 0; kz < kd; ++kz) {
-      const int iz = oz * g.stride[0] - g.pad[0] + kz * g.dil[0];
-      const float* xn = iz >= 0 && iz < IZ ? x + (n * IZ + iz) * static_cast<long>(IY) * IX * C : nullptr;
-      for (int ty = ty0; ty < ty1; ++ty) {
-        const float* rp[4];
-        for (int r = 0; r < 4; ++r) {
-          const int iy = 2 * ty - py + r;
-          rp[r] = xn && iy >= 0 && iy < IY ? xn + static_cast<long>(iy) * IX * C : nullptr;
-        }
-        for (int tx = 0; tx < TX; ++tx) {
-          const long b = static_cast<long>(ty - ty0) * TX + tx;
-          const int ix0 = 2 * tx - px;
-          bool inside = ix0 >= 0 && ix0 + 3 < IX;
-          for (int r = 0; r < 4; ++r) inside = inside && rp[r] != nullptr;
-          for (int c0 = 0; c0 < C; c0 += W) {
-            const int nn = std::min(W, C - c0);
-            vf d[4][4];
-            for (int r = 0; r < 4; ++r)
-              for (int q = 0; q < 4; ++q) {
-                const int ix = ix0 + q;
-                if (inside && nn == W) {
-                  d[r][q] = simd::v_loadu(rp[r] + static_cast<long>(ix) * C + c0);
-                } else {
-                  d[r][q] = rp[r] && ix >= 0 && ix < IX ? gemm::load_lanes(rp[r] + static_cast<long>(ix) * C + c0, nn)
-                                                        : simd::v_zero();
+    // 1. Input transform: V[xi][tile][kz * C + c], c = cs0 + the channel in segment si.
+    for (int kz = 0; kz < kd; ++kz)
+      for (int si = 0, cs0 = 0; si < xs.n; cs0 += xs.c[si++]) {
+        const int iz = oz * g.stride[0] - g.pad[0] + kz * g.dil[0];
+        const int Cs = xs.c[si];
+        const float* xn = iz >= 0 && iz < IZ ? xs.x[si] + (n * IZ + iz) * static_cast<long>(IY) * IX * Cs : nullptr;
+        for (int ty = ty0; ty < ty1; ++ty) {
+          const float* rp[4];
+          for (int r = 0; r < 4; ++r) {
+            const int iy = 2 * ty - py + r;
+            rp[r] = xn && iy >= 0 && iy < IY ? xn + static_cast<long>(iy) * IX * Cs : nullptr;
+          }
+          for (int tx = 0; tx < TX; ++tx) {
+            const long b = static_cast<long>(ty - ty0) * TX + tx;
+            const int ix0 = 2 * tx - px;
+            bool inside = ix0 >= 0 && ix0 + 3 < IX;
+            for (int r = 0; r < 4; ++r) inside = inside && rp[r] != nullptr;
+            for (int c0 = 0; c0 < Cs; c0 += W) {
+              const int nn = std::min(W, Cs - c0);
+              vf d[4][4];
+              for (int r = 0; r < 4; ++r)
+                for (int q = 0; q < 4; ++q) {
+                  const int ix = ix0 + q;
+                  if (inside && nn == W) {
+                    d[r][q] = simd::v_loadu(rp[r] + static_cast<long>(ix) * Cs + c0);
+                  } else {
+                    d[r][q] = rp[r] && ix >= 0 && ix < IX
+                                  ? gemm::load_lanes(rp[r] + static_cast<long>(ix) * Cs + c0, nn)
+                                  : simd::v_zero();
+                  }
                 }
+              vf t[4][4];
+              for (int q = 0; q < 4; ++q) {
+                t[0][q] = simd::v_sub(d[0][q], d[2][q]);
+                t[1][q] = simd::v_add(d[1][q], d[2][q]);
+                t[2][q] = simd::v_sub(d[2][q], d[1][q]);
+                t[3][q] = simd::v_sub(d[1][q], d[3][q]);
               }
-            vf t[4][4];
-            for (int q = 0; q < 4; ++q) {
-              t[0][q] = simd::v_sub(d[0][q], d[2][q]);
-              t[1][q] = simd::v_add(d[1][q], d[2][q]);
-              t[2][q] = simd::v_sub(d[2][q], d[1][q]);
-              t[3][q] = simd::v_sub(d[1][q], d[3][q]);
-            }
-            for (int i = 0; i < 4; ++i) {
-              const vf v4[4] = {simd::v_sub(t[i][0], t[i][2]), simd::v_add(t[i][1], t[i][2]),
-                                simd::v_sub(t[i][2], t[i][1]), simd::v_sub(t[i][1], t[i][3])};
-              for (int j = 0; j < 4; ++j)
-                gemm::store_lanes(V + ((static_cast<long>(i * 4 + j) * Tb + b) * K + kz * C + c0), v4[j], nn);
+              for (int i = 0; i < 4; ++i) {
+                const vf v4[4] = {simd::v_sub(t[i][0], t[i][2]), simd::v_add(t[i][1], t[i][2]),
+                                  simd::v_sub(t[i][2], t[i][1]), simd::v_sub(t[i][1], t[i][3])};
+                for (int j = 0; j < 4; ++j)
+                  gemm::store_lanes(V + ((static_cast<long>(i * 4 + j) * Tb + b) * K + kz * C + cs0 + c0), v4[j], nn);
+              }
             }
           }
         }
       }
-    }
     // 2. The 16 GEMMs, on this thread.
     gemm::Options one;
     one.n_threads = 1;

@@ -61,7 +61,7 @@
   D(void dnnf::conv::conv_direct_f32<EP>(const dnnf::conv::ConvShape&, const dnnf::conv::InputSegments&, \
                                          const dnnf::conv::DirectWeights&, float*, const EP&))
 #define DNNF_UNIT_nhwcwino(EP, D)                                                                     \
-  D(void dnnf::conv::nhwc_winograd_f32<EP>(const dnnf::conv::ConvShape&, const float*,                \
+  D(void dnnf::conv::nhwc_winograd_f32<EP>(const dnnf::conv::ConvShape&, const dnnf::conv::InputSegments&, \
                                            const dnnf::conv::wino::Weights&, float*, const EP&))
 #define DNNF_UNIT_nhwcdw(EP, D)                                                                          \
   D(void dnnf::conv::nhwc_depthwise_f32<EP>(const dnnf::conv::ConvShape&, const float*, const float*, float*, \
