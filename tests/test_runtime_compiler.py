@@ -107,9 +107,19 @@ def test_compile_error_has_diagnostics_and_kept_source():
 
 def test_long_diagnostics_are_truncated():
     bad = "\n".join(f"int f{i}() {{ return undefined_{i}; }}" for i in range(300))
-    with pytest.raises(df.CompileError, match="more characters of compiler output") as info:
+    with pytest.raises(df.CompileError, match="more bytes of compiler output") as info:
         _core.compile_shared(bad, [])
     assert len(str(info.value)) < 6000
+
+
+@pytest.mark.parametrize("shift", [0, 1])
+def test_diagnostics_are_cut_between_characters(shift):
+    # Lines echoed in the diagnostics are all two-byte characters, so one of the two shifts
+    # puts the 4000-byte cut inside one: still a CompileError whose text decodes.
+    bad = "\n".join(f"int f{i}() {{ return {'x' * shift}undefined_{i} + \"{'é' * 40}\"; }}" for i in range(200))
+    with pytest.raises(df.CompileError, match="more bytes of compiler output") as info:
+        _core.compile_shared(bad, [])
+    assert "é" in str(info.value)
 
 
 def test_missing_symbol():

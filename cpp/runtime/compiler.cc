@@ -72,8 +72,12 @@ std::string joined(const std::vector<std::string>& argv) {
 
 std::string truncated(const std::string& s) {
   if (s.size() <= kMaxDiagnostics) return s;
-  return s.substr(0, kMaxDiagnostics) + "\n... (" + std::to_string(s.size() - kMaxDiagnostics) +
-         " more characters of compiler output)";
+  // Cut where a character starts, not inside one: GCC quotes names in UTF-8 (‘x’), and a cut
+  // through one made the error message undecodable (a UnicodeDecodeError in Python instead of
+  // the CompileError saying what failed).
+  size_t cut = kMaxDiagnostics;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut) + "\n... (" + std::to_string(s.size() - cut) + " more bytes of compiler output)";
 }
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
