@@ -177,7 +177,7 @@ def machine() -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--shapes", default="all", help="all, or MxNxK,MxNxK")
+    ap.add_argument("--shapes", default="all", help="all, or MxNxK,MxNxK (N alone: NxNxN)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--budget", type=float, default=1.5, help="seconds of timed runs per cell")
     ap.add_argument("--frameworks", default="dnnf,numpy,torch")
@@ -186,8 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     threads = [int(t) for t in args.threads.split(",")]
-    shapes = SHAPES if args.shapes == "all" else [
-        ("custom", *map(int, s.split("x"))) for s in args.shapes.split(",")]
+    shapes = SHAPES if args.shapes == "all" else []
+    for s in [] if args.shapes == "all" else args.shapes.split(","):
+        dims = s.split("x")
+        if len(dims) == 1:
+            dims *= 3
+        if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
+            ap.error(f"--shapes: {s!r} is not MxNxK or N (positive integers)")
+        shapes.append(("custom", *map(int, dims)))
     fws = args.frameworks.split(",")
     isa, flags = isa_flags(args.isa)
     result: dict = {"when": dt.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
