@@ -2,7 +2,8 @@
 small valid model from the op table, with what trips compilers up: broadcasts of every
 kind, diamonds and fan-out, shared inputs, layout operators between anchors (Transpose,
 Reshape, Slice, Concat, Expand, Gather, GatherND, Pad), reductions and row operators on any axis,
-MatMul/Gemm/Conv/pools, integer arithmetic, and graph outputs that other nodes also read.
+MatMul/Gemm/Conv/ConvTranspose/DepthToSpace/pools, integer arithmetic, and graph outputs that
+other nodes also read.
 `draw` is any function that takes a hypothesis strategy and returns a value (hypothesis's
 own `draw`, or a seeded stand-in), so the same builder serves pytest and long runs.
 
@@ -231,7 +232,8 @@ def build(draw: Callable, max_nodes: int = 12) -> Model:
                     if t.shape[-2] == a.shape[-1]:
                         v = emit("MatMul", [a.name, t.name], a.shape[:-1] + (t.shape[-1],))
         elif kind == "conv" and r == 4:
-            op = draw(st.sampled_from(["Conv", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool"]))
+            op = draw(st.sampled_from(["Conv", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
+                                       "ConvTranspose", "DepthToSpace"]))
             c = a.shape[1]
             k = draw(st.sampled_from([1, 3])) if min(a.shape[2:]) >= 3 else 1
             p = draw(st.integers(0, k // 2))
@@ -242,6 +244,17 @@ def build(draw: Callable, max_nodes: int = 12) -> Model:
                 g = c if (c == m and draw(st.booleans())) else 1
                 v = emit(op, [a.name, fconst((m, c // g, k, k)), fconst((m,))], (a.shape[0], m) + hw,
                          kernel_shape=[k, k], pads=[p] * 4, strides=[s, s], group=g)
+            elif op == "ConvTranspose":  # kernel == stride (the layout's 1x1 + DepthToSpace) or overlapping
+                m = draw(st.integers(1, 6))
+                k = draw(st.sampled_from([2, 3]))
+                s = 2
+                hw = tuple((d - 1) * s + k for d in a.shape[2:])
+                v = emit(op, [a.name, fconst((c, m, k, k)), fconst((m,))], (a.shape[0], m) + hw,
+                         kernel_shape=[k, k], strides=[s, s])
+            elif op == "DepthToSpace":
+                if c % 4 == 0:
+                    v = emit(op, [a.name], (a.shape[0], c // 4, 2 * a.shape[2], 2 * a.shape[3]), blocksize=2,
+                             mode=draw(st.sampled_from(["DCR", "CRD"])))
             elif op == "GlobalAveragePool":
                 v = emit(op, [a.name], a.shape[:2] + (1, 1))
             else:
