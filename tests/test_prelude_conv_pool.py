@@ -282,23 +282,19 @@ def cases_x86() -> list[Case]:
         # strided, dilated, asymmetric pads, grouped (one GEMM per task), two k-blocks
         Case("conv", (2, 16, 13, 11), k=(1, 1), M=24),
         Case("conv", (1, 8, 15, 9), k=(1, 1), M=12, strides=(2, 2), ep="bias_relu"),
-        Case("conv", (1, 16, 17, 19), k=(3, 3), M=32, pads=(1, 1, 1, 1), ep="bias_relu",
-             threads=2),
+        Case("conv", (1, 16, 17, 19), k=(3, 3), M=32, pads=(1, 1, 1, 1), ep="bias_relu", threads=2),
         Case("conv", (1, 8, 21, 23), k=(3, 3), M=10, pads=(1, 1, 1, 1), strides=(2, 2)),
         Case("conv", (1, 6, 19, 17), k=(3, 3), M=7, pads=(2, 2, 2, 2), dil=(2, 2)),
         Case("conv", (2, 3, 20, 23), k=(7, 7), M=9, pads=(3, 3, 2, 3), strides=(2, 3),
              threads=2),
         Case("conv", (1, 5, 12, 13), k=(3, 2), M=9, pads=(0, 1, 2, 1), strides=(1, 2)),
-        Case("conv", (2, 16, 13, 13), k=(3, 3), M=8, group=4, pads=(1, 1, 1, 1), threads=2,
-             ep="bias_relu"),
+        Case("conv", (2, 16, 13, 13), k=(3, 3), M=8, group=4, pads=(1, 1, 1, 1), threads=2, ep="bias_relu"),
         Case("conv", (1, 64, 9, 11), k=(3, 3), M=20, pads=(1, 1, 1, 1), ep="stores"),
         # many columns: the GEMM streams B (packs each column block right before use)
-        Case("conv", (1, 8, 40, 41), k=(3, 3), M=20, pads=(1, 1, 1, 1), threads=2,
-             ep="bias_relu"),
+        Case("conv", (1, 8, 40, 41), k=(3, 3), M=20, pads=(1, 1, 1, 1), threads=2, ep="bias_relu"),
         Case("conv", (1, 3, 90, 70), k=(7, 7), M=17, pads=(3, 3, 3, 3), strides=(2, 2)),
         Case("conv", (1, 16, 40, 41), k=(1, 1), M=9, ep="stores"),
-        Case("conv", (1, 64, 9, 11), k=(3, 3), M=20, pads=(1, 1, 1, 1), ep="bias_relu",
-             threads=2),
+        Case("conv", (1, 64, 9, 11), k=(3, 3), M=20, pads=(1, 1, 1, 1), ep="bias_relu", threads=2),
         # depthwise (window engine): k3 s1, k3 s2, k5 s2, k7 (generic taps), dilated, tiny
         Case("conv", (2, 5, 17, 19), k=(3, 3), M=5, group=5, pads=(1, 1, 1, 1),
              ep="bias_relu"),
@@ -320,8 +316,7 @@ def cases_x86() -> list[Case]:
         # pre-packed weights: 1x1, 3x3 (two k-blocks), grouped, depthwise
         Case("conv_packed", (2, 16, 13, 11), k=(1, 1), M=24, ep="bias_relu"),
         Case("conv_packed", (1, 64, 9, 11), k=(3, 3), M=20, pads=(1, 1, 1, 1), threads=2),
-        Case("conv_packed", (1, 8, 40, 41), k=(3, 3), M=20, pads=(1, 1, 1, 1), threads=2,
-             ep="stores"),
+        Case("conv_packed", (1, 8, 40, 41), k=(3, 3), M=20, pads=(1, 1, 1, 1), threads=2, ep="stores"),
         Case("conv_packed", (1, 3, 90, 70), k=(7, 7), M=17, pads=(3, 3, 3, 3), strides=(2, 2),
              ep="bias_relu"),
         Case("conv_packed", (2, 16, 13, 13), k=(3, 3), M=8, group=4, pads=(1, 1, 1, 1),
@@ -329,8 +324,7 @@ def cases_x86() -> list[Case]:
         Case("conv_packed", (1, 6, 15, 21), k=(3, 3), M=6, group=6, pads=(1, 1, 1, 1),
              strides=(2, 2), ep="stores"),
         # pre-packed, small output planes: the pixel-major (NHWC-style) GEMM path
-        Case("conv_packed", (1, 64, 7, 7), k=(3, 3), M=1024, pads=(1, 1, 1, 1), threads=2,
-             ep="bias_relu"),
+        Case("conv_packed", (1, 64, 7, 7), k=(3, 3), M=1024, pads=(1, 1, 1, 1), threads=2, ep="bias_relu"),
         Case("conv_packed", (2, 512, 14, 14), k=(1, 1), M=1024, strides=(2, 2), threads=2,
              ep="stores"),
         Case("conv_packed", (1, 512, 7, 7), k=(1, 1), M=1056, ep="bias_relu"),
@@ -401,19 +395,15 @@ def cases_x86() -> list[Case]:
         Case("conv_nhwc_mean", (1, 48, 12, 37), k=(3, 3), M=48, group=48, pads=(1,) * 4,
              strides=(2, 2), ep="affine"),
         Case("conv_nhwc_mean", (1, 16, 9, 9), k=(3, 3), M=16, group=16, pads=(1,) * 4),
-        # x channels first (a stem reading the model's input in place): the fixed-stride
-        # kernel reading input rows staged channels last once per task (stride * C 6, 3, 1,
-        # 4 from 2 channels and from 4, 2; 3-D; two images; runs of several tasks a thread,
-        # whose rows are staged again, reused and replaced; asymmetric padding), and shapes it
-        # does not serve, transposed inside the kernel first (stride * C 12 and 5; x dilation)
-        Case("conv_nhwc_planar", (2, 2, 23, 31), k=(3, 3), M=20, pads=(1, 1, 1, 1), strides=(2, 2),
+        # x channels first (a stem reading the model's input in place): the fixed-stride kernel on
+        # input rows staged channels last per task (stride * C 4 from 2 and 4 channels, 2, 6, 3, 1;
+        # 3-D; two images; several tasks a thread; asymmetric padding), and shapes it does not
+        # serve, transposed in the kernel first (stride * C 12 and 5; x dilation)
+        Case("conv_nhwc_planar", (2, 2, 23, 31), k=(3, 3), M=20, pads=(1,) * 4, strides=(2, 2), threads=2),
+        Case("conv_nhwc_planar", (1, 4, 17, 40), k=(5, 5), M=33, pads=(2, 1, 0, 2), threads=3, ep="bias_relu"),
+        Case("conv_nhwc_planar", (1, 2, 37, 45), k=(3, 2), M=16, pads=(0, 1, 2, 0), threads=2, ep="stores"),
+        Case("conv_nhwc_planar", (1, 3, 5, 20, 22), k=(2, 3, 3), M=9, pads=(1, 1, 1, 0, 1, 1), strides=(1, 2, 2),
              threads=2),
-        Case("conv_nhwc_planar", (1, 4, 17, 40), k=(5, 5), M=33, pads=(2, 1, 0, 2), threads=3,
-             ep="bias_relu"),
-        Case("conv_nhwc_planar", (1, 2, 37, 45), k=(3, 2), M=16, pads=(0, 1, 2, 0), strides=(1, 1),
-             threads=2, ep="stores"),
-        Case("conv_nhwc_planar", (1, 3, 5, 20, 22), k=(2, 3, 3), M=9, pads=(1, 1, 1, 0, 1, 1),
-             strides=(1, 2, 2), threads=2),
         Case("conv_nhwc_planar", (1, 3, 30, 30), k=(7, 7), M=8, pads=(3, 3, 3, 3), strides=(2, 2),
              ep="bias_relu", threads=2),
         Case("conv_nhwc_planar", (2, 3, 9, 19), k=(3, 3), M=20, pads=(1, 1, 1, 1), ep="stores"),
