@@ -7,9 +7,10 @@
 //                                 with each tap's weight vector loaded once; stride 2 costs
 //                                 nothing extra (no deinterleave, unlike NCHW)
 //   1x1, stride 1, no padding     one GEMM: A = x as [pixels, C], B = W^T packed once
-//   3x3, stride 1, >= 32 channels Winograd F(2x2, 3x3) (conv_winograd.h): 2.25x fewer
-//                                 multiply-adds, in 16 GEMMs between cheap transforms
-//                                 (3-D: a 3x3 plane, any depth kernel and stride)
+//   3x3, stride 1, >= 32 channels Winograd F(4x4, 3x3) or F(2x2, 3x3) (conv_winograd.h):
+//                                 4x or 2.25x fewer multiply-adds, in 36 or 16 GEMMs
+//                                 between cheap transforms (3-D: a 3x3 plane, any depth
+//                                 kernel and stride)
 //   otherwise (any group)         the direct kernel of conv_direct.h: register tiles of
 //                                 pixels x output channels fed straight from x
 #pragma once
