@@ -33,12 +33,28 @@ _FIELDS = [
     ("nc_for_k64", "gemm::nc_for_kc(64)"),
     ("conv_chunk_channels_3x3", "conv::direct::chunk_channels(9, 1 << 20)"),
     ("threads", "default_num_threads()"),
+    # the smallest square plane (one image, 64 -> 64 channels) on which a Winograd 3x3 takes
+    # F(4x4) (conv_winograd.h tile(); 0: none up to 1024, as $DNNF_WINOGRAD_TILE=2 makes it)
+    ("winograd_f4_min_side", "f4_min_side()"),
 ]
 
 _PROBE = """// dnnfusion tuning probe
 #include "conv_direct.h"
+#include "conv_winograd.h"
 #include "gemm.h"
 #include "parallel.h"
+
+static int f4_min_side() {{
+  using namespace dnnf;
+  for (int hw = 8; hw <= 1024; ++hw) {{
+    conv::ConvShape s{{}};
+    s.nd = 2; s.N = 1; s.C = 64; s.M = 64; s.group = 1;
+    for (int i = 0; i < 3; ++i) {{ s.in[i] = s.out[i] = s.k[i] = s.stride[i] = s.dil[i] = 1; s.pad_begin[i] = 0; }}
+    s.in[0] = s.in[1] = s.out[0] = s.out[1] = hw; s.k[0] = s.k[1] = 3; s.pad_begin[0] = s.pad_begin[1] = 1;
+    if (conv::wino::chosen(s) && conv::wino::tile(s) == 4) return hw;
+  }}
+  return 0;
+}}
 
 extern "C" __attribute__((visibility("default"))) int dnnf_tuning_probe(long* out, int n) {{
   using namespace dnnf;
@@ -86,6 +102,11 @@ def describe(t: dict) -> list[str]:
          f"           blocking fixed by $DNNF_GEMM_BLOCKING: mc {t['mc']}, kc {t['kc']}, nc {t['nc']}"),
         f"conv       direct 3x3: at most {t['conv_chunk_channels_3x3']} input channels a chunk "
         f"(one m-block's weights in 3/4 of L2); default threads {t['threads']}",
+        (f"           Winograd 3x3 (>= 32 channels, >= 8x8 outputs): F(4x4) on planes from "
+         f"{t['winograd_f4_min_side']}x{t['winograd_f4_min_side']} (at least {t['mr']} of its 4x4 "
+         f"tiles a thread), F(2x2) below ($DNNF_WINOGRAD_TILE forces one)"
+         if t["winograd_f4_min_side"] else
+         "           Winograd 3x3 (>= 32 channels, >= 8x8 outputs): F(2x2) only ($DNNF_WINOGRAD_TILE=2)"),
         f"           1x1 expansions computed inside the depthwise conv that reads them: as measured "
         f"(profile=\"auto\", this machine's profiling database), else estimated when larger "
         f"than {t['expand_min_bytes'] >> 10} KiB (twice the L2; $DNNF_EXPAND_MIN_BYTES decides every one)",

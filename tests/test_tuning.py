@@ -32,6 +32,11 @@ def test_blocking_follows_this_machines_caches(isa):
     # The planner's bound for expansions computed inside a depthwise conv: twice the L2.
     if "DNNF_EXPAND_MIN_BYTES" not in os.environ:
         assert t["expand_min_bytes"] == 2 * t["l2_bytes"], t
+    # Winograd F(4x4) from the smallest plane whose 4x4 tiles give each thread MR of them
+    if "DNNF_WINOGRAD_TILE" not in os.environ:
+        side = t["winograd_f4_min_side"]
+        need = t["threads"] * t["mr"]
+        assert ((side + 3) // 4) ** 2 >= need > ((side + 2) // 4) ** 2 or (side == 8 and 4 >= need), t
 
 
 def test_environment_overrides_reach_the_kernels(monkeypatch):
@@ -39,8 +44,10 @@ def test_environment_overrides_reach_the_kernels(monkeypatch):
     monkeypatch.setenv("DNNF_GEMM_BLOCKING", "48,256,96")
     monkeypatch.setenv("DNNF_NUM_THREADS", "3")
     monkeypatch.setenv("DNNF_EXPAND_MIN_BYTES", "12345")
+    monkeypatch.setenv("DNNF_WINOGRAD_TILE", "2")
     t = tuning.machine_tuning(isa)
     assert (t["mc"], t["nc_by_kc"], t["threads"], t["expand_min_bytes"]) == (48, 0, 3, 12345)
+    assert t["winograd_f4_min_side"] == 0 and "F(2x2) only" in "\n".join(tuning.describe(t))
     assert t["kc"] == 256 // t["ku"] * t["ku"] and t["nc"] == max(t["nr"], 96 // t["nr"] * t["nr"])
     assert "fixed by $DNNF_GEMM_BLOCKING" in "\n".join(tuning.describe(t))
 
