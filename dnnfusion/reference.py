@@ -3,7 +3,8 @@
 Every optimisation in the project (graph rewriting, fusion planning, generated kernels) is
 checked against this module, so it favours obviously-correct code over speed: it is plain
 NumPy plus the standard library, computes floating-point results in float64 and rounds them
-back to the input's dtype once at the end.
+back to the input's dtype once at the end (except QuantizeLinear's quotient, which ONNX
+defines in float32 and whose ties decide the rounding: _ref_quantize.py).
 
 Conventions (fixed; the C++ core, the front-ends and the tests rely on them):
 
@@ -51,6 +52,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import _ref_nn as nn
+from . import _ref_quantize as quantize
 from . import _ref_shape as shape
 from ._ref_elementwise import (  # the elementwise kernels and the float helpers
     _BINARY, _COMPARE, _UNARY, _VARIADIC, ONNX_DTYPES, _binary_kernel, _bit_cast, _cast, _clip,
@@ -278,6 +280,7 @@ def _is_inf(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
 # --------------------------------------------------------------------------------------------
 KERNELS: dict[str, Kernel] = {
     **shape.KERNELS,
+    **quantize.KERNELS,
     **{name: _unary_kernel(fn) for name, fn in _UNARY.items()},
     **{name: _binary_kernel(fn) for name, fn in _BINARY.items()},
     **{name: _compare_kernel(fn) for name, fn in _COMPARE.items()},

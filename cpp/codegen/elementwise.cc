@@ -251,6 +251,12 @@ Ew scalar_form(const Graph& g, const Node& n, const std::vector<DType>& types, b
     }
     case OpKind::Where: return text("($0 ? $1 : $2)", {a(0), a(1), a(2)});
     case OpKind::PRelu: return cast(ot, text("$0 < 0 ? $0 * $1 : $0", {a(0), a(1)}));
+    // The support library's quantize<T> / dequantize<float> (cg_support.h, and the OpenCL
+    // prelude's twins): no zero point is a zero one.
+    case OpKind::QuantizeLinear:
+      return typed("quantize", ot, {a(0), a(1), na > 2 && n.inputs[2] != kNoValue ? a(2) : konst(0)});
+    case OpKind::DequantizeLinear:
+      return typed("dequantize", ot, {a(0), a(1), na > 2 && n.inputs[2] != kNoValue ? a(2) : konst(0)});
     default:
       break;
   }

@@ -1,5 +1,5 @@
 // Shape rules of the One-to-One operators: unary and binary elementwise math,
-// comparisons, logic, Where, Cast, Clip, BatchNormalization, Constant.
+// comparisons, logic, Where, Cast, Clip, Quantize/DequantizeLinear, BatchNormalization, Constant.
 #include "ir/errors.h"
 #include "ir/shape_rules.h"
 
@@ -127,6 +127,53 @@ void prelu_rule(InferCtx& c) {
   c.out[0] = c.in(0);
 }
 
+// QuantizeLinear / DequantizeLinear: scale (and zero point, of the scale's shape) one element
+// or of x's rank, broadcast to x without growing it, as PRelu's slope; a per-axis ONNX node
+// reaches here reshaped ([C] along axis 1 as [1, C, 1, 1]), with no axis.
+void quant_operands(InferCtx& c) {
+  for (const char* a : {"axis", "block_size"})
+    if (c.has_attr(a))
+      c.fail(std::string("attribute '") + a + "' is not taken: a per-axis scale has x's rank and broadcasts "
+             "(the ONNX front-end writes it so; blocked quantization is not supported)");
+  if (!is_float(c.dtype(1)) || c.dtype(1) == DType::F64)
+    c.fail("scale must be float32 or float16, got " + c.in(1).str());
+  const bool single = c.in(1).is_static() && c.in(1).numel() == 1;
+  if (c.rank(1) != 0 && c.rank(1) != c.rank(0) && !single)
+    c.fail("scale " + c.in(1).str() + " must be one element or have x's rank (" + c.in(0).str() +
+           "): a per-axis scale [C] along axis 1 is written [1, C, 1, ..]");
+  for (size_t i = 1; i < c.num_inputs(); ++i) {
+    if (!c.has_input(i)) continue;
+    auto b = broadcast_shapes(c.shape(0), c.shape(i));
+    if (!b || *b != c.shape(0))
+      c.fail("input " + std::to_string(i) + " " + c.in(i).str() + " must broadcast to x " + c.in(0).str());
+  }
+  if (c.has_input(2) && c.shape(2) != c.shape(1))
+    c.fail("zero point " + c.in(2).str() + " must have the scale's shape " + c.in(1).str());
+}
+
+bool is_quantized_int(DType t) {
+  return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16;
+}
+
+void quantize_rule(InferCtx& c) {
+  if (!is_float(c.dtype(0)) || c.dtype(0) == DType::F64) c.fail("x must be float32 or float16, got " + c.in(0).str());
+  quant_operands(c);
+  const DType t = c.has_input(2) ? c.dtype(2) : DType::U8;
+  if (!is_quantized_int(t))
+    c.fail(std::string("quantizes to int8, uint8, int16 or uint16 (the zero point's type), got ") + dtype_name(t));
+  c.out[0] = {t, c.shape(0)};
+}
+
+void dequantize_rule(InferCtx& c) {
+  if (!is_quantized_int(c.dtype(0)) && c.dtype(0) != DType::I32)
+    c.fail("x must be int8, uint8, int16, uint16 or int32, got " + c.in(0).str());
+  quant_operands(c);
+  if (c.has_input(2) && c.dtype(2) != c.dtype(0))
+    c.fail("zero point must have x's element type " + std::string(dtype_name(c.dtype(0))) + ", got " +
+           c.in(2).str());
+  c.out[0] = {c.dtype(1), c.shape(0)};
+}
+
 void trilu_rule(InferCtx& c) {
   if (c.rank(0) < 2) c.fail("needs rank >= 2, got " + c.in(0).str());
   same_as_input0(c);
@@ -184,6 +231,8 @@ void add_elementwise_shape_rules(ShapeRuleTable& t) {
   t.set(OpKind::Dropout, dropout_rule);
   t.set(OpKind::PRelu, prelu_rule);
   t.set(OpKind::Trilu, trilu_rule);
+  t.set(OpKind::QuantizeLinear, quantize_rule);
+  t.set(OpKind::DequantizeLinear, dequantize_rule);
   t.set(OpKind::BatchNormalization, batchnorm_rule);
   t.set(OpKind::Constant, constant_rule);
 }

@@ -23,7 +23,8 @@ int64_t elementwise_cost(OpKind k) {
     case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::Softplus: case OpKind::Elu:
     case OpKind::Selu: return 10;
     case OpKind::Mish: return 15;  // one exp, one division, three multiply/adds (simd_math_body.h)
-    case OpKind::Sqrt: case OpKind::Div: case OpKind::Reciprocal: case OpKind::Mod: return 4;
+    case OpKind::Sqrt: case OpKind::Div: case OpKind::Reciprocal: case OpKind::Mod:
+    case OpKind::QuantizeLinear: return 4;  // a division, a rounding and a clamp
     case OpKind::HardSwish: case OpKind::HardSigmoid: case OpKind::BatchNormalization: return 3;
     case OpKind::Identity: case OpKind::Dropout: case OpKind::Cast: case OpKind::Constant: return 0;
     default: return 1;

@@ -46,14 +46,20 @@ std::vector<TensorPtr> evaluate(Rebuilder& rb, const Node& n, const Evaluator& e
     if (TensorPtr t = fold_shape_of(g, n)) return {t};
   std::vector<TensorPtr> ins;
   size_t in_bytes = 0;
+  int64_t in_elems = 0;
   for (ValueId v : n.inputs) {
     if (v == kNoValue) { ins.push_back(nullptr); continue; }
     const Value& img = d.value(rb.map(v));
     if (!img.constant) return {};
     ins.push_back(img.constant);
     in_bytes += img.constant->nbytes();
+    in_elems = std::max(in_elems, img.constant->type.numel());
   }
-  if (out_bytes > in_bytes + kFoldSlackBytes) return {};
+  // An elementwise op that makes no element, only wider ones (DequantizeLinear or Cast of an
+  // int8 weight to float32: what a Conv or Gemm reads), folds whatever its size.
+  bool widens_only = n.info().mapping == MappingType::OneToOne;
+  for (ValueId o : n.outputs) widens_only = widens_only && g.value(o).type.numel() <= in_elems;
+  if (out_bytes > in_bytes + kFoldSlackBytes && !widens_only) return {};
   return eval(n, ins);
 }
 

@@ -52,7 +52,8 @@ Graph apply_algebraic_rules(const Graph& g, std::vector<std::string>& fired);
 // statically shaped values fold without it. A node whose outputs would be larger than its
 // inputs together by more than 64 KiB (Expand, Tile, ConstantOfShape, Range of a big
 // tensor) is kept: materializing it would bloat the model and the fused kernel reads it
-// just as well from its small inputs.
+// just as well from its small inputs. A One-to-One op whose outputs have no more elements than
+// its largest input (DequantizeLinear or Cast of an int8 weight) folds whatever the bytes.
 Graph fold_constants(const Graph& g, const Evaluator& eval);
 inline constexpr size_t kFoldSlackBytes = 64 * 1024;  // the 64 KiB above
 // Folds inference BatchNormalization, and Mul/Add/Sub/Div by per-output-channel constants,

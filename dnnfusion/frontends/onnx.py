@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import DTypeError, ModelFormatError, ModelWarning, ShapeError, UnsupportedOperatorError
-from dnnfusion.frontends import onnx_cache, onnx_functions
+from dnnfusion.frontends import onnx_cache, onnx_functions, onnx_quantize
 from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPSET  # noqa: F401 (re-exported)
 from dnnfusion.frontends.onnx_versions import default_opset as _default_opset
 from dnnfusion.frontends.onnx_versions import schema_version as _schema_version
@@ -338,8 +338,8 @@ class _Importer:
             raise DTypeError(f"{what} is a string tensor; dnnfusion supports numeric and "
                              "bool tensors only")
         if t.data_type not in ONNX_DTYPES:
-            raise DTypeError(f"{what} has element type {_type_name(self.onnx, t.data_type)}, "
-                             f"which dnnfusion does not support ({_SUPPORTED})")
+            raise DTypeError(f"{what} has element type {_type_name(self.onnx, t.data_type)}, which dnnfusion does "
+                             f"not support ({_SUPPORTED}){onnx_quantize.dtype_hint(self.g, t.name)}")
         try:
             arr = self.onnx.numpy_helper.to_array(t)
         except Exception as e:  # noqa: BLE001 - e.g. raw_data of the wrong size
@@ -381,9 +381,8 @@ class _Importer:
                              "dnnfusion supports tensor inputs only")
         tt = v.type.tensor_type
         if tt.elem_type not in ONNX_DTYPES:
-            raise DTypeError(f"graph input '{v.name}' has element type "
-                             f"{_type_name(self.onnx, tt.elem_type)}, which dnnfusion does not "
-                             f"support ({_SUPPORTED})")
+            raise DTypeError(f"graph input '{v.name}' has element type {_type_name(self.onnx, tt.elem_type)}, which "
+                             f"dnnfusion does not support ({_SUPPORTED}){onnx_quantize.dtype_hint(self.g, v.name)}")
         if not tt.HasField("shape"):  # the checker requires it
             raise ModelFormatError(f"graph input '{v.name}' has no shape")
         dims: list = []
@@ -575,6 +574,7 @@ _NORMALIZE = {
     "BatchNormalization": _batch_norm,
     "Dropout": _dropout,
     "Cast": _cast_target,
+    **onnx_quantize.NORMALIZE,  # per-axis scales reshaped to broadcast, output_dtype, refusals
 }
 
 

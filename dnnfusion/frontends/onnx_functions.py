@@ -31,8 +31,10 @@ _ONNX_CODES = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 
                "f16": 10, "f64": 11, "u32": 12, "u64": 13}
 _MAX_DEPTH = 8  # bodies inside bodies (no schema nests this deep; a cycle would)
 # Bodies built at an opset below the ECG's (MIN_OPSET) that read the same at it: Celu's
-# opset-12 body (Constant, Div, Elu, Mul), whose operators' opset-13 versions only add bfloat16.
-_READ_AT_MIN_OPSET = {"Celu"}
+# opset-12 body (Constant, Div, Elu, Mul), whose operators' opset-13 versions only add bfloat16;
+# DynamicQuantizeLinear's opset-11 body, whose operators' later versions add types (ReduceMin/Max,
+# Min/Max, Sub, Div, Clip, Cast, Identity, Constant) or an axis its per-tensor QuantizeLinear lacks.
+_READ_AT_MIN_OPSET = {"Celu", "DynamicQuantizeLinear"}
 
 
 def _schema(onnx: Any, node: Any, opset: int | None) -> Any | None:

@@ -240,6 +240,20 @@ inline float v_gelu_tanh(float x) { return x * v_sigmoid(x * (x * x * (2.0f * 0.
     s += "inline " + T + " ipow_" + T + "(" + T + " a, " + T + " b) { " + T + " r = 1; for (; b > 0; --b) r = (" + T +
          ")(r * a); return r; }\n";
   }
+  // QuantizeLinear / DequantizeLinear (cg_support.h's quantize / dequantize). With fp64 the
+  // quotient is computed in double and rounded once to float: that is the correctly rounded
+  // float quotient (53 >= 2 * 24 + 2), which OpenCL's float division need not be (2.5 ulp).
+  const std::string quot = sp.fp64 ? "(float)((double)x / (double)s)" : "x / s";
+  for (DType t : {DType::I8, DType::U8, DType::I16, DType::U16}) {
+    const std::string T = cltype(t, sp);
+    const bool sgn = t == DType::I8 || t == DType::I16;
+    const int bits = t == DType::I8 || t == DType::U8 ? 8 : 16;
+    const std::string lo = sgn ? std::to_string(-(1 << (bits - 1))) : "0";
+    const std::string hi = std::to_string(sgn ? (1 << (bits - 1)) - 1 : (1 << bits) - 1);
+    s += "inline " + T + " quantize_" + T + "(float x, float s, float zp) { float r = rint(" + quot + ") + zp; r = r > " +
+         lo + ".0f ? r : " + lo + ".0f; r = r < " + hi + ".0f ? r : " + hi + ".0f; return (" + T + ")r; }\n";
+  }
+  s += "inline float dequantize_float(long x, float s, long zp) { return (float)(x - zp) * s; }\n";
   return s;
 }
 

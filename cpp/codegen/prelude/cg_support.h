@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -81,6 +82,24 @@ inline To bit_cast(From f) {
   To t;
   std::memcpy(&t, &f, sizeof t);
   return t;
+}
+
+// QuantizeLinear: x / s (a division: x * (1 / s) moves ties), rounded half to even, plus the
+// zero point, saturated to T. NaN gives T's lowest, as ONNX Runtime's vector path does (MAXPS
+// keeps its second operand). Clamping after rounding is clamping before: the bounds are integers.
+template <class T, class Z>
+inline T quantize(float x, float s, Z zp) {
+  float r = std::nearbyint(x / s) + static_cast<float>(zp);
+  const float lo = static_cast<float>(std::numeric_limits<T>::lowest());
+  const float hi = static_cast<float>(std::numeric_limits<T>::max());
+  r = r > lo ? r : lo;
+  r = r < hi ? r : hi;
+  return static_cast<T>(r);
+}
+// DequantizeLinear: (x - zp) exactly (int64), then one float multiply, as ONNX Runtime.
+template <class T, class X, class Z>
+inline T dequantize(X x, float s, Z zp) {
+  return static_cast<T>(static_cast<float>(static_cast<int64_t>(x) - static_cast<int64_t>(zp)) * s);
 }
 
 // Integer Div truncates toward zero; x / 0 gives 0 (the reference's choice, not a trap).

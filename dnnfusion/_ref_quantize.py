@@ -1,0 +1,59 @@
+"""QuantizeLinear and DequantizeLinear kernels of the NumPy reference interpreter (private to
+:mod:`dnnfusion.reference`): ONNX's per-tensor and per-axis forms (a 1-D scale along ``axis``,
+default 1), and the ECG's, where a per-axis scale has x's rank ([1, C, 1, 1]) and broadcasts
+(the ONNX front-end writes it so, and the ECG node has no ``axis``). Blocked quantization
+(``block_size``) raises NotImplementedError, as in the front-end.
+
+Unlike the other float kernels these do not compute in float64: ONNX defines the quotient
+x / scale in the scale's precision (QuantizeLinear-23 ``precision``, default the scale's type),
+and ties of round-half-to-even are decided on that float32 quotient, as ONNX Runtime does.
+float16 operands are computed in float32 (the whole of a float16 model is, in compile()).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Attrs = dict[str, Any]
+Inputs = list["np.ndarray | None"]
+
+
+def _operands(inputs: Inputs, attrs: Attrs, op: str, default: np.dtype | None = None):
+    """x, and scale and zero point shaped to broadcast to x."""
+    from ._ref_nn import unsupported
+
+    if attrs.get("block_size", 0):
+        raise unsupported(op, "block_size", attrs["block_size"])
+    x, scale = np.asarray(inputs[0]), np.asarray(inputs[1])
+    zp = inputs[2] if len(inputs) > 2 else None
+    zp = np.zeros(scale.shape, default or x.dtype) if zp is None else np.asarray(zp)
+    if scale.ndim == 1 and scale.size > 1 and x.ndim > 1:  # ONNX per axis
+        axis = int(attrs.get("axis", 1)) % x.ndim
+        shape = [1] * x.ndim
+        shape[axis] = scale.size
+        scale, zp = scale.reshape(shape), zp.reshape(shape)
+    return x, scale, zp
+
+
+def quantize_linear(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    """y = saturate(round_half_to_even(x / scale) + zero_point), of the zero point's type
+    (uint8 without one); NaN gives the type's lowest value (ONNX leaves it undefined; ONNX
+    Runtime's vector path gives that)."""
+    x, scale, zp = _operands(inputs, attrs, "QuantizeLinear", np.dtype(np.uint8))
+    info = np.iinfo(zp.dtype)
+    q = np.rint(x.astype(np.float32) / scale.astype(np.float32)).astype(np.float64) + zp.astype(np.float64)
+    q = np.where(np.isnan(q), info.min, np.clip(q, info.min, info.max))
+    return [q.astype(zp.dtype)]
+
+
+def dequantize_linear(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    """y = (x - zero_point) * scale: the difference exact, one float32 multiply, in the scale's
+    type."""
+    x, scale, zp = _operands(inputs, attrs, "DequantizeLinear")
+    d = (x.astype(np.int64) - zp.astype(np.int64)).astype(np.float32)
+    return [(d * scale.astype(np.float32)).astype(scale.dtype)]
+
+
+KERNELS = {"QuantizeLinear": quantize_linear, "DequantizeLinear": dequantize_linear}
