@@ -2,8 +2,8 @@
 small valid model from the op table, with what trips compilers up: broadcasts of every
 kind, diamonds and fan-out, shared inputs, layout operators between anchors (Transpose,
 Reshape, Slice, Concat, Expand, Gather, GatherND, Pad), reductions and row operators on any axis,
-MatMul/Gemm/Conv/ConvTranspose/DepthToSpace/pools, integer arithmetic, and graph outputs that
-other nodes also read.
+MatMul/Gemm/Conv/ConvTranspose/DepthToSpace/pools, integer arithmetic, fake quantization
+(QuantizeLinear -> DequantizeLinear), and graph outputs that other nodes also read.
 `draw` is any function that takes a hypothesis strategy and returns a value (hypothesis's
 own `draw`, or a seeded stand-in), so the same builder serves pytest and long runs.
 
@@ -92,9 +92,9 @@ def build(draw: Callable, max_nodes: int = 12) -> Model:
 
     for _ in range(draw(st.integers(1, max_nodes))):
         kind = draw(st.sampled_from(["unary", "binary", "binary", "layout", "layout", "reduce",
-                                     "row", "matmul", "conv", "int", "where"]))
+                                     "row", "matmul", "conv", "int", "where", "qdq"]))
         a = pick(lambda v: v.dtype == "f32")
-        if kind in ("int", "where"):
+        if kind in ("int", "where", "qdq"):
             # Discontinuous ops (a truncating Cast, a comparison) read graph inputs only: on a
             # computed value, a last-bit rounding difference could flip them legitimately.
             a = pick(lambda v: v in inputs)
@@ -277,6 +277,14 @@ def build(draw: Callable, max_nodes: int = 12) -> Model:
             cond = emit("Greater", [a.name, b], np.broadcast_shapes(a.shape, tuple(inits[-1].dims)), "bool")
             v = emit("Where", [cond.name, a.name, fconst(bshape(a.shape))],
                      np.broadcast_shapes(cond.shape, a.shape))
+        elif kind == "qdq":  # fake quantization, per tensor or per axis (a negative axis too)
+            ax = draw(st.integers(-r, r - 1))
+            n = a.shape[ax] if draw(st.booleans()) else 0
+            qt = draw(st.sampled_from([np.uint8, np.int8]))
+            scale = const(rng.uniform(0.01, 0.1, n or ()).astype(np.float32))
+            zp = const(rng.integers(np.iinfo(qt).min // 2, np.iinfo(qt).max // 2, n or ()).astype(qt))
+            q = emit("QuantizeLinear", [a.name, scale, zp], a.shape, "i8", axis=ax)
+            v = emit("DequantizeLinear", [q.name, scale, zp], a.shape, axis=ax)
         if v is not None and 0 < int(np.prod(v.shape)) <= 4096 and 1 <= len(v.shape) <= 5:
             pool.append(v)
     # Outputs: the last value, plus values others also read (outputs that are intermediates).
