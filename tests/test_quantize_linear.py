@@ -163,6 +163,48 @@ def test_int32_dequantize_and_output_dtype():
         np.testing.assert_array_equal(a, b)
 
 
+def test_float16_scale_and_data():
+    """float16 x and scale (opset 19+): computed in float32, as compile() does a float16 model,
+    equal to ONNX Runtime and the reference."""
+    s = nh.from_array(np.array([0.5, 0.25, 2.0], np.float16), "s")
+    z = nh.from_array(np.array([1, -3, 7], np.int8), "z")
+    g = h.make_graph([h.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+                      h.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)], "f16",
+                     [h.make_tensor_value_info("x", T.FLOAT16, (2, 3, 5))],
+                     [h.make_tensor_value_info("q", T.INT8, (2, 3, 5)), h.make_tensor_value_info("y", T.FLOAT16, (2, 3, 5))],
+                     [s, z])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+    x = (np.random.default_rng(0).standard_normal((2, 3, 5)) * 30).astype(np.float16)
+    _check(df.compile(m.SerializeToString())(x=x), m, {"x": x})
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_torch_fake_quantization_export():
+    """torch's fake_quantize_per_tensor_affine / _per_channel_affine exported to ONNX (Q -> DQ
+    pairs, a per-channel int8 one along axis 1) compile to one kernel equal to ONNX Runtime."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.s, self.z = torch.tensor([0.05, 0.1, 0.2]), torch.tensor([0, 2, -4], dtype=torch.int32)
+
+        def forward(self, x):
+            y = torch.fake_quantize_per_tensor_affine(x, 0.1, 3, 0, 255)
+            z = torch.fake_quantize_per_channel_affine(x, self.s, self.z, 1, -128, 127)
+            return torch.relu(y) + z
+
+    x = torch.randn(2, 3, 4, 37, generator=torch.Generator().manual_seed(0)) * 5
+    b = io.BytesIO()
+    torch.onnx.export(M(), (x,), b, input_names=["x"], output_names=["y"], opset_version=13, dynamo=False)
+    assert [n.op_type for n in onnx.load_from_string(b.getvalue()).graph.node].count("QuantizeLinear") == 2
+    compiled = df.compile(b.getvalue())
+    want = ort.InferenceSession(b.getvalue(), providers=["CPUExecutionProvider"]).run(None, {"x": x.numpy()})[0]
+    np.testing.assert_array_equal(compiled(x=x.numpy()), want)
+    assert compiled.stats["kernels"] == 1
+
+
 def test_nan_quantizes_to_the_lowest_value():
     """NaN: ONNX leaves it undefined; dnnfusion gives the type's lowest value, as ONNX Runtime's
     vector path does, in the reference and in generated code alike."""

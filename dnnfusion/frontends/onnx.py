@@ -30,7 +30,8 @@ carefully and refusing what dnnfusion cannot represent. What :func:`import_onnx`
   Dropout whose ``training_mode`` input is not a constant (or is true with a ratio other
   than the constant 0: random). Element types outside the ECG's twelve (bfloat16, float8,
   int4, string, complex...) in graph inputs, initializers, tensor attributes or Cast
-  targets raise :class:`DTypeError` naming the tensor.
+  targets raise :class:`DTypeError` naming the tensor (and the Quantize/DequantizeLinear nodes
+  that read it, with what to do: onnx_quantize.py, which also reads those two operators).
 * **Graph inputs** are the graph's inputs that are not initializers (an initializer listed
   as an input, as in IR < 4, is a constant: dnnfusion does not let it be overridden).
   Dimensions are ``dim_value`` (an int), ``dim_param`` (that symbol) or, when neither is
