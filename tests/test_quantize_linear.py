@@ -246,6 +246,29 @@ def test_dynamic_quantize_linear_every_dialect(lo, hi, isa):
         _check(got, m, {"x": x})
 
 
+def test_dequantize_of_a_large_weight_folds_and_an_expand_does_not():
+    """fold_constants keeps a node whose outputs outgrow its inputs by more than 64 KiB, except
+    an elementwise op that only widens elements: DequantizeLinear of 65536 int8 weights (256
+    KiB once float32) folds; an Expand of a [1, 256] float32 row to [256, 256] (256 KiB from
+    1 KiB) stays a node."""
+    from dnnfusion.rewrite import fold_constants
+
+    w = np.random.default_rng(7).integers(-127, 127, (256, 256)).astype(np.int8)
+    inits = [nh.from_array(w, "w"), nh.from_array(np.full(256, 0.01, np.float32), "s"),
+             nh.from_array(np.ones((1, 256), np.float32), "row"), nh.from_array(np.array([256, 256], np.int64), "to")]
+    g = h.make_graph([h.make_node("DequantizeLinear", ["w", "s"], ["wf"], axis=0),
+                      h.make_node("Expand", ["row", "to"], ["big"]), h.make_node("MatMul", ["x", "wf"], ["m"]),
+                      h.make_node("Add", ["m", "big"], ["y"])], "fold",
+                     [h.make_tensor_value_info("x", T.FLOAT, (256, 256))],
+                     [h.make_tensor_value_info("y", T.FLOAT, (256, 256))], inits)
+    folded = fold_constants(df.load(h.make_model(g, opset_imports=[h.make_opsetid("", 21)]).SerializeToString()))
+    ops = sorted(n.op for n in folded.graph.nodes)
+    assert ops == ["Add", "Expand", "MatMul"], ops
+    mm = next(n for n in folded.graph.nodes if n.op == "MatMul")
+    assert mm.inputs[1].is_constant and mm.inputs[1].dtype == "f32"
+    np.testing.assert_array_equal(mm.inputs[1].numpy(), w.astype(np.float32) * np.float32(0.01))
+
+
 # --------------------------------------------------------------------------------------------
 # A whole QDQ model
 # --------------------------------------------------------------------------------------------
