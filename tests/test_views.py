@@ -310,11 +310,18 @@ def _inception(batch=1, hw=10):
     return df.rewrite.select_layout(ecg, "nhwc")[0], feeds
 
 
+# The 3x3 branch takes Winograd F(4x4) where its 4x4 tiles fill every thread's GEMM rows
+# (batch 2 on a 2-thread AVX2 machine): its outputs, up to ~250, carry rounding of a few 1e-7
+# of that size into the final 1x1 sums (2.6e-4 seen on a value of 0.95), so the tolerance
+# follows the output's scale; a misplaced channel segment is off by the values themselves.
+INCEPTION_TOL = dict(rtol=1e-4, atol=1e-4, of_scale=1e-5)
+
+
 @pytest.mark.parametrize("planner,isa", planner_params(PLANNERS))
 @pytest.mark.parametrize("batch", [1, 2])
 def test_inception_concat_in_rows_matches_reference(batch, planner, isa):
     ecg, feeds = _inception(batch)
-    gen = matches_reference(ecg, feeds, planner, isa, rtol=1e-4, atol=1e-4)
+    gen = matches_reference(ecg, feeds, planner, isa, **INCEPTION_TOL)
     if planner == "dnnfusion":  # each branch's Relu is its convolution's epilogue; no copy loop
         assert not any("loop" in s for k in gen["kernels"] for s in k["stages"]), gen["kernels"]
 
@@ -325,10 +332,10 @@ def test_inception_concat_in_rows_writes_each_byte_once(monkeypatch):
     dense, then the Concat copied) costs one pass and the Concat's bytes more."""
     ecg, feeds = _inception(1)
     outs, gen = run(ecg, feeds, planner="dnnfusion")
-    assert_matches_reference(ecg, feeds, outs, rtol=1e-4, atol=1e-4)
+    assert_matches_reference(ecg, feeds, outs, **INCEPTION_TOL)
     monkeypatch.setenv("DNNF_CONCAT_ROWS", "0")
     outs0, gen0 = run(ecg, feeds, planner="dnnfusion")
-    assert_matches_reference(ecg, feeds, outs0, rtol=1e-4, atol=1e-4)
+    assert_matches_reference(ecg, feeds, outs0, **INCEPTION_TOL)
     cat_bytes = 4 * 50 * 10 * 10
     assert gen0["counts"]["passes"] == gen["counts"]["passes"] + 1, (gen["kernels"], gen0["kernels"])
     assert gen0["counts"]["intermediate_bytes_written"] == gen["counts"]["intermediate_bytes_written"] + cat_bytes
