@@ -51,8 +51,10 @@ def test_depthwise_rows_match_the_reference(n, c, h, w, act, isa):
     want = ecg.run_reference(x)[0]
     if compile_only(isa):  # a dialect this CPU lacks: the channels-last module generated and compiled, not run
         gen = compile_for(df.rewrite.select_layout(ecg, "nhwc")[0], "dnnfusion", isa)
-        assert "conv_nhwc_f32" in gen["source"] and any(f"NhwcConv k3 s1 g{c}" in s for k in gen["kernels"]
-                                                        for s in k["stages"]), gen["kernels"]
+        # the call of the depthwise path (conv_shape.h: NhwcPath::Depthwise = 4), with its unit
+        src = gen["source"]
+        assert "conv_nhwc_paths_f32<4>" in src and "nhwcdw" in src.splitlines()[1], src[:300]
+        assert any(f"NhwcConv k3 s1 g{c}" in s for k in gen["kernels"] for s in k["stages"]), gen["kernels"]
         return
     m = df.compile(ecg, threads=1, isa=isa, layout="nhwc")
     assert any(f"NhwcConv k3 s1 g{c}" in s for k in m.kernels for s in k["stages"]), m.kernels
