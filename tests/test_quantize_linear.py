@@ -331,13 +331,17 @@ def test_whole_qdq_model_against_onnxruntime(tmp_path, capsys):
     want = ort.InferenceSession(str(qp), plain, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     # ONNX Runtime's default session fuses DQ -> Conv -> Q into QLinearConv (integer sums,
     # requantized by one float multiply instead of a division): more values sit one step apart.
-    # Allowed: 4 steps of the output's scale.
+    # Allowed: 4 steps of the output's scale, or 2 past ONNX Runtime's own distance between its
+    # two sessions: on an AVX2 CPU without VNNI its u8s8 kernels (pairwise products summed in
+    # int16, which saturates) put the fused session up to 6 steps from the plain one (Zen 3),
+    # where dnnfusion equals the plain one exactly.
     fused = ort.InferenceSession(str(qp), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     y_scale = float(nh.to_array(next(t for t in proto.graph.initializer if t.name == next(
         n.input[1] for n in proto.graph.node if n.op_type == "DequantizeLinear" and n.output[0] == "y"))))
     err_plain, err_fused = np.abs(got - want).max(), np.abs(got - fused).max()
     assert err_plain <= 2 * y_scale + 1e-6, (err_plain, y_scale)
-    assert err_fused <= 4 * y_scale + 1e-6, (err_fused, y_scale)
+    ort_own = float(np.abs(fused - want).max())
+    assert err_fused <= max(4 * y_scale, ort_own + 2 * y_scale) + 1e-6, (err_fused, ort_own, y_scale)
     # Every weight's and bias's DequantizeLinear folded: Conv and Gemm read float32 constants
     # (the Gemm's 32768 weights too, four times their int8 bytes).
     g = compiled.graph.graph
