@@ -17,6 +17,17 @@ PRELUDE = ROOT / "cpp" / "codegen" / "prelude"
 CXX = os.environ.get("CXX_HOST", "g++")
 ARM_CXX, QEMU, ARM_SYSROOT = "aarch64-linux-gnu-g++", "qemu-aarch64", "/usr/aarch64-linux-gnu"
 
+# The opening of every case driver's main, the protocol of build_and_run: `driver <in> <out>`,
+# `in` starting with the case count; each driver then reads its cases from `in`.
+DRIVER_MAIN_OPEN = r"""
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  FILE* in = std::fopen(argv[1], "rb");
+  FILE* out = std::fopen(argv[2], "wb");
+  int n_cases = 0;
+  if (!in || !out || std::fread(&n_cases, 4, 1, in) != 1) return 3;
+"""
+
 
 def neon_missing() -> str | None:
     """Why NEON code cannot be cross-compiled and run here, or None."""

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from dialects import params
-from native_toolchain import PRELUDE, CompiledOnly, Job, build_and_run, dialect_commands
+from native_toolchain import DRIVER_MAIN_OPEN, PRELUDE, CompiledOnly, Job, build_and_run, dialect_commands
 # -O1 as in test_prelude_conv_pool.py: the drivers' compiles were most of this file's time, and
 # the kernels hold no optimisation-dependent semantics (no -ffast-math).
 COMMON = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
@@ -98,12 +98,7 @@ std::vector<float> read_floats(FILE* f, long n) {
   return v;
 }
 
-int main(int argc, char** argv) {
-  if (argc != 3) return 2;
-  FILE* in = std::fopen(argv[1], "rb");
-  FILE* out = std::fopen(argv[2], "wb");
-  int n_cases = 0;
-  if (!in || !out || std::fread(&n_cases, 4, 1, in) != 1) return 3;
+""" + DRIVER_MAIN_OPEN + r"""
   int current_threads = 0;
   for (int i = 0; i < n_cases; ++i) {
     int h[14];

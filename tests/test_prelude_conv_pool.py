@@ -25,7 +25,7 @@ import pytest
 
 from dnnfusion import _ref_nn as nn
 from dialects import params
-from native_toolchain import PRELUDE, CompiledOnly, Job, build_and_run, dialect_commands
+from native_toolchain import DRIVER_MAIN_OPEN, PRELUDE, CompiledOnly, Job, build_and_run, dialect_commands
 
 # -O1 keeps the four compiles quick; the kernels hold no optimisation-dependent semantics
 # (no -ffast-math), and -O3 (the runtime's level) was checked to give the same results.
@@ -69,12 +69,7 @@ struct EpStorePlusOne {
 };
 
 enum { kHead = 40 };
-int main(int argc, char** argv) {
-  if (argc != 3) return 2;
-  FILE* in = std::fopen(argv[1], "rb");
-  FILE* out = std::fopen(argv[2], "wb");
-  int n_cases = 0;
-  if (!in || !out || std::fread(&n_cases, 4, 1, in) != 1) return 3;
+""" + DRIVER_MAIN_OPEN + r"""
   for (int ci = 0; ci < n_cases; ++ci) {
     int h[kHead];
     if (std::fread(h, 4, kHead, in) != kHead) return 4;

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from dialects import params
-from native_toolchain import PRELUDE, CompiledOnly, build_and_run, dialect_commands
+from native_toolchain import DRIVER_MAIN_OPEN, PRELUDE, CompiledOnly, build_and_run, dialect_commands
 
 COMMON = ["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", f"-I{PRELUDE}"]
 SCALAR_FLAGS = ("-mavx2", "-mfma")
@@ -40,12 +40,7 @@ DRIVER = r"""
 using namespace dnnf;
 
 enum { kHead = 24 };
-int main(int argc, char** argv) {
-  if (argc != 3) return 2;
-  FILE* in = std::fopen(argv[1], "rb");
-  FILE* out = std::fopen(argv[2], "wb");
-  int n_cases = 0;
-  if (!in || !out || std::fread(&n_cases, 4, 1, in) != 1) return 3;
+""" + DRIVER_MAIN_OPEN + r"""
   setenv("DNNF_WINOGRAD", "1", 1);
   for (int ci = 0; ci < n_cases; ++ci) {
     int h[kHead];
