@@ -401,7 +401,8 @@ def prelude_units() -> list[str]:
     groups = sorted(set(re.findall(r"#define DNNF_UNIT_([a-z]+)\(EP, D\)", open(header).read())))
     if not groups:
         raise Error(f"no prelude units are defined in {header}")
-    return [f"{g}.{k}" for g in groups for k in range(3)]
+    # pack holds no epilogue: its .1 and .2 would be copies of .0
+    return [f"{g}.{k}" for g in groups for k in (range(1) if g == "pack" else range(3))]
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:

@@ -32,8 +32,9 @@ UNITS = {  # group -> what it holds (prelude_units.h)
     "nhwcwino": "NHWC Winograd Conv", "nhwcdw": "NHWC depthwise Conv", "nhwcexp": "NHWC expansion + depthwise",
     "pool": "NCHW pools", "poolnhwc": "NHWC pools", "rows": "Softmax/LayerNorm/...",
     **{f"reduce{k}": f"float Reduce{k}" for k in ("sum", "mean", "max", "min", "prod", "norm")},
-    "resize": "Resize", "roi": "RoiAlign",
+    "resize": "Resize", "roi": "RoiAlign", "pack": "weights packed at setup (PackedB, PackedNhwcWeights)",
 }
+KINDS = {"pack": "0"}  # the epilogue kinds of a group that has not all three (pack has no epilogue)
 
 
 @pytest.fixture(scope="module")
@@ -154,16 +155,16 @@ def matmul_kinds(prologue: bool = True) -> bytes:
 # expansion is computed inside the depthwise kernel: DNNF_EXPAND_MIN_BYTES 0, else far above it)
 CHANNELS_LAST = {"layout": "nhwc"}
 MODELS = {
-    "tiny_convnet": (lambda path: tiny_convnet(), [(1, 3, 32, 32)], {"conv", "gemm", "pool", "rows"}, {}, False),
+    "tiny_convnet": (lambda path: tiny_convnet(), [(1, 3, 32, 32)], {"conv", "gemm", "pool", "rows", "pack"}, {}, False),
     # the stem direct (3 channels: no Winograd), the 1x1s the gemm unit, the 3x3 depthwise
     "inverted_residual": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)],
-                          {"nhwcdirect", "gemm", "nhwcdw"}, CHANNELS_LAST, False),
+                          {"nhwcdirect", "gemm", "nhwcdw", "pack"}, CHANNELS_LAST, False),
     "inverted_residual_expanded": (lambda path: _write(path, inverted_residual()), [(1, 3, 24, 24)],
-                                   {"nhwcdirect", "gemm", "nhwcexp"}, CHANNELS_LAST, True),
+                                   {"nhwcdirect", "gemm", "nhwcexp", "pack"}, CHANNELS_LAST, True),
     "transformer_block": (lambda path: _write(path, transformer_block()), [(1, 16, 32)],
-                          {"gemm", "rows", "reducemean"}, {}, False),
+                          {"gemm", "rows", "reducemean", "pack"}, {}, False),
     # gemmb and gemmpro of one epilogue: the one unit of all GEMM kinds instead
-    "matmul_kinds": (lambda path: _write(path, matmul_kinds()), [(1, 16, 32)], {"gemmall"}, {}, False),
+    "matmul_kinds": (lambda path: _write(path, matmul_kinds()), [(1, 16, 32)], {"gemmall", "pack"}, {}, False),
     "matmul_strided": (lambda path: _write(path, matmul_kinds(False)), [(1, 16, 32)], {"gemmb"}, {}, False),
 }
 
@@ -317,7 +318,7 @@ def test_every_unit_matches_the_prelude_in_every_x86_dialect(tmp_path):
     for i, groups in enumerate([together, ["nhwcexp", "gemmall"]]):
         src = tmp_path / f"units_{i}.cc"
         src.write_text('#include "prelude_unit_sources.h"\n' +
-                       "".join(f"DNNF_UNIT_DEFINE({g}, {e})\n" for g in groups for e in "012"))
+                       "".join(f"DNNF_UNIT_DEFINE({g}, {e})\n" for g in groups for e in KINDS.get(g, "012")))
         sources.append(src)
     header = open(os.path.join(prelude_dir(), "prelude_units.h")).read()
     assert set(re.findall(r"#define DNNF_UNIT_([a-z]+)\(EP, D\)", header)) == set(UNITS)
@@ -391,7 +392,7 @@ def test_warmup_builds_what_a_later_compile_uses(own_cache, capsys, tmp_path, mo
     assert linked_units(m.library_path) == set(units)
     assert cli.main(["warmup", "--units", "gemm.1", "nosuch.1"]) == 2
     assert "no such prelude unit: nosuch.1" in capsys.readouterr().err
-    assert set(cli.prelude_units()) == {f"{g}.{k}" for g in UNITS for k in range(3)}
+    assert set(cli.prelude_units()) == {f"{g}.{k}" for g in UNITS for k in KINDS.get(g, "012")}
 
 
 def _conv_model(weights_as_input: bool) -> bytes:
@@ -410,8 +411,8 @@ def _conv_model(weights_as_input: bool) -> bytes:
 
 
 @pytest.mark.parametrize("winograd,weights_as_input,want", [
-    ("", False, {"nhwcwino"}), ("0", False, {"nhwcdirect"}),
-    ("", True, {"nhwcwino", "nhwcdirect", "nhwcdw", "gemm"})])
+    ("", False, {"nhwcwino", "pack"}), ("0", False, {"nhwcdirect", "pack"}),
+    ("", True, {"nhwcwino", "nhwcdirect", "nhwcdw", "gemm", "pack"})])
 def test_a_module_links_the_convolution_paths_it_takes(winograd, weights_as_input, want, cache, tmp_path, monkeypatch):
     """A channels-last convolution with packed weights calls the one path they were packed for
     (conv_shape.h nhwc_path: Winograd here, the direct kernel with DNNF_WINOGRAD=0) and its

@@ -98,6 +98,11 @@ std::set<std::string> units(const ModulePlan& mp) {
       }
       if (group) out.insert(group + std::string(ep));
     }
+  // The weight packing (PackedB, PackedNhwcWeights): for the weights packed at setup, and for a
+  // channels-last convolution's weights computed in the run, packed per call (conv_nhwc_f32).
+  bool packs = !mp.packed.empty();
+  for (const std::string& u : out) packs = packs || u.rfind("nhwc", 0) == 0;
+  if (packs) out.insert("pack.0");
   // Two or more GEMM units of one epilogue: the one unit holding all their instances instead.
   // Their micro-kernels, most of each one's compile (2.1 of 2.75 s, Xeon, AVX-512), are
   // templates of the epilogue alone, compiled once there and once per unit apart (BERT named
@@ -119,7 +124,7 @@ std::string packed_member(const PackedConstant& p, const std::string& name) {
     case PackedConstant::Kind::ConvWeights: return "std::unique_ptr<dnnf::conv::PackedConvWeights> " + name + ";";
     case PackedConstant::Kind::NhwcConvWeights:
     case PackedConstant::Kind::SegmentedNhwcConvWeights:
-      return "std::unique_ptr<dnnf::conv::PackedNhwcWeights> " + name + ";";
+      return "dnnf::conv::PackedNhwcPtr " + name + ";";
   }
   throw InternalError("codegen: a packed constant of unknown kind");
 }
@@ -133,12 +138,16 @@ std::string packed_create(const PackedConstant& p, const std::string& name) {
   shape.kind = AnchorArg::Kind::Shape;
   shape.name = "conv";
   shape.ints.assign(p.ints.begin(), p.ints.begin() + 25);
-  const char* type = p.kind == PackedConstant::Kind::ConvWeights ? "PackedConvWeights" : "PackedNhwcWeights";
+  if (p.kind == PackedConstant::Kind::ConvWeights)
+    return "st->" + name + " = std::make_unique<dnnf::conv::PackedConvWeights>(" + shape_literal(shape) + ", " + src +
+           ");";
+  // Channels last: made and deleted by the pack unit (conv_nhwc.h new_packed, PackedNhwcPtr).
+  const std::string made = "st->" + name + ".reset(dnnf::conv::nhwc_detail::new_packed<0>(" + shape_literal(shape) +
+                           ", " + src + ", ";
+  if (p.kind != PackedConstant::Kind::SegmentedNhwcConvWeights) return made + "nullptr));";
   std::string segments;  // the channels of each input segment, after the shape's 25 ints
   for (size_t k = 25; k < p.ints.size(); ++k) segments += (k > 25 ? ", " : "") + std::to_string(p.ints[k]);
-  if (p.kind == PackedConstant::Kind::SegmentedNhwcConvWeights) segments = ", std::vector<int>{" + segments + "}";
-  return "st->" + name + " = std::make_unique<dnnf::conv::" + type + ">(" + shape_literal(shape) + ", " + src +
-         segments + ");";
+  return "{\n          const std::vector<int> seg{" + segments + "};\n          " + made + "&seg));\n        }";
 }
 
 std::string location(const Location& l) {

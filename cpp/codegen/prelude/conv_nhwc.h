@@ -163,26 +163,25 @@ void mean_of_rows(const ConvShape& s, const float* y, float* pooled, float scale
 }
 }  // namespace nhwc_detail
 
+class PackedNhwcWeights;
+namespace nhwc_detail {
+// The packing behind PackedNhwcWeights's constructors (segments: the input's channel segments,
+// or null), a template of nothing so that its one instance lives in a prelude unit (pack.0,
+// prelude_units.h) rather than in every module that packs convolution weights: there it was
+// about 2.2 s of ResNet-50's 5.2 s module compile (Zen 3, AVX2, -O3).
+template <int I = 0>
+void pack_nhwc_weights(PackedNhwcWeights& p, const float* w, const std::vector<int>* segments);
+template <int I = 0>
+void delete_packed(PackedNhwcWeights* p);
+template <int I = 0>
+PackedNhwcWeights* new_packed(const ConvShape& s, const float* w, const std::vector<int>* segments);
+}  // namespace nhwc_detail
+
 // Weights prepared once for one shape: the depthwise path's [taps, C] copy, W^T [C, M]
 // packed as a GEMM B for the pointwise path, or the direct kernel's packing otherwise.
 class PackedNhwcWeights {
  public:
-  PackedNhwcWeights(const ConvShape& s, const float* w) : s_(s), path_(nhwc_path(s)) {
-    detail::check(s);
-    const window::Geom g = detail::geom(s);
-    const int taps = g.taps();
-    if (s.planar_x && s.group != 1) throw std::invalid_argument("conv_nhwc: a channels-first input needs one group");
-    switch (path_) {
-      case NhwcPath::Winograd: wino_ = std::make_unique<wino::Weights>(s, w); break;
-      case NhwcPath::Depthwise:
-        depthwise_.resize(static_cast<size_t>(taps) * s.C);
-        for (int c = 0; c < s.C; ++c)
-          for (int t = 0; t < taps; ++t) depthwise_[static_cast<size_t>(t) * s.C + c] = w[static_cast<long>(c) * taps + t];
-        break;
-      case NhwcPath::Pointwise: gemm_ = gemm::PackedB(w, 1, s.C, s.C, s.M); break;  // B[c, m] = w[m, c]
-      case NhwcPath::Direct: direct_ = DirectWeights(s, w); break;
-    }
-  }
+  PackedNhwcWeights(const ConvShape& s, const float* w) : s_(s) { nhwc_detail::pack_nhwc_weights<0>(*this, w, nullptr); }
   // For an input in channel segments (`segments`: their channel counts; one group): Winograd
   // where it is chosen (its input transform reads each segment where it lies), else the
   // direct kernel's packing with chunks inside the segments. U-Net's decoder convolutions,
@@ -190,11 +189,7 @@ class PackedNhwcWeights {
   // Winograd's speed.
   PackedNhwcWeights(const ConvShape& s, const float* w, const std::vector<int>& segments)
       : s_(s), segmented_(true) {
-    detail::check(s);
-    if (s.group != 1) throw std::invalid_argument("conv_nhwc: channel segments need one group");
-    path_ = segmented_nhwc_path(s);
-    if (path_ == NhwcPath::Winograd) wino_ = std::make_unique<wino::Weights>(s, w);
-    else direct_ = DirectWeights(s, w, segments);
+    nhwc_detail::pack_nhwc_weights<0>(*this, w, &segments);
   }
   // 1x1, stride 1, no padding, one group: a plain GEMM over the pixels.
   static bool pointwise_gemm(const ConvShape& s) {
@@ -220,7 +215,55 @@ class PackedNhwcWeights {
   std::unique_ptr<wino::Weights> wino_;
   gemm::PackedB gemm_;
   DirectWeights direct_;
+  template <int I>
+  friend void nhwc_detail::pack_nhwc_weights(PackedNhwcWeights&, const float*, const std::vector<int>*);
 };
+
+// What a module's State holds its packed convolutions in: deleted through the pack unit's one
+// instance (delete_packed), not with the members' destructors inlined per convolution (11 KB
+// of ResNet-50's module, once per packed convolution in its State's destructor).
+template <int I>
+void nhwc_detail::delete_packed(PackedNhwcWeights* p) {
+  delete p;
+}
+// And made by it (a module's setup calls this once per packed convolution; the constructor's
+// member initialisers and their clean-up on a throw, inlined per call, were 20 KB of
+// ResNet-50's setup function).
+template <int I>
+PackedNhwcWeights* nhwc_detail::new_packed(const ConvShape& s, const float* w, const std::vector<int>* segments) {
+  return segments ? new PackedNhwcWeights(s, w, *segments) : new PackedNhwcWeights(s, w);
+}
+struct PackedNhwcDelete {
+  void operator()(PackedNhwcWeights* p) const { nhwc_detail::delete_packed<0>(p); }
+};
+using PackedNhwcPtr = std::unique_ptr<PackedNhwcWeights, PackedNhwcDelete>;
+
+template <int I>
+void nhwc_detail::pack_nhwc_weights(PackedNhwcWeights& p, const float* w, const std::vector<int>* segments) {
+  const ConvShape& s = p.s_;
+  detail::check(s);
+  if (segments) {
+    if (s.group != 1) throw std::invalid_argument("conv_nhwc: channel segments need one group");
+    p.path_ = segmented_nhwc_path(s);
+    if (p.path_ == NhwcPath::Winograd) p.wino_ = std::make_unique<wino::Weights>(s, w);
+    else p.direct_ = DirectWeights(s, w, *segments);
+    return;
+  }
+  p.path_ = nhwc_path(s);
+  const window::Geom g = detail::geom(s);
+  const int taps = g.taps();
+  if (s.planar_x && s.group != 1) throw std::invalid_argument("conv_nhwc: a channels-first input needs one group");
+  switch (p.path_) {
+    case NhwcPath::Winograd: p.wino_ = std::make_unique<wino::Weights>(s, w); break;
+    case NhwcPath::Depthwise:
+      p.depthwise_.resize(static_cast<size_t>(taps) * s.C);
+      for (int c = 0; c < s.C; ++c)
+        for (int t = 0; t < taps; ++t) p.depthwise_[static_cast<size_t>(t) * s.C + c] = w[static_cast<long>(c) * taps + t];
+      break;
+    case NhwcPath::Pointwise: p.gemm_ = gemm::PackedB(w, 1, s.C, s.C, s.M); break;  // B[c, m] = w[m, c]
+    case NhwcPath::Direct: p.direct_ = DirectWeights(s, w); break;
+  }
+}
 
 // The paths as functions of their own (the direct kernel is conv_direct.h's, the pointwise
 // GEMM gemm.h's), each instantiated in a prelude unit of its own (prelude_units.h), so that a
@@ -323,3 +366,14 @@ void conv_nhwc_f32(const ConvShape& s, const float* x, const float* w, float* y,
 }
 
 }  // namespace dnnf::conv
+
+// The packing's instance in the pack prelude unit (prelude_units.h DNNF_UNIT_pack): declared by
+// modules that include this header, defined by the unit, which includes it too.
+#undef DNNF_UNIT_PACK_NHWC
+#define DNNF_UNIT_PACK_NHWC(D)                                                                   \
+  D(void dnnf::conv::nhwc_detail::pack_nhwc_weights<0>(dnnf::conv::PackedNhwcWeights&, const float*, \
+                                                       const std::vector<int>*))                   \
+  D(void dnnf::conv::nhwc_detail::delete_packed<0>(dnnf::conv::PackedNhwcWeights*))             \
+  D(dnnf::conv::PackedNhwcWeights* dnnf::conv::nhwc_detail::new_packed<0>(const dnnf::conv::ConvShape&,   \
+                                                                         const float*,                  \
+                                                                         const std::vector<int>*))

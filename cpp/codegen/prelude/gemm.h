@@ -107,8 +107,11 @@ inline size_t packed_b_floats(int K, int N, int kc) {
 // Packs B into dst (packed_b_floats(K, N, kc) floats, 64-byte aligned for speed).
 // `parallel`: on the pool, in k-blocks x runs of 32 panels (a large weight at model setup:
 // VGG-16's 25088x4096 classifier took 0.8 s on one thread); else one task per k-block, inline.
-inline PackedBView pack_b_into(float* dst, const float* b, long rs, long cs, int K, int N, int kc,
-                               bool parallel = false) {
+// A template of nothing so that its one instance lives in a prelude unit (pack.0,
+// prelude_units.h) instead of in every module that packs weights (PackedB).
+template <int I = 0>
+PackedBView pack_b_into(float* dst, const float* b, long rs, long cs, int K, int N, int kc,
+                        bool parallel = false) {
   const int n_pad = round_up(N, kNR), run = parallel ? 32 * kNR : std::max(N, 1), runs = (N + run - 1) / run;
   auto task = [&](int t) {
     const int pc = t / runs * kc, col0 = t % runs * run, kcb = std::min(kc, K - pc), kc_pad = round_up(kcb, kKU);
