@@ -121,7 +121,7 @@ std::set<std::string> units(const ModulePlan& mp) {
 std::string packed_member(const PackedConstant& p, const std::string& name) {
   switch (p.kind) {
     case PackedConstant::Kind::GemmB: return "dnnf::gemm::PackedB " + name + ";";
-    case PackedConstant::Kind::ConvWeights: return "std::unique_ptr<dnnf::conv::PackedConvWeights> " + name + ";";
+    case PackedConstant::Kind::ConvWeights: return "dnnf::conv::PackedConvPtr " + name + ";";
     case PackedConstant::Kind::NhwcConvWeights:
     case PackedConstant::Kind::SegmentedNhwcConvWeights:
       return "dnnf::conv::PackedNhwcPtr " + name + ";";
@@ -138,10 +138,11 @@ std::string packed_create(const PackedConstant& p, const std::string& name) {
   shape.kind = AnchorArg::Kind::Shape;
   shape.name = "conv";
   shape.ints.assign(p.ints.begin(), p.ints.begin() + 25);
+  // Made and deleted by the pack unit (conv.h new_packed_conv and PackedConvPtr, conv_nhwc.h
+  // new_packed and PackedNhwcPtr).
   if (p.kind == PackedConstant::Kind::ConvWeights)
-    return "st->" + name + " = std::make_unique<dnnf::conv::PackedConvWeights>(" + shape_literal(shape) + ", " + src +
-           ");";
-  // Channels last: made and deleted by the pack unit (conv_nhwc.h new_packed, PackedNhwcPtr).
+    return "st->" + name + ".reset(dnnf::conv::detail::new_packed_conv<0>(" + shape_literal(shape) + ", " + src +
+           "));";
   const std::string made = "st->" + name + ".reset(dnnf::conv::nhwc_detail::new_packed<0>(" + shape_literal(shape) +
                            ", " + src + ", ";
   if (p.kind != PackedConstant::Kind::SegmentedNhwcConvWeights) return made + "nullptr));";

@@ -85,7 +85,8 @@
 #endif
 
 // The weights a module packs once at setup (render_module.cc names it where it has packed
-// constants): PackedB's packing (gemm.h pack_b_into) and PackedNhwcWeights's (conv_nhwc.h,
+// constants): PackedB's packing (gemm.h pack_b_into), PackedConvWeights made and deleted
+// (conv.h) and PackedNhwcWeights's (conv_nhwc.h,
 // which defines DNNF_UNIT_PACK_NHWC, as conv_nhwc_expand.h does DNNF_UNIT_NHWC_EXPAND).
 // Compiled into each module, they were 2.2 s of ResNet-50's 5.2 s module compile and most of
 // a small channels-last module's (Zen 3, AVX2, -O3).
@@ -95,6 +96,9 @@
 #define DNNF_UNIT_pack(EP, D)                                                                         \
   D(dnnf::gemm::PackedBView dnnf::gemm::pack_b_into<0>(float*, const float*, long, long, int, int, int, \
                                                        bool))                                           \
+  D(dnnf::conv::PackedConvWeights* dnnf::conv::detail::new_packed_conv<0>(const dnnf::conv::ConvShape&,   \
+                                                                         const float*))                 \
+  D(void dnnf::conv::detail::delete_packed_conv<0>(dnnf::conv::PackedConvWeights*))                     \
   DNNF_UNIT_PACK_NHWC(D)
 
 // Pooling in NCHW (pool.h).
