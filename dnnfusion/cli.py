@@ -398,11 +398,12 @@ def prelude_units() -> list[str]:
     from dnnfusion._paths import prelude_dir
 
     header = os.path.join(prelude_dir(), "prelude_units.h")
-    groups = sorted(set(re.findall(r"#define DNNF_UNIT_([a-z]+)\(EP, D\)", open(header).read())))
-    if not groups:
+    # Each definition with its continuation lines: a group whose body names no EP takes no
+    # epilogue (pack), so it has kind 0 only (its .1 and .2 would be copies).
+    defs = dict(re.findall(r"#define DNNF_UNIT_([a-z]+)\(EP, D\)((?:[^\n]*\\\n)*[^\n]*)", open(header).read()))
+    if not defs:
         raise Error(f"no prelude units are defined in {header}")
-    # pack holds no epilogue: its .1 and .2 would be copies of .0
-    return [f"{g}.{k}" for g in groups for k in (range(1) if g == "pack" else range(3))]
+    return [f"{g}.{k}" for g in sorted(defs) for k in (range(3) if re.search(r"\bEP\b", defs[g]) else range(1))]
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:

@@ -98,8 +98,9 @@ std::set<std::string> units(const ModulePlan& mp) {
       }
       if (group) out.insert(group + std::string(ep));
     }
-  // The weight packing (PackedB, PackedNhwcWeights): for the weights packed at setup, and for a
-  // channels-last convolution's weights computed in the run, packed per call (conv_nhwc_f32).
+  // The weight packing (PackedB, PackedConvWeights, PackedNhwcWeights): for the weights packed
+  // at setup, and for a channels-last convolution's weights computed in the run, which the
+  // module packs per call (conv_nhwc_f32).
   bool packs = !mp.packed.empty();
   for (const std::string& u : out) packs = packs || u.rfind("nhwc", 0) == 0;
   if (packs) out.insert("pack.0");

@@ -18,10 +18,10 @@
 // Batches and groups with at least 2 GEMMs per thread run one single-threaded GEMM per task;
 // otherwise each GEMM uses the whole pool. PackedConvWeights packs W once per group.
 #pragma once
-#include <memory>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
