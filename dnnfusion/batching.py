@@ -207,6 +207,10 @@ class _Tracker:
             if reps is None or int(reps.reshape(-1)[a]) != 1:
                 self.fail(node, "repeats along the batch axis")
             return [(a, inner)]
+        if op == "GridSample":  # sample n of Y reads sample n of X at sample n's grid points
+            if ins[0] != (0, 1) or ins[1] != (0, 1):
+                self.fail(node, "needs the batch as the first axis (N) of both X and the grid")
+            return [(0, 1)]
         if op == "Resize":
             (a, inner) = self.data(node, ins)
             if _shape(node.outputs[0])[a] != _shape(node.inputs[0])[a]:

@@ -320,6 +320,7 @@ KERNELS: dict[str, Kernel] = {
     "NonMaxSuppression": nn.non_max_suppression,
     "RoiAlign": nn.roi_align,
     "NhwcRoiAlign": nn.nhwc_roi_align,
+    "GridSample": nn.grid_sample,
     "Size": lambda inputs, attrs: [np.array(inputs[0].size, dtype=np.int64)],
     "Tile": lambda inputs, attrs: [np.tile(inputs[0], [int(r) for r in inputs[1]])],
     "Resize": nn.resize,

@@ -450,6 +450,7 @@ void lower_cumsum(BlockLowerer& bl, const Node& n, Stage& st);
 void lower_arg_reduce(BlockLowerer& bl, const Node& n, Stage& st);
 void lower_topk(BlockLowerer& bl, const Node& n, Stage& st);
 void lower_roi_align(BlockLowerer& bl, const Node& n, Stage& st);
+void lower_grid_sample(BlockLowerer& bl, const Node& n, Stage& st);
 void lower_resize(BlockLowerer& bl, const Node& n, Stage& st);
 void lower_scatter(BlockLowerer& bl, const Node& n, Stage& st);
 std::pair<int64_t, int64_t> view_axis(const Graph& g, const Node& n);
@@ -488,6 +489,7 @@ const AnchorRow* anchor_row(OpKind op) {
       {OpKind::TopK, K::TopK, nullptr, view_last_dim, lower_topk},
       {OpKind::RoiAlign, K::RoiAlign, always, view_last_dim, lower_roi_align},
       {OpKind::NhwcRoiAlign, K::RoiAlign, always, view_last_dim, lower_roi_align},
+      {OpKind::GridSample, K::GridSample, always, view_last_dim, lower_grid_sample},
       {OpKind::Resize, K::Resize, always, view_last_dim, lower_resize},
       {OpKind::ScatterElements, K::Scatter, nullptr, view_last_dim, lower_scatter},
       {OpKind::ScatterND, K::Scatter, nullptr, view_last_dim, lower_scatter},

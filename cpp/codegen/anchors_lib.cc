@@ -1,5 +1,5 @@
 // Rows of the anchor table (paper §4.4) for row kernels (Softmax, LayerNorm, reductions,
-// InstanceNorm, CumSum, ArgMax) and irregular ones (TopK, RoiAlign, Resize): their views and
+// InstanceNorm, CumSum, ArgMax) and irregular ones (TopK, RoiAlign, GridSample, Resize): their views and
 // the lowering of each call into the kernel's arguments.
 #include <algorithm>
 
@@ -285,6 +285,33 @@ void lower_roi_align(BlockLowerer& bl, const Node& n, Stage& st) {
             kind_arg(AnchorArg::Kind::Y), kind_arg(AnchorArg::Kind::Ep)};
   bl.epilogue(n, a);
   st.label = std::string("RoiAlign") + epilogue_label(bl, n, false);
+}
+
+// GridSample: [N, C, nd, in dims (3, padded with 1), out dims (3), x, grid, mode, padding,
+// align_corners, y, ep], the modes as irregular.h's GridMode / GridPad. x and grid are read
+// from memory, contiguous.
+void lower_grid_sample(BlockLowerer& bl, const Node& n, Stage& st) {
+  const Graph& g = bl.graph();
+  need_f32_library(g, n);
+  InferCtx c(g, n);
+  const std::vector<int64_t> id = dims_of(g, n.inputs[0]), od = dims_of(g, n.outputs[0]);
+  const int64_t nd = static_cast<int64_t>(id.size()) - 2;
+  const std::string mode = c.attr_string("mode", "linear"), pad = c.attr_string("padding_mode", "zeros");
+  const int64_t m = mode == "nearest" ? 1 : (mode == "cubic" || mode == "bicubic") ? 2 : 0;
+  const int64_t p = pad == "border" ? 1 : pad == "reflection" ? 2 : 0;
+  AnchorStage& a = st.anchor;
+  a.args = {int_arg(id[0]), int_arg(id[1]), int_arg(nd)};
+  for (int64_t k = 0; k < 3; ++k) a.args.push_back(int_arg(k < nd ? id[2 + k] : 1));
+  for (int64_t k = 0; k < 3; ++k) a.args.push_back(int_arg(k < nd ? od[2 + k] : 1));
+  a.args.push_back(buffer_arg(n.inputs[0]));
+  a.args.push_back(buffer_arg(n.inputs[1]));
+  a.args.push_back(int_arg(m, true));
+  a.args.push_back(int_arg(p, true));
+  a.args.push_back(bool_arg(c.attr_int("align_corners", 0) != 0));
+  a.args.push_back(kind_arg(AnchorArg::Kind::Y));
+  a.args.push_back(kind_arg(AnchorArg::Kind::Ep));
+  bl.epilogue(n, a);
+  st.label = std::string("GridSample") + epilogue_label(bl, n, false);
 }
 
 // Resize: [roi? (array), in_shape, out_shape (arrays), scales (array), rank (int), mode,

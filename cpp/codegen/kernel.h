@@ -211,7 +211,7 @@ struct GemmCall {
 enum class AnchorKind : uint8_t {
   MatMul, Gemm, Conv, ConvTranspose, NhwcConv, MaxPool, AvgPool, NhwcMaxPool, NhwcAvgPool,
   GlobalAvgPool, GlobalMaxPool, Softmax, LogSoftmax, LayerNorm, Reduce, InstanceNorm, CumSum,
-  ArgReduce, TopK, RoiAlign, Resize, Scatter,
+  ArgReduce, TopK, RoiAlign, Resize, Scatter, GridSample,
 };
 
 struct AnchorStage {

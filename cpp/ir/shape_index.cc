@@ -1,5 +1,5 @@
 // Shape rules of the indexing and selecting operators: Slice, Pad, Expand, Tile, Resize, Gather,
-// GatherElements (Reorganize, One-to-Many) and TopK, NonMaxSuppression, RoiAlign.
+// GatherElements (Reorganize, One-to-Many) and TopK, NonMaxSuppression, RoiAlign, GridSample.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -450,6 +450,30 @@ void roi_align_rule(InferCtx& c) {
   c.out[0] = {c.dtype(0), {rois[0], c.shape(0)[last ? 3 : 1], oh, ow}};
 }
 
+// GridSample: X [N, C, *in] (1 to 3 spatial axes) sampled at grid [N, *out, nd], the points
+// normalized to [-1, 1] with the innermost spatial axis first: Y [N, C, *out].
+void grid_sample_rule(InferCtx& c) {
+  const size_t r = c.rank(0);
+  if (r < 3 || r > 5) c.fail("X must have shape [N, C, D1, ...] with 1 to 3 spatial axes, got " + c.in(0).str());
+  need_float(c, 0, "X");
+  need_float(c, 1, "grid");
+  const Shape& x = c.shape(0);
+  const Shape& grid = c.shape(1);
+  if (grid.size() != r || conflict(grid[0], x[0]) || conflict(grid[r - 1], Dim(static_cast<int64_t>(r - 2))))
+    c.fail("grid must have shape [" + x[0].str() + ", " + std::string(r == 3 ? "W_out" : r == 4 ? "H_out, W_out" : "D_out, H_out, W_out") +
+           ", " + std::to_string(r - 2) + "] for X " + c.in(0).str() + ", got " + c.in(1).str());
+  const std::string mode = c.attr_string("mode", "linear");
+  if (mode != "linear" && mode != "nearest" && mode != "cubic" && mode != "bilinear" && mode != "bicubic")
+    c.fail("attribute mode must be linear, nearest or cubic (bilinear, bicubic before opset 20), got '" + mode + "'");
+  const std::string pad = c.attr_string("padding_mode", "zeros");
+  if (pad != "zeros" && pad != "border" && pad != "reflection")
+    c.fail("attribute padding_mode must be zeros, border or reflection, got '" + pad + "'");
+  const int64_t ac = c.attr_int("align_corners", 0);
+  if (ac != 0 && ac != 1) c.fail("attribute align_corners must be 0 or 1, got " + std::to_string(ac));
+  Shape out = {x[0], x[1]};
+  for (size_t i = 1; i + 1 < r; ++i) out.push_back(grid[i]);
+  c.out[0] = {c.dtype(0), out};
+}
 }  // namespace
 
 void add_index_shape_rules(ShapeRuleTable& t) {
@@ -468,6 +492,7 @@ void add_index_shape_rules(ShapeRuleTable& t) {
   t.set(OpKind::NonMaxSuppression, nms_rule);
   t.set(OpKind::RoiAlign, roi_align_rule);
   t.set(OpKind::NhwcRoiAlign, roi_align_rule);
+  t.set(OpKind::GridSample, grid_sample_rule);
 }
 
 }  // namespace dnnf

@@ -288,6 +288,18 @@ for _packet, _mode, _nm in [
     TABLE[_packet] = _upsample(_mode, _nm)
 
 
+@_reg(aten.grid_sampler_2d, aten.grid_sampler_3d)
+def _grid_sampler(cx, a):
+    # torch numbers the modes as GridSample's attribute values in order: interpolation
+    # bilinear, nearest, bicubic; padding zeros, border, reflection
+    modes, pads = ("linear", "nearest", "cubic"), ("zeros", "border", "reflection")
+    im, pm = int(a["interpolation_mode"]), int(a["padding_mode"])
+    if not (0 <= im < 3 and 0 <= pm < 3):
+        raise cx.fail(f"grid_sampler with interpolation_mode {im} / padding_mode {pm} is not supported")
+    return cx.op("GridSample", [a["input"], a["grid"]],
+                 {"mode": modes[im], "padding_mode": pads[pm], "align_corners": int(bool(a["align_corners"]))})
+
+
 @_reg(aten.pixel_shuffle)
 def _pixel_shuffle(cx, a):
     x = a["self"]

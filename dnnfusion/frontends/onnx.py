@@ -531,6 +531,12 @@ def _roi_align(imp: _Importer, n: _Node) -> None:
         n.attrs["coordinate_transformation_mode"] = "output_half_pixel"
 
 
+def _grid_sample(imp: _Importer, n: _Node) -> None:
+    # GridSample-16 names two modes as PyTorch does; 20 renamed them.
+    mode = n.attrs.get("mode", "bilinear" if n.version < 20 else "linear")
+    n.attrs["mode"] = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+
+
 def _batch_norm(imp: _Importer, n: _Node) -> None:
     if n.attrs.get("training_mode", 0):
         raise UnsupportedOperatorError(
@@ -572,6 +578,7 @@ _NORMALIZE = {
                                      "ReduceL2")},
     "Split": _split,
     "RoiAlign": _roi_align,
+    "GridSample": _grid_sample,
     "BatchNormalization": _batch_norm,
     "Dropout": _dropout,
     "Cast": _cast_target,

@@ -68,6 +68,8 @@ CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
     # 16 adds coordinate_transformation_mode (default half_pixel); 10 behaves as
     # 'output_half_pixel'.
     "RoiAlign": (10, 16, 22),
+    # 20 allows 1 to 3 spatial axes (16: 2) and renames modes bilinear/bicubic to linear/cubic.
+    "GridSample": (16, 20, 22),
     # 14 adds `allowzero` (default 0, the 13 behaviour).
     "Reshape": (13, 14, 19, 21, 23, 24, 25),
     "Flatten": (13, 21, 23, 24, 25), "Squeeze": (13, 21, 23, 24, 25),

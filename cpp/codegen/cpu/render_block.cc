@@ -383,6 +383,7 @@ class BlockRenderer {
                                                   : "dnnf::rowops::cumsum_any";
         break;
       case K::RoiAlign: fn = "dnnf::irr::roi_align_f32"; break;
+      case K::GridSample: fn = "dnnf::irr::grid_sample_f32"; break;
       case K::ArgReduce:  // no epilogue, no block
         code_.line(call("dnnf::rowops::arg_reduce_i64", a.args, a, ""));
         return;

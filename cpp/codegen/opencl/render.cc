@@ -146,6 +146,7 @@ bool Renderer::anchor(K& k, const AnchorStage& a, int64_t global[3]) {
     case A::Scatter: scatter(k, a, global); return true;
     case A::InstanceNorm: instance_norm(k, a, global); return true;
     case A::RoiAlign: roi_align(k, a, global); return true;
+    case A::GridSample: grid_sample(k, a, global); return true;
     case A::AvgPool: pool(k, a, global, false); return true;
     case A::GlobalAvgPool: global_pool(k, a, global, false); return true;
     case A::GlobalMaxPool: global_pool(k, a, global, true); return true;

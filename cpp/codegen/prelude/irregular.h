@@ -1,11 +1,12 @@
 // Irregular anchors (paper §4.4, Many-to-Many anchors whose access pattern is data-dependent):
-// TopK, GatherElements, NonMaxSuppression and RoiAlign, matching the NumPy oracle
+// TopK, GatherElements, NonMaxSuppression, RoiAlign and GridSample, matching the NumPy oracle
 // (dnnfusion/reference.py, _ref_nn.py) including its tie-breaking. Resize is in resize.h.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -267,6 +268,162 @@ void roi_align_f32(long N, long C, long H, long W, const float* x, long num_rois
     });
   }
   rowops::detail::epilogue_pass(y, num_rois * C * out_h, out_w, ep);
+}
+
+// ---- GridSample ----------------------------------------------------------------------------
+// y [N, C, *out] = x [N, C, *in] (nd = 1 to 3 spatial axes, contiguous) sampled at grid
+// [N, *out, nd] (normalized to [-1, 1], the innermost axis first), as the NumPy oracle
+// (_ref_nn.grid_sample) defines it: per axis the coordinate is denormalized in float (as
+// PyTorch and the ONNX reference), rounded half to even for nearest, brought inside the
+// borders (border: clamped to [0, D-1], except for cubic, whose taps are clamped instead, as
+// PyTorch and ONNX Runtime do; reflection: reflected at them), then 1, 2 or 4 taps per axis
+// (nearest, linear, Keys' cubic with a = -0.75) are read, a tap outside x reading 0 (zeros),
+// the edge (border) or its reflection. A NaN coordinate gives NaN; an infinite one 0 (zeros),
+// the edge (border), NaN (reflection). Each point's taps are computed once and applied to
+// every channel; points are split into tasks.
+enum GridMode : int { kGridLinear = 0, kGridNearest = 1, kGridCubic = 2 };
+enum GridPad : int { kGridZeros = 0, kGridBorder = 1, kGridReflection = 2 };
+
+namespace detail {
+// x reflected at lo and hi (as often as it takes) into [lo, hi]; NaN if x is not finite.
+inline double grid_reflect(double x, double lo, double hi) {
+  if (!std::isfinite(x)) return std::numeric_limits<double>::quiet_NaN();
+  const double rng = hi - lo;
+  if (!(rng > 0)) return lo;
+  if (x < lo) {
+    const double b = std::fmod(lo - x, 2 * rng);
+    return b < rng ? lo + b : hi - (b - rng);
+  }
+  if (x > hi) {
+    const double b = std::fmod(x - hi, 2 * rng);
+    return b < rng ? hi - b : lo + (b - rng);
+  }
+  return x;
+}
+
+// One axis of a point: up to 4 taps, each an offset into the axis (in elements of the
+// flattened plane: index * stride) or -1 where it reads zero, and its weight.
+struct GridAxisTaps {
+  int n = 1;
+  long off[4] = {0, 0, 0, 0};
+  float w[4] = {1, 0, 0, 0};
+};
+
+// The taps of coordinate v (normalized) along an axis of size d; false if the point is NaN.
+inline bool grid_axis_taps(float v, long d, long stride, int mode, int pad, bool align, GridAxisTaps* t) {
+  float x = align ? (v + 1.0f) / 2.0f * static_cast<float>(d - 1)
+                  : ((v + 1.0f) * static_cast<float>(d) - 1.0f) / 2.0f;
+  const double lo = align ? 0.0 : -0.5, hi = align ? d - 1.0 : d - 0.5;
+  if (mode == kGridNearest) x = std::nearbyint(x);
+  if (x < lo || x > hi) {
+    if (pad == kGridBorder && mode != kGridCubic) x = std::min(std::max(x, 0.0f), static_cast<float>(d - 1));
+    if (pad == kGridReflection) x = static_cast<float>(grid_reflect(x, lo, hi));
+  }
+  // cubic with border: past 3 pixels out every tap is the edge pixel (an infinite x too)
+  if (pad == kGridBorder && mode == kGridCubic) x = std::min(std::max(x, -4.0f), static_cast<float>(d + 3));
+  if (std::isnan(x)) return false;
+  const bool inf = std::isinf(x);  // zeros padding only: every tap outside
+  double base;
+  if (mode == kGridNearest) {
+    t->n = 1;
+    t->w[0] = 1.0f;
+    base = std::trunc(static_cast<double>(x));
+  } else {
+    base = std::floor(static_cast<double>(x));
+    const float f = inf ? 0.0f : x - static_cast<float>(base);
+    if (mode == kGridLinear) {
+      t->n = 2;
+      t->w[0] = 1.0f - f;
+      t->w[1] = f;
+    } else {
+      t->n = 4;
+      const float a = -0.75f, u = f + 1.0f, r = 1.0f - f, q = 2.0f - f;
+      t->w[0] = ((a * u - 5 * a) * u + 8 * a) * u - 4 * a;
+      t->w[1] = ((a + 2) * f - (a + 3)) * f * f + 1.0f;
+      t->w[2] = ((a + 2) * r - (a + 3)) * r * r + 1.0f;
+      t->w[3] = ((a * q - 5 * a) * q + 8 * a) * q - 4 * a;
+      base -= 1;
+    }
+  }
+  for (int k = 0; k < t->n; ++k) {
+    // Far outside, every tap reads zero or the edge: clamp before converting to an integer.
+    const double i = std::min(std::max(base + k, -8.0), static_cast<double>(d) + 8.0);
+    long j = static_cast<long>(i);
+    if (pad == kGridZeros) {
+      if (inf || j < 0 || j >= d) j = -1;
+    } else if (pad == kGridBorder) {
+      j = std::min(std::max(j, 0L), d - 1);
+    } else {
+      j = static_cast<long>(std::trunc(grid_reflect(static_cast<double>(base + k), lo, hi)));
+      j = std::min(std::max(j, 0L), d - 1);
+    }
+    t->off[k] = j < 0 ? -1 : j * stride;
+  }
+  return true;
+}
+}  // namespace detail
+
+template <class Ep = EpNone>
+void grid_sample_f32(long N, long C, long nd, long d0, long d1, long d2, long o0, long o1, long o2,
+                     const float* x, const float* grid, int mode, int pad, bool align, float* y,
+                     const Ep& ep = {}) {
+  const long din[3] = {d0, d1, d2}, dout[3] = {o0, o1, o2};
+  long plane = 1, points = 1;
+  for (long k = 0; k < nd; ++k) plane *= din[k], points *= dout[k];
+  if (N <= 0 || C <= 0 || points <= 0) return;
+  constexpr long kChunk = 256;  // points whose taps are computed, then applied to every channel
+  const long chunks = (points + kChunk - 1) / kChunk;
+  const long taps_per_point = mode == kGridNearest ? 1 : mode == kGridLinear ? 1L << nd : 1L << (2 * nd);
+  parallel_rows(N * chunks, kChunk * C * taps_per_point * 2, [&](long lo, long hi) {
+    thread_local std::vector<detail::GridAxisTaps> taps;
+    thread_local std::vector<unsigned char> isnan;
+    taps.resize(static_cast<size_t>(kChunk * 3));
+    isnan.resize(static_cast<size_t>(kChunk));
+    for (long u = lo; u < hi; ++u) {
+      const long n = u / chunks, p0 = (u % chunks) * kChunk, np = std::min(kChunk, points - p0);
+      for (long p = 0; p < np; ++p) {
+        const float* g = grid + (n * points + p0 + p) * nd;
+        bool ok = true;
+        long stride = 1;
+        for (long k = nd - 1; k >= 0; --k) {  // g[0] is the innermost axis (nd - 1)
+          ok = detail::grid_axis_taps(g[nd - 1 - k], din[k], stride, mode, pad, align, &taps[static_cast<size_t>(p * 3 + k)]) && ok;
+          stride *= din[k];
+        }
+        for (long k = nd; k < 3; ++k) taps[static_cast<size_t>(p * 3 + k)] = detail::GridAxisTaps{};
+        isnan[static_cast<size_t>(p)] = !ok;
+      }
+      for (long c = 0; c < C; ++c) {
+        const float* xc = x + (n * C + c) * plane;
+        float* yc = y + (n * C + c) * points + p0;
+        for (long p = 0; p < np; ++p) {
+          if (isnan[static_cast<size_t>(p)]) {
+            yc[p] = std::numeric_limits<float>::quiet_NaN();
+            continue;
+          }
+          const detail::GridAxisTaps& a = taps[static_cast<size_t>(p * 3)];
+          const detail::GridAxisTaps& b = taps[static_cast<size_t>(p * 3 + 1)];
+          const detail::GridAxisTaps& e = taps[static_cast<size_t>(p * 3 + 2)];
+          float acc = 0.0f;
+          for (int i = 0; i < a.n; ++i) {
+            if (a.off[i] < 0) continue;
+            float acc1 = 0.0f;
+            for (int j = 0; j < b.n; ++j) {
+              if (b.off[j] < 0) continue;
+              float acc2 = 0.0f;
+              const float* r = xc + a.off[i] + b.off[j];
+              for (int k = 0; k < e.n; ++k)
+                if (e.off[k] >= 0) acc2 += e.w[k] * r[e.off[k]];
+              acc1 += b.w[j] * acc2;
+            }
+            acc += a.w[i] * acc1;
+          }
+          yc[p] = acc;
+        }
+      }
+    }
+  });
+  const long last = nd > 0 ? dout[nd - 1] : 1;
+  rowops::detail::epilogue_pass(y, N * C * points / last, last, ep);
 }
 
 // ---- ScatterElements, ScatterND ---------------------------------------------------------------
