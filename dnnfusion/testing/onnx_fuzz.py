@@ -233,7 +233,7 @@ def build(draw: Callable, max_nodes: int = 12) -> Model:
                         v = emit("MatMul", [a.name, t.name], a.shape[:-1] + (t.shape[-1],))
         elif kind == "conv" and r == 4:
             op = draw(st.sampled_from(["Conv", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
-                                       "ConvTranspose", "DepthToSpace"]))
+                                       "ConvTranspose", "DepthToSpace", "GridSample"]))
             c = a.shape[1]
             k = draw(st.sampled_from([1, 3])) if min(a.shape[2:]) >= 3 else 1
             p = draw(st.integers(0, k // 2))
@@ -257,6 +257,12 @@ def build(draw: Callable, max_nodes: int = 12) -> Model:
                              mode=draw(st.sampled_from(["DCR", "CRD"])))
             elif op == "GlobalAveragePool":
                 v = emit(op, [a.name], a.shape[:2] + (1, 1))
+            elif op == "GridSample":  # a constant grid in [-1.5, 1.5): every padding mode is used
+                out = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+                v = emit(op, [a.name, fconst((a.shape[0],) + out + (2,))], a.shape[:2] + out,
+                         mode=draw(st.sampled_from(["bilinear", "nearest", "bicubic"])),  # opset 18: GridSample-16
+                         padding_mode=draw(st.sampled_from(["zeros", "border", "reflection"])),
+                         align_corners=draw(st.integers(0, 1)))
             else:
                 v = emit(op, [a.name], a.shape[:2] + hw, kernel_shape=[k, k], pads=[p] * 4, strides=[s, s])
         elif kind == "int":  # integer arithmetic and a reduction, back to float
