@@ -1,4 +1,4 @@
-"""GridSample (issue 17 part 3: an operator ONNX Runtime runs that dnnfusion refused at import).
+"""GridSample and AffineGrid (issue 17 part 3: operators ONNX Runtime runs that dnnfusion refused).
 
 The NumPy oracle (``_ref_nn.grid_sample``) is checked against ONNX Runtime and PyTorch where
 they run the case (4-D and 5-D inputs, cubic on 4-D only) and against the ONNX reference
@@ -264,3 +264,76 @@ def test_a_flow_warp_with_a_runtime_batch():
         with torch.no_grad():
             torch.testing.assert_close(m(x), module(x), rtol=1e-5, atol=1e-5)
     assert m.stats["dynamic"]["calls"] == 3 and m.stats["dynamic"]["representative_batch"] == 2
+
+
+# ---- AffineGrid (ONNX's body branches with If; onnx_functions.affine_grid writes it) ----------
+def _affine_grid_model(theta_shape, size, align, const_size=True):
+    node = h.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)
+    nd = len(size) - 2
+    inputs = [h.make_tensor_value_info("theta", T.FLOAT, theta_shape)]
+    inits = [onnx.numpy_helper.from_array(np.array(size, np.int64), "size")]
+    if not const_size:
+        inputs.append(h.make_tensor_value_info("size", T.INT64, (len(size),)))
+        inits = []
+    g = h.make_graph([node], "affine_grid", inputs, [h.make_tensor_value_info("grid", T.FLOAT, [size[0], *size[2:], nd])],
+                     inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
+
+
+@pytest.mark.parametrize("size", [[2, 3, 5, 7], [2, 3, 1, 4], [2, 3, 4, 5, 6]], ids=["2d", "2d-one-row", "3d"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid_matches_onnxruntime(size, align):
+    nd = len(size) - 2
+    theta = np.random.default_rng(4).standard_normal((size[0], nd, nd + 1)).astype(np.float32)
+    model = _affine_grid_model(theta.shape, size, align)
+    got = df.compile(model.SerializeToString())(theta=theta)
+    if align and 1 in size[2:]:
+        # an axis of one pixel with align_corners: PyTorch puts it at 0, ONNX Runtime 1.32 at 1
+        # and the ONNX reference at -1; dnnfusion follows PyTorch, where such models come from
+        torch = pytest.importorskip("torch")
+        want = torch.nn.functional.affine_grid(torch.from_numpy(theta), size, align_corners=True).numpy()
+    else:
+        want = _onnxruntime(model, {"theta": theta})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_affine_grid_needs_a_constant_size_and_a_fitting_theta():
+    with pytest.raises(df.ShapeError, match=r"size \(input 1\) must be a constant"):
+        df.load(_affine_grid_model((2, 2, 3), [2, 3, 5, 7], 0, const_size=False).SerializeToString())
+    with pytest.raises(df.ShapeError, match=r"theta must have shape \[2, 2, 3\]"):
+        df.load(_affine_grid_model((2, 3, 4), [2, 3, 5, 7], 0).SerializeToString())
+
+
+def test_a_spatial_transformer_through_both_front_ends(tmp_path):
+    """affine_grid + grid_sample (Jaderberg et al.'s spatial transformer): torch.export
+    decomposes affine_grid itself; the TorchScript exporter writes AffineGrid at opset 20."""
+    torch = pytest.importorskip("torch")
+
+    class STN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.loc = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2, padding=1), torch.nn.ReLU(),
+                                           torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 6))
+
+        def forward(self, x):
+            theta = self.loc(x).view(-1, 2, 3) * 0.3 + torch.tensor([[1.0, 0, 0], [0, 1.0, 0]])
+            grid = torch.nn.functional.affine_grid(theta, list(x.shape), align_corners=False)
+            return torch.nn.functional.grid_sample(x, grid, align_corners=False)
+
+    torch.manual_seed(0)
+    module = STN().eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        want = module(x).numpy()
+    np.testing.assert_allclose(df.compile(module, example_inputs=[x])(x.numpy()), want, rtol=1e-5, atol=1e-5)
+    path = tmp_path / "stn.onnx"
+    import warnings
+
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (x,), str(path), dynamo=False, opset_version=20, input_names=["x"])
+    assert "AffineGrid" in {n.op_type for n in onnx.load(str(path)).graph.node}
+    got = df.compile(str(path))(x=x.numpy())
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(got, sess.run(None, {"x": x.numpy()})[0], rtol=1e-5, atol=1e-5)

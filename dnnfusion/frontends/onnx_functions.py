@@ -353,6 +353,45 @@ def eye_like(imp: Any, node: Any) -> Any:
     return _hand_body(imp, "EyeLike", 1, [_const(imp, "out0", eye)])
 
 
+def affine_grid(imp: Any, node: Any) -> Any:
+    """AffineGrid (opset 20; ONNX's body branches with If on the rank): the sampling grid
+    [N, H, W, 2] ([N, D, H, W, 3]) of theta [N, 2, 3] ([N, 3, 4]), a MatMul of the base
+    coordinates (a constant [H*W, 3] of rows (x, y, 1), x along W, from the constant `size`,
+    the output's shape) and theta transposed, then a Reshape. The base coordinates are the
+    pixel centres in [-1, 1]: from -1 to 1 with align_corners=1, (2i + 1) / L - 1 otherwise."""
+    h, name = imp.onnx.helper, node.name or "AffineGrid"
+    theta, size = imp.env[node.input[0]], imp.env[node.input[1]]
+    if not size.is_constant:
+        raise ShapeError(f"node '{name}' (AffineGrid): size (input 1) must be a constant, the output's shape")
+    sz = [int(v) for v in np.asarray(size.numpy()).reshape(-1)]
+    if len(sz) not in (4, 5) or min(sz) < 0:
+        raise ShapeError(f"node '{name}' (AffineGrid): size must be [N, C, H, W] or [N, C, D, H, W], got {sz}")
+    nd = len(sz) - 2
+    ts = list(theta.shape)
+    if len(ts) != 3 or ts[1:] != [nd, nd + 1] or (isinstance(ts[0], int) and ts[0] != sz[0]):
+        raise ShapeError(f"node '{name}' (AffineGrid): theta must have shape [{sz[0]}, {nd}, {nd + 1}] for size "
+                         f"{sz}, got {ts}")
+    spatial = sz[2:]
+    points = _bounded(int(np.prod(spatial)) * (nd + 1), "a base grid", node) // (nd + 1)
+    align = {a.name: h.get_attribute_value(a) for a in node.attribute}.get("align_corners", 0)
+
+    def axis(n: int) -> np.ndarray:
+        if align:  # an axis of 1: its centre, 0, as PyTorch's affine_grid (ONNX Runtime 1.32 puts
+            # it at 1, the ONNX reference at -1)
+            return np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(n)
+        return (2.0 * np.arange(n) + 1.0) / max(n, 1) - 1.0
+
+    mesh = np.meshgrid(*[axis(n) for n in spatial], indexing="ij")  # D, H, W order
+    base = np.stack([m.reshape(-1) for m in reversed(mesh)] + [np.ones(points)], axis=1)  # (x, y, [z,] 1)
+    dt = _np_dtype(theta.dtype)
+    nodes = [_const(imp, "base", base.astype(dt)),
+             h.make_node("Transpose", ["in0"], ["tt"], perm=[0, 2, 1]),
+             h.make_node("MatMul", ["base", "tt"], ["g"]),
+             _const(imp, "shape", np.array([sz[0], *spatial, nd], np.int64)),
+             h.make_node("Reshape", ["g", "shape"], ["out0"])]
+    return _hand_body(imp, "AffineGrid", 2, nodes)
+
+
 def lrn(imp: Any, node: Any) -> Any:
     """LRN: x / (bias + alpha / size * the sum of squares over `size` neighbouring channels)^beta;
     the channel sums as an AveragePool (zeros padded, counted) over [N, 1, C, pixels]."""
@@ -457,4 +496,4 @@ def _recurrent(imp: Any, node: Any) -> Any:
 
 
 _HAND_FORMS = {"LpNormalization": lp_normalization, "Einsum": _einsum, "OneHot": one_hot, "Hardmax": hardmax,
-               "EyeLike": eye_like, "LRN": lrn, "LpPool": lp_pool, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent}
+               "EyeLike": eye_like, "AffineGrid": affine_grid, "LRN": lrn, "LpPool": lp_pool, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent}
