@@ -51,6 +51,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from . import _ref_grid
 from . import _ref_nn as nn
 from . import _ref_quantize as quantize
 from . import _ref_shape as shape
@@ -320,7 +321,7 @@ KERNELS: dict[str, Kernel] = {
     "NonMaxSuppression": nn.non_max_suppression,
     "RoiAlign": nn.roi_align,
     "NhwcRoiAlign": nn.nhwc_roi_align,
-    "GridSample": nn.grid_sample,
+    "GridSample": _ref_grid.grid_sample,
     "Size": lambda inputs, attrs: [np.array(inputs[0].size, dtype=np.int64)],
     "Tile": lambda inputs, attrs: [np.tile(inputs[0], [int(r) for r in inputs[1]])],
     "Resize": nn.resize,

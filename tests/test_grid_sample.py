@@ -1,6 +1,6 @@
 """GridSample and AffineGrid (issue 17 part 3: operators ONNX Runtime runs that dnnfusion refused).
 
-The NumPy oracle (``_ref_nn.grid_sample``) is checked against ONNX Runtime and PyTorch where
+The NumPy oracle (``_ref_grid.grid_sample``) is checked against ONNX Runtime and PyTorch where
 they run the case (4-D and 5-D inputs, cubic on 4-D only) and against the ONNX reference
 where only it does (1-D inputs, cubic on 5-D); the generated kernels (every x86 dialect, run
 or compiled only; the OpenCL target) against the oracle, every mode x padding x
@@ -120,7 +120,7 @@ def test_oracle_matches_the_onnx_reference_where_onnxruntime_stops(case):
 
 
 def test_cubic_border_follows_pytorch_and_onnxruntime():
-    """Where the ONNX reference differs from both (see _ref_nn.grid_sample), the oracle sides
+    """Where the ONNX reference differs from both (see _ref_grid.grid_sample), the oracle sides
     with ONNX Runtime; the difference is real (not rounding), so the choice matters."""
     from onnx.reference import ReferenceEvaluator
 

@@ -288,7 +288,7 @@ void lower_roi_align(BlockLowerer& bl, const Node& n, Stage& st) {
 }
 
 // GridSample: [N, C, nd, in dims (3, padded with 1), out dims (3), x, grid, mode, padding,
-// align_corners, y, ep], the modes as irregular.h's GridMode / GridPad. x and grid are read
+// align_corners, y, ep], the modes as grid_sample.h's GridMode / GridPad. x and grid are read
 // from memory, contiguous.
 void lower_grid_sample(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();

@@ -29,8 +29,8 @@ std::set<std::string> headers(const ModulePlan& mp) {
         case AnchorKind::NhwcAvgPool: out.insert("pool_nhwc.h"); break;
         case AnchorKind::TopK:
         case AnchorKind::Scatter:
-        case AnchorKind::GridSample:
         case AnchorKind::RoiAlign: out.insert("irregular.h"); break;
+        case AnchorKind::GridSample: out.insert("grid_sample.h"); break;
         case AnchorKind::Resize: out.insert("resize.h"); break;
         default: break;
       }

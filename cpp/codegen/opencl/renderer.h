@@ -185,7 +185,7 @@ struct Renderer {
   void roi_align(K& k, const AnchorStage& a, int64_t global[3]);
 
   // GridSample (lower_grid_sample's args): an item per output element, its taps computed as
-  // irregular.h's grid_sample_f32 computes them.
+  // grid_sample.h's grid_sample_f32 computes them.
   void grid_sample(K& k, const AnchorStage& a, int64_t global[3]);
 
   // ScatterND / ScatterElements (lower_scatter's args): a copy of data, then a kernel whose
