@@ -61,7 +61,7 @@ def _version(versions: Any, opset: int) -> int | None:
 def has_body(onnx: Any, node: Any, opset: int | None) -> bool:
     """Whether `node` is a default-domain operator outside the ECG with a function body (the
     schema's, or for the operators ONNX gives none, _HAND_FORMS below)."""
-    if node.domain in DEFAULT_DOMAINS and node.op_type in _HAND_FORMS and opset is not None:
+    if node.domain in DEFAULT_DOMAINS and node.op_type in hand_forms() and opset is not None:
         return True
     return _schema(onnx, node, opset) is not None
 
@@ -123,11 +123,11 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
                                "must be topologically sorted)")
     try:
         fn, attrs = double_form(imp, node), {}
-        if fn is None and node.op_type in _HAND_FORMS and node.domain in DEFAULT_DOMAINS:
+        if fn is None and node.op_type in hand_forms() and node.domain in DEFAULT_DOMAINS:
             named = onnx.NodeProto()
             named.CopyFrom(node)
             named.name = name  # (what the messages call it)
-            fn = _HAND_FORMS[node.op_type](imp, named)
+            fn = hand_forms()[node.op_type](imp, named)
         if fn is None:
             schema = _schema(onnx, node, imp.opset)
             if schema is None:
@@ -497,3 +497,19 @@ def _recurrent(imp: Any, node: Any) -> Any:
 
 _HAND_FORMS = {"LpNormalization": lp_normalization, "Einsum": _einsum, "OneHot": one_hot, "Hardmax": hardmax,
                "EyeLike": eye_like, "AffineGrid": affine_grid, "LRN": lrn, "LpPool": lp_pool, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent}
+
+
+def hand_forms() -> dict[str, Any]:
+    """Every written body: the ones above and those of the modules that hold a family of them
+    (signal processing, QOperator quantization, index arithmetic), which import this module's
+    helpers and so are read on first use."""
+    global _ALL_FORMS
+    if _ALL_FORMS is None:
+        from dnnfusion.frontends import onnx_index_forms, onnx_qoperator, onnx_signal
+
+        _ALL_FORMS = {**_HAND_FORMS, **onnx_signal.HAND_FORMS, **onnx_qoperator.HAND_FORMS,
+                      **onnx_index_forms.HAND_FORMS}
+    return _ALL_FORMS
+
+
+_ALL_FORMS: dict[str, Any] | None = None
