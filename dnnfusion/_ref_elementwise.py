@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from dnnfusion.dtypes import is_float_dtype
+
 from ._ref_nn import unsupported
 from ._ref_shape import _opt, _scalar
 
@@ -28,13 +30,19 @@ ONNX_DTYPES: dict[int, np.dtype] = {
         7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64,
     }.items()
 }
+try:
+    import ml_dtypes as _ml_dtypes
+
+    ONNX_DTYPES[16] = np.dtype(_ml_dtypes.bfloat16)
+except ImportError:
+    pass
 
 
 # --------------------------------------------------------------------------------------------
 # Small helpers (reference.py computes with them too)
 # --------------------------------------------------------------------------------------------
 def _is_float(x: np.ndarray) -> bool:
-    return x.dtype.kind == "f"
+    return is_float_dtype(x.dtype)
 
 
 def _wide(x: np.ndarray) -> np.ndarray:

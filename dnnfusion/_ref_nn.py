@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from dnnfusion.dtypes import is_float_dtype
+
 Attrs = dict[str, Any]
 Inputs = list["np.ndarray | None"]
 
@@ -212,7 +214,7 @@ def conv_transpose(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
 # Pooling
 # --------------------------------------------------------------------------------------------
 def _lowest(dtype: np.dtype) -> float | int:
-    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+    return -np.inf if is_float_dtype(dtype) else np.iinfo(dtype).min
 
 
 def max_pool(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:

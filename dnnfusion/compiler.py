@@ -22,6 +22,7 @@ from dnnfusion import profiling as _profiling
 from dnnfusion import rewrite as _rewrite
 from dnnfusion import specialize as _specialize
 from dnnfusion.ecg import ECG, load
+from dnnfusion.dtypes import HALF_DTYPES, is_bfloat16, numpy_dtype, torch_numpy
 from dnnfusion.errors import CompileWarning, DTypeError, Error, ShapeError
 
 LAYOUTS = ("auto", "nchw", "nhwc")
@@ -74,9 +75,10 @@ class CompiledModel:
         self.output_names = [v.name for v in graph.outputs]
         self._specializer: _specialize.Specializer | None = None  # models compiled again per shape
         self._batcher: _dynamic.Batcher | None = None  # dynamic=True: any batch through this program
-        # float16 inputs and outputs of a float16 ONNX file computed in float32 (float16="f32")
-        self._f16_inputs: frozenset[str] = frozenset()
-        self._f16_outputs: list[bool] = [False] * len(self.output_names)
+        # float16 / bfloat16 inputs and outputs (their NumPy dtypes) of a model computed in
+        # float32 (float16="f32")
+        self._f16_inputs: dict[str, np.dtype] = {}
+        self._f16_outputs: list[np.dtype | None] = [None] * len(self.output_names)
         self._tail: _host_tail.HostTail | None = None  # operators run after the kernels, on the host
 
     # Calling -----------------------------------------------------------------------------
@@ -93,14 +95,15 @@ class CompiledModel:
             outs = self._batcher.run(arrays, self.input_names, self._run_arrays)
         else:
             outs = self._run_arrays(arrays)
-        if any(self._f16_outputs):
-            outs = [o.astype(np.float16) if f else o for o, f in zip(outs, self._f16_outputs)]
+        if any(d is not None for d in self._f16_outputs):
+            outs = [o if d is None else o.astype(d) for o, d in zip(outs, self._f16_outputs)]
         if not torch_like:
             return outs
         import torch
 
         device = torch_like[0].device
-        res = [torch.from_numpy(o) for o in outs]
+        res = [torch.from_numpy(o.view(np.int16)).view(torch.bfloat16) if is_bfloat16(o.dtype)
+               else torch.from_numpy(o) for o in outs]
         return res if device.type == "cpu" else [t.to(device) for t in res]
 
     def _run_arrays(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -133,11 +136,12 @@ class CompiledModel:
 
     def _arrays(self, given: list) -> list[np.ndarray]:
         arrays = [self._array(a, name) for a, name in zip(given, self.input_names)]
-        if self._f16_inputs:  # the file's float16 inputs, computed in float32
+        if self._f16_inputs:  # the model's float16 / bfloat16 inputs, computed in float32
             for i, name in enumerate(self.input_names):
-                if name in self._f16_inputs:
-                    if arrays[i].dtype != np.float16:
-                        raise DTypeError(f"input '{name}' is float16 in the model, got "
+                want = self._f16_inputs.get(name)
+                if want is not None:
+                    if arrays[i].dtype != want:
+                        raise DTypeError(f"input '{name}' is {want} in the model, got "
                                          f"{arrays[i].dtype} (nothing is cast)")
                     arrays[i] = arrays[i].astype(np.float32)
         return arrays
@@ -160,7 +164,7 @@ class CompiledModel:
                 t = t.cpu()
             if t.is_conj() or t.is_neg():
                 t = t.resolve_conj().resolve_neg()
-            return t.numpy()
+            return torch_numpy(t)
         raise TypeError(f"input '{name}' must be a numpy array or a torch tensor, got "
                         f"{type(a).__name__}")
 
@@ -392,9 +396,10 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     along their batch axis. Other symbolic dimensions (a sequence length) still compile a
     specialization per size. ``stats["dynamic"]`` says what was proven and chosen.
 
-    float16 models (``float16``): ``"f32"`` computes them in float32 (constants converted
-    exactly at import; the compiled model takes and returns float16 where the model does,
-    converting at its boundary, and ``stats["float16"]`` says so); ``"error"`` refuses them.
+    float16 and bfloat16 models (``float16``): ``"f32"`` computes them in float32 (constants
+    converted exactly at import; the compiled model takes and returns float16 / bfloat16, as
+    ml_dtypes' NumPy dtype or torch.bfloat16, where the model does, converting at its
+    boundary, and ``stats["float16"]`` says so); ``"error"`` refuses them.
     """
     names, symbolic = _specialize.onnx_inputs(model) if _is_onnx(model) else ([], {})
     if dynamic:
@@ -461,14 +466,14 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     t_start = time.perf_counter()
     ecg = load(model, example_inputs, input_shapes=input_shapes)
     operators_before = len(ecg)
-    f16_in: list[str] = []
-    f16_out: list[bool] = []
+    f16_in: dict[str, np.dtype] = {}
+    f16_out: list[np.dtype | None] = []
     if _rewrite.uses_float16(ecg):
         if float16 == "error":
-            raise DTypeError("the model computes in float16 and compile(..., float16='error') "
+            raise DTypeError("the model computes in float16 or bfloat16 and compile(..., float16='error') "
                              "refuses it; float16='f32' (the default) computes it in float32")
-        f16_in = [v.name for v in ecg.inputs if v.dtype == "f16"]
-        f16_out = [v.dtype == "f16" for v in ecg.outputs]
+        f16_in = {v.name: numpy_dtype(v.dtype) for v in ecg.inputs if v.dtype in HALF_DTYPES}
+        f16_out = [numpy_dtype(v.dtype) if v.dtype in HALF_DTYPES else None for v in ecg.outputs]
         ecg = _rewrite.float16_to_float32(ecg)
     t_loaded = time.perf_counter()
     report = None
@@ -551,7 +556,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         "layout": layout_report,
         # Where the yellow pairs' decisions came from (profile="auto" on the CPU).
         "profile": _profiling.stats(profiled, profile if target == "cpu" else "off", yellow),
-        # "f32" when a float16 model computes in float32 (compile's float16 option), else None
+        # "f32" when a float16 / bfloat16 model computes in float32 (compile's float16 option), else None
         "float16": "f32" if f16_out else None,
         # The prelude units the module names and links (CPU), and what went wrong with units
         # during this compile (then a CompileWarning said so too).
@@ -562,8 +567,8 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     m = CompiledModel(ecg, fusion, generated, exe, stats, report)
     if tail is not None:
         m._tail, m.output_names = tail, tail.output_names
-    m._f16_inputs = frozenset(f16_in)
-    m._f16_outputs = f16_out or [False] * len(m.output_names)
+    m._f16_inputs = f16_in
+    m._f16_outputs = f16_out or [None] * len(m.output_names)
     return m
 
 

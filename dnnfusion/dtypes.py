@@ -10,19 +10,56 @@ import numpy as np
 
 from dnnfusion.errors import DTypeError
 
-_NUMPY_DTYPES = {"f16": "float16", "f32": "float32", "f64": "float64", "i8": "int8",
+_NUMPY_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8",
                  "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
                  "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool"}
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
-    """The NumPy dtype of an ECG element type name (``"f32"`` -> ``float32``)."""
+    """The NumPy dtype of an ECG element type name (``"f32"`` -> ``float32``); bfloat16 is
+    ml_dtypes' (the package ONNX and JAX use for it; NumPy has none)."""
+    if dtype == "bf16":
+        return bfloat16()
     return np.dtype(_NUMPY_DTYPES[dtype])
+
+
+def bfloat16() -> np.dtype:
+    """ml_dtypes' bfloat16, imported on first use (only bfloat16 models need it)."""
+    try:
+        import ml_dtypes
+    except ImportError as e:
+        raise DTypeError("bfloat16 tensors need the 'ml_dtypes' package: pip install ml_dtypes") from e
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def is_bfloat16(dtype: Any) -> bool:
+    """Whether a NumPy dtype is ml_dtypes' bfloat16 (its kind is 'V', not 'f')."""
+    return np.dtype(dtype).name == "bfloat16"
+
+
+def is_float_dtype(dtype: Any) -> bool:
+    """Whether a NumPy dtype is a floating-point one, bfloat16 included."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def torch_numpy(t: Any) -> np.ndarray:
+    """A CPU tensor's data as NumPy (a view where torch gives one); bfloat16, which NumPy
+    lacks, as ml_dtypes' bfloat16 over the same bits."""
+    if str(t.dtype) == "torch.bfloat16":
+        import torch
+
+        return t.contiguous().view(torch.int16).numpy().view(bfloat16())
+    return t.numpy()
+
+
+# The 16-bit float types compile() computes in float32 (float16="f32"), by ECG name.
+HALF_DTYPES = ("f16", "bf16")
 
 
 # torch dtype name -> ECG element type
 TORCH_DTYPES: dict[str, str] = {
-    "float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
     "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
     "uint64": "u64", "bool": "bool"}
 

@@ -51,6 +51,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dnnfusion.dtypes import is_float_dtype
+
 from . import _ref_grid
 from . import _ref_nn as nn
 from . import _ref_quantize as quantize
@@ -67,7 +69,7 @@ Attrs = dict[str, Any]
 Inputs = list["np.ndarray | None"]
 Kernel = Callable[[Inputs, Attrs], list[np.ndarray]]
 
-# The ECG's dtype names (Value.dtype).
+# The ECG's dtype names (Value.dtype); bf16 is ml_dtypes' bfloat16 where ml_dtypes is installed.
 VALUE_DTYPES: dict[str, np.dtype] = {
     name: np.dtype(t) for name, t in {
         "f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
@@ -75,6 +77,12 @@ VALUE_DTYPES: dict[str, np.dtype] = {
         "u32": np.uint32, "u64": np.uint64, "bool": np.bool_,
     }.items()
 }
+try:
+    import ml_dtypes as _ml_dtypes
+
+    VALUE_DTYPES["bf16"] = np.dtype(_ml_dtypes.bfloat16)
+except ImportError:  # bfloat16 graphs then fail with the dtype named
+    pass
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,7 +131,7 @@ def _instance_norm(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
 def _layer_norm(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     x, scale, bias = inputs[0], _opt(inputs, 1), _opt(inputs, 2)
     stash = int(attrs.get("stash_type", 1))
-    if stash not in ONNX_DTYPES or ONNX_DTYPES[stash].kind != "f":
+    if stash not in ONNX_DTYPES or not is_float_dtype(ONNX_DTYPES[stash]):
         raise unsupported("LayerNormalization", "stash_type", stash)
     axes = tuple(range(_axis(int(attrs.get("axis", -1)), x.ndim), x.ndim))
     xf = _wide(x)
@@ -197,11 +205,11 @@ def _reduce_extreme(fn: Callable[..., np.ndarray], identity: Callable[[np.dtype]
 
 
 def _lowest(dtype: np.dtype) -> Any:
-    return False if dtype == bool else (-np.inf if dtype.kind == "f" else np.iinfo(dtype).min)
+    return False if dtype == bool else (-np.inf if is_float_dtype(dtype) else np.iinfo(dtype).min)
 
 
 def _highest(dtype: np.dtype) -> Any:
-    return True if dtype == bool else (np.inf if dtype.kind == "f" else np.iinfo(dtype).max)
+    return True if dtype == bool else (np.inf if is_float_dtype(dtype) else np.iinfo(dtype).max)
 
 
 _REDUCERS: dict[str, Callable[[np.ndarray, tuple[int, ...], bool], np.ndarray]] = {

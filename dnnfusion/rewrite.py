@@ -14,6 +14,7 @@ import numpy as np
 
 from dnnfusion import _core
 from dnnfusion.ecg import ECG
+from dnnfusion.dtypes import HALF_DTYPES, is_bfloat16
 from dnnfusion.errors import Error
 
 # evaluator(op, inputs, attrs, num_outputs) -> outputs: the signature of reference.run_node.
@@ -110,17 +111,23 @@ def eliminate_dead_code(ecg: ECG) -> ECG:
 
 
 def uses_float16(ecg: ECG) -> bool:
-    """Whether any value of the graph (input, constant, intermediate, output) is float16."""
-    return any(v.dtype == "f16" for v in ecg.graph.values)
+    """Whether any value of the graph (input, constant, intermediate, output) is float16 or
+    bfloat16."""
+    return any(v.dtype in HALF_DTYPES for v in ecg.graph.values)
 
 
-_F16_CODE, _F32_CODE = 10, 1  # ONNX element type codes, as Cast's `to` holds them
+_HALF_CODES, _F32_CODE = (10, 16), 1  # ONNX element type codes (float16, bfloat16), as Cast's `to` holds them
+
+
+def _is_half_array(a: np.ndarray) -> bool:
+    return a.dtype == np.float16 or is_bfloat16(a.dtype)
 
 
 def float16_to_float32(ecg: ECG) -> ECG:
-    """The same graph computing in float32 where it computed in float16: float16 inputs
-    become float32 inputs, float16 constants and tensor attributes are converted (exactly:
-    every float16 is a float32), and Cast/`dtype` attributes that name float16 name float32;
+    """The same graph computing in float32 where it computed in float16 or bfloat16: their
+    inputs become float32 inputs, their constants and tensor attributes are converted (exactly:
+    every float16 and every bfloat16 is a float32), and Cast/`dtype` attributes that name
+    them name float32;
     every other type follows by shape inference. Names are kept, so a caller converts the
     float16 inputs and outputs at the boundary (``compile(..., float16="f32")`` does).
     Results are the float32 computation, rounded once where the caller converts back, so
@@ -131,17 +138,16 @@ def float16_to_float32(ecg: ECG) -> ECG:
     out = _core.Graph(g.name)
     new: dict[int, object] = {}
     for v in g.inputs:
-        new[v.id] = out.add_input(v.name, "f32" if v.dtype == "f16" else v.dtype, v.shape)
+        new[v.id] = out.add_input(v.name, "f32" if v.dtype in HALF_DTYPES else v.dtype, v.shape)
     for v in g.constants:
         data = v.numpy()
-        new[v.id] = out.add_constant(v.name, data.astype(np.float32) if data.dtype == np.float16
-                                     else data)
+        new[v.id] = out.add_constant(v.name, data.astype(np.float32) if _is_half_array(data) else data)
     for n in g.nodes:
         attrs = {}
         for k, a in n.attrs.items():
-            if isinstance(a, np.ndarray) and a.dtype == np.float16:
+            if isinstance(a, np.ndarray) and _is_half_array(a):
                 a = a.astype(np.float32)
-            elif k in ("to", "dtype") and isinstance(a, int) and a == _F16_CODE:
+            elif k in ("to", "dtype") and isinstance(a, int) and a in _HALF_CODES:
                 a = _F32_CODE
             attrs[k] = a
         outs = n.outputs

@@ -60,7 +60,7 @@ inline py::array aligned_array(const TensorType& t) {
   for (int64_t d : t.dims()) shape.push_back(static_cast<py::ssize_t>(d));
   void* p = alloc_aligned(std::max<size_t>(64, t.nbytes()));  // huge pages from 2 MiB
   py::capsule owner(p, [](void* q) { std::free(q); });
-  return py::array(py::dtype(numpy_name(t.dtype)), shape, {}, p, owner);
+  return py::array(numpy_dtype_of(t.dtype), shape, {}, p, owner);
 }
 
 

@@ -16,6 +16,7 @@ inline DType dtype_of(const py::dtype& dt) {
   char kind = dt.kind();
   auto size = dt.itemsize();
   if (kind == 'f' && size == 2) return DType::F16;
+  if (kind == 'V' && size == 2 && std::string(py::str(dt)) == "bfloat16") return DType::BF16;  // ml_dtypes
   if (kind == 'f' && size == 4) return DType::F32;
   if (kind == 'f' && size == 8) return DType::F64;
   if (kind == 'i' && size == 1) return DType::I8;
@@ -28,12 +29,13 @@ inline DType dtype_of(const py::dtype& dt) {
   if (kind == 'u' && size == 8) return DType::U64;
   if (kind == 'b') return DType::Bool;
   throw DTypeError("unsupported element type " + std::string(py::str(dt)) +
-                   "; dnnfusion supports f16 f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool");
+                   "; dnnfusion supports f16 bf16 (ml_dtypes) f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool");
 }
 
 inline const char* numpy_name(DType t) {
   switch (t) {
     case DType::F16: return "float16"; case DType::F32: return "float32";
+    case DType::BF16: return "bfloat16";
     case DType::F64: return "float64"; case DType::I8: return "int8";
     case DType::I16: return "int16"; case DType::I32: return "int32";
     case DType::I64: return "int64"; case DType::U8: return "uint8";
@@ -41,6 +43,18 @@ inline const char* numpy_name(DType t) {
     case DType::U64: return "uint64"; case DType::Bool: return "bool";
   }
   return "float32";
+}
+
+// The NumPy dtype of t; bfloat16 is ml_dtypes' (imported here, so that NumPy knows the name).
+inline py::dtype numpy_dtype_of(DType t) {
+  if (t == DType::BF16) {
+    try {
+      py::module_::import("ml_dtypes");
+    } catch (py::error_already_set&) {
+      throw DTypeError("bfloat16 arrays need the 'ml_dtypes' package (pip install ml_dtypes)");
+    }
+  }
+  return py::dtype(numpy_name(t));
 }
 
 // Wraps a NumPy array without copying when it is C-contiguous and aligned; the array
@@ -72,7 +86,7 @@ inline py::array array_from_tensor(const TensorPtr& t) {
   // The capsule keeps the tensor (and so the memory) alive while NumPy views it.
   auto* hold = new TensorPtr(t);
   py::capsule base(hold, [](void* p) { delete static_cast<TensorPtr*>(p); });
-  py::array a(py::dtype(numpy_name(t->type.dtype)), shape, {}, t->data, base);
+  py::array a(numpy_dtype_of(t->type.dtype), shape, {}, t->data, base);
   py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return a;
 }

@@ -402,8 +402,8 @@ void lower_resize(BlockLowerer& bl, const Node& n, Stage& st) {
 void lower_scatter(BlockLowerer& bl, const Node& n, Stage& st) {
   const Graph& g = bl.graph();
   const DType dt = g.value(n.inputs[0]).type.dtype;
-  if (dt == DType::F16)
-    throw UnsupportedOperatorError(std::string(op_info(n.op).name) + " on f16 (node '" + n.name +
+  if (is_half(dt))
+    throw UnsupportedOperatorError(std::string(op_info(n.op).name) + " on f16 or bf16 (node '" + n.name +
                                    "'): compile with float16='f32' (the default) computes it in float32");
   InferCtx c(g, n);
   const std::vector<int64_t> d = dims_of(g, n.inputs[0]), id = dims_of(g, n.inputs[1]);

@@ -11,7 +11,7 @@ namespace dnnf::cg {
 // `who`: "code generation", "the OpenCL target".
 [[noreturn]] inline void refuse_dtype(const std::string& who, DType t) {
   throw UnsupportedOperatorError(who + " does not support the element type " + dtype_name(t) + " yet" +
-                                 (t == DType::F16 ? ": dnnfusion.compile computes float16 models in float32 "
+                                 (is_half(t) ? ": dnnfusion.compile computes float16 models in float32 "
                                                     "(float16='f32', its default); on a loaded graph, "
                                                     "dnnfusion.rewrite.float16_to_float32 does the same"
                                                   : ": Cast the value to float32 in the model"));

@@ -30,7 +30,8 @@ std::vector<Out> read_as(const TensorData& t) {
   std::vector<Out> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     switch (t.type.dtype) {
-      case DType::F16: throw Error("reading f16 constants element-wise is not supported");
+      case DType::F16:
+      case DType::BF16: throw Error("reading f16 or bf16 constants element-wise is not supported");
       case DType::F32: out[i] = static_cast<Out>(t.as<float>()[i]); break;
       case DType::F64: out[i] = static_cast<Out>(t.as<double>()[i]); break;
       case DType::I8: out[i] = static_cast<Out>(t.as<int8_t>()[i]); break;

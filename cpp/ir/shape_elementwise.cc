@@ -98,8 +98,8 @@ void cast_rule(InferCtx& c) {
 void bitcast_rule(InferCtx& c) {
   cast_rule(c);
   const DType from = c.dtype(0), to = c.out[0].dtype;
-  if (from == DType::F16 || to == DType::F16)
-    c.fail("float16 is computed in float32 (compile's float16='f32'), so its bits are not there to reinterpret");
+  if (is_half(from) || is_half(to))
+    c.fail("float16 and bfloat16 are computed in float32 (compile's float16='f32'), so its bits are not there to reinterpret");
   if (dtype_size(from) != dtype_size(to))
     c.fail(std::string("needs a target type of the input's width: ") + dtype_name(from) + " to " + dtype_name(to));
 }

@@ -2,6 +2,7 @@
 // Shape, Size, Transpose, DepthToSpace, SpaceToDepth; and the generators ConstantOfShape, Range.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <string>
@@ -312,8 +313,14 @@ void constant_of_shape_rule(InferCtx& c) {
   c.out[0] = {t, out};
 }
 
-// The value of a scalar constant; f16 is decoded here (TensorData reads no f16).
+// The value of a scalar constant; f16 and bf16 are decoded here (TensorData reads neither).
 double scalar_value(const TensorData& t) {
+  if (t.type.dtype == DType::BF16) {  // the upper half of a float32
+    uint32_t bits = static_cast<uint32_t>(t.as<uint16_t>()[0]) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
   if (t.type.dtype != DType::F16) return t.to_doubles()[0];
   uint16_t h = t.as<uint16_t>()[0];
   int e = (h >> 10) & 0x1f, m = h & 0x3ff;
@@ -326,6 +333,13 @@ double scalar_value(const TensorData& t) {
 // x rounded to the precision of float type t, as arithmetic in t would round it.
 double round_to(DType t, double x) {
   if (t == DType::F32) return static_cast<float>(x);
+  if (t == DType::BF16 && std::isfinite(x) && x != 0) {  // 8 significant bits, float32's exponent range
+    int e;
+    std::frexp(x, &e);
+    double quantum = std::ldexp(1.0, std::max(e, -125) - 8);
+    double r = std::nearbyint(x / quantum) * quantum;
+    return std::fabs(r) > 3.3895313892515355e38 ? std::copysign(INFINITY, r) : r;
+  }
   if (t != DType::F16 || !std::isfinite(x) || x == 0) return x;
   int e;
   std::frexp(x, &e);  // |x| in [2^(e-1), 2^e); f16 keeps 11 bits, subnormal below 2^-14

@@ -67,7 +67,7 @@ std::string hex_bytes(const void* p, size_t n) {
 
 std::string data_text(const TensorData& t, bool elide) {
   int64_t n = t.type.numel();
-  if (n > kInlineElements || t.type.dtype == DType::F16) {
+  if (n > kInlineElements || is_half(t.type.dtype)) {
     if (elide && n > kInlineElements) return "<elided>";
     return hex_bytes(t.data, t.nbytes());
   }
@@ -333,7 +333,8 @@ class Parser {
       case DType::U32: put(static_cast<uint32_t>(to_int(tok))); break;
       case DType::U64: put(static_cast<uint64_t>(std::stoull(tok))); break;
       case DType::Bool: put(static_cast<uint8_t>(to_int(tok) != 0)); break;
-      case DType::F16: fail("f16 constants are written in hex");
+      case DType::F16:
+      case DType::BF16: fail("f16 and bf16 constants are written in hex");
     }
   }
 

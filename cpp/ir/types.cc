@@ -46,7 +46,8 @@ std::optional<DType> dtype_from_onnx(int code) {
   return std::nullopt;
 }
 
-bool is_float(DType t) { return t == DType::F16 || t == DType::F32 || t == DType::F64; }
+bool is_float(DType t) { return is_half(t) || t == DType::F32 || t == DType::F64; }
+bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 bool is_integer(DType t) { return !is_float(t) && t != DType::Bool; }
 
 bool TensorType::is_static() const {

@@ -14,6 +14,7 @@ namespace dnnf {
 // Element types. The text names (f32, i64, ...) are the canonical spelling everywhere.
 #define DNNF_FOR_EACH_DTYPE(X) \
   X(F16, "f16", 2, 10)         \
+  X(BF16, "bf16", 2, 16)       \
   X(F32, "f32", 4, 1)          \
   X(F64, "f64", 8, 11)         \
   X(I8, "i8", 1, 3)            \
@@ -39,6 +40,9 @@ std::optional<DType> parse_dtype(std::string_view name);
 int dtype_to_onnx(DType t);
 std::optional<DType> dtype_from_onnx(int code);
 bool is_float(DType t);
+// f16 and bf16: stored in 16 bits, computed in float32 (compile's float16='f32'), never read
+// element-wise by the core except through scalar_value.
+bool is_half(DType t);
 bool is_integer(DType t);  // signed or unsigned, not bool
 
 struct Dim {

@@ -101,7 +101,7 @@ struct ChannelAffine {
 
 std::optional<std::vector<double>> doubles(const Graph& g, ValueId v) {
   if (v == kNoValue || !g.value(v).constant || !is_float(g.value(v).type.dtype) ||
-      g.value(v).type.dtype == DType::F16)
+      is_half(g.value(v).type.dtype))
     return std::nullopt;
   return g.value(v).constant->to_doubles();
 }

@@ -109,7 +109,7 @@ namespace {
 constexpr int64_t kMaxInspected = 1 << 16;  // larger constants are never read element-wise
 
 bool readable(const TensorPtr& t) {
-  return t && t->type.dtype != DType::F16 && t->type.numel() <= kMaxInspected;
+  return t && !is_half(t->type.dtype) && t->type.numel() <= kMaxInspected;
 }
 
 bool all_equal(const TensorPtr& t, double x) {

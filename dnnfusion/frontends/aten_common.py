@@ -62,7 +62,7 @@ def _reg(*packets: Any) -> Callable:
 # Helpers
 # ---------------------------------------------------------------------------------------------
 _ONNX = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9,
-         "f16": 10, "f64": 11, "u32": 12, "u64": 13}
+         "f16": 10, "f64": 11, "u32": 12, "u64": 13, "bf16": 16}
 _TORCH = {ecg: getattr(torch, name) for name, ecg in TORCH_DTYPES.items()}
 _INT64_MIN = -(2 ** 63)
 
@@ -76,7 +76,7 @@ def _rank(v: Any) -> int:
 
 
 def _is_float(dt: str) -> bool:
-    return dt in ("f16", "f32", "f64")
+    return dt in ("f16", "bf16", "f32", "f64")
 
 
 def _out_dtype(cx: Any, i: int | None = None) -> str:

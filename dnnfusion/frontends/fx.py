@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dnnfusion.dtypes import TORCH_DTYPES, ecg_dtype  # noqa: F401 - ecg_dtype is public here
+from dnnfusion.dtypes import TORCH_DTYPES, ecg_dtype, torch_numpy  # noqa: F401 - ecg_dtype is public here
 from dnnfusion.errors import Error, InternalError, ModelFormatError, UnsupportedOperatorError
 from dnnfusion.frontends.builder import GraphBuilder
 
@@ -133,11 +133,11 @@ def tensor_array(t: Any, what: str) -> np.ndarray:
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    ecg_dtype(t.dtype)  # raises DTypeError for bfloat16, complex...
+    ecg_dtype(t.dtype)  # raises DTypeError for complex, float8...
     if t.is_conj() or t.is_neg():
         t = t.resolve_conj().resolve_neg()
     try:
-        return t.numpy()
+        return torch_numpy(t)
     except Exception as e:  # noqa: BLE001
         raise ModelFormatError(f"{what}: cannot read the tensor's data ({e})") from e
 

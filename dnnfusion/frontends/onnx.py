@@ -80,7 +80,7 @@ from dnnfusion.frontends.builder import GraphBuilder
 # ONNX TensorProto element-type codes -> ECG dtype names (cpp/ir/types.h).
 ONNX_DTYPES: dict[int, str] = {
     1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
-    10: "f16", 11: "f64", 12: "u32", 13: "u64",
+    10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16",
 }
 
 _CHECKER_LIMIT = 2**31 - 1  # protobuf cannot serialize more; check such models by path
@@ -601,4 +601,4 @@ def _type_name(onnx: Any, code: Any) -> str:
         return f"code {code!r}"
 
 
-_SUPPORTED = "supported: float16, float, double, int8..int64, uint8..uint64, bool"
+_SUPPORTED = "supported: float16, bfloat16, float, double, int8..int64, uint8..uint64, bool"

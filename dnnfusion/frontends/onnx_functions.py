@@ -28,7 +28,7 @@ from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS, ECG_OPS, MIN_OPSE
 # An ECG element type -> its ONNX TensorProto code (for context-dependent bodies, which are
 # built from the node's input types).
 _ONNX_CODES = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9,
-               "f16": 10, "f64": 11, "u32": 12, "u64": 13}
+               "f16": 10, "f64": 11, "u32": 12, "u64": 13, "bf16": 16}
 _MAX_DEPTH = 8  # bodies inside bodies (no schema nests this deep; a cycle would)
 # Bodies built at an opset below the ECG's (MIN_OPSET) that read the same at it: Celu's
 # opset-12 body (Constant, Div, Elu, Mul), whose operators' opset-13 versions only add bfloat16;

@@ -7,7 +7,7 @@ Compiling each case alone would cost a C++ compile per case, so cases are merged
 share an opset import go into one model, compiled once. A case whose graph code generation
 rejects (an operator or element type it does not support yet) is listed with the reason.
 Float16 cases are computed as ``dnnfusion.compile`` computes them by default: in float32,
-with float16 feeds widened and the outputs rounded back to float16 before the comparison.
+with float16 and bfloat16 feeds widened and the outputs rounded back before the comparison.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from dnnfusion.dtypes import is_bfloat16
 
 from . import onnx_node_suite as suite
 
@@ -143,7 +145,7 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
 
     model, feeds, where = merge(batch)
     g = _as_computed(df.load(model))
-    feeds = {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in feeds.items()}
+    feeds = {k: v.astype(np.float32) if v.dtype == np.float16 or is_bfloat16(v.dtype) else v for k, v in feeds.items()}
     inputs = [feeds[v.name] for v in g.inputs]
     # Builds unoptimised (-O0; -cl-opt-disable before the user's own OpenCL options):
     # semantics do not depend on it, build time does.
@@ -180,8 +182,9 @@ def _problems(where: list[tuple[Entry, int]], got: list) -> dict[str, str]:
     problems: dict[str, str] = {}
     for (e, j), x in zip(where, got):
         x = np.asarray(x)
-        if e.expected[j].dtype == np.float16 and x.dtype == np.float32:  # computed in float32
-            x = x.astype(np.float16)
+        want = e.expected[j].dtype
+        if (want == np.float16 or is_bfloat16(want)) and x.dtype == np.float32:  # computed in float32
+            x = x.astype(want)
         p = suite.compare(x, e.expected[j], f"output {j}", e.atol)
         if p and e.case not in problems:
             problems[e.case] = f"[{e.op}] {p}"

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnfusion.dtypes import is_float_dtype
 from dnnfusion.frontends.onnx import MIN_OPSET, ONNX_DTYPES
 
 # Covered cases that dnnfusion refuses on purpose, because an attribute (or an input acting
@@ -85,6 +86,10 @@ STATIC_OPERANDS: dict[str, tuple[int, ...]] = {
                            "CenterCropPad")},
     **{op: (0,) for op in ("BlackmanWindow", "HammingWindow", "HannWindow")},
     "OneHot": (1,), "AffineGrid": (1,),
+    # the signal operators' sizes (onnx_signal.py builds constant matrices from them)
+    "DFT": (1, 2), "STFT": (1, 3), "MelWeightMatrix": (0, 1, 2, 3, 4),
+    # the output shapes Col2Im's and MaxUnpool's scatters are built for (onnx_index_forms.py)
+    "Col2Im": (1, 2), "MaxUnpool": (2,),
 }
 
 # Operators with an ONNX function body (frontends/onnx_functions.py) whose body uses an
@@ -123,9 +128,12 @@ def _expected_from_ort(model, feeds: dict) -> list:
     return sess.run(None, feeds)
 
 # (rtol, atol) per float dtype. float32 is the contract; float16 carries ~3 significant
-# digits; float64 results are computed in float64 by both sides.
+# digits, bfloat16 between 2 and 3; float64 results are computed in float64 by both sides.
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float16": (1e-3, 1e-3),
+    # 8 significant bits: one unit in the last place is 2^-8 relative (the reference rounds each
+    # step to bfloat16; dnnfusion computes in float32 and rounds once)
+    "bfloat16": (1e-2, 1e-2),
     "float32": (1e-4, 1e-5),
     "float64": (1e-7, 1e-9),
 }
@@ -318,7 +326,7 @@ def compare(got: np.ndarray, want: np.ndarray, what: str,
         return f"{what}: dtype {got.dtype}, expected {want.dtype}"
     if got.shape != want.shape:
         return f"{what}: shape {got.shape}, expected {want.shape}"
-    if want.dtype.kind == "f":
+    if is_float_dtype(want.dtype):
         rtol, default_atol = TOLERANCES[want.dtype.name]
         atol = default_atol if atol is None else atol
         g, w = got.astype(np.float64), want.astype(np.float64)
