@@ -269,7 +269,7 @@ Ew scalar_form(const Graph& g, const Node& n, const std::vector<DType>& types, b
       case OpKind::Erf: return math("erf");
       case OpKind::Floor: return math("floor");
       case OpKind::Ceil: return math("ceil");
-      case OpKind::Round: return math("nearbyint");
+      case OpKind::Round: return math("rint");  // (not nearbyint: OpenCL C has only rint; both round half to even)
       case OpKind::Sin: return math("sin");
       case OpKind::Cos: return math("cos");
       case OpKind::Tan: return math("tan");
