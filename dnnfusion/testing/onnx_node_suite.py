@@ -118,6 +118,10 @@ EXPECTED_FROM_ORT: dict[str, str] = {
     # length floor(in*scale), as does dnnfusion.
     "test_resize_downsample_scales_linear_align_corners": "fractional length_resized",
     "test_resize_downsample_scales_cubic_align_corners": "fractional length_resized",
+    # MaxUnpool with output_shape: onnx's generator scatters I into the inferred shape and
+    # pastes that into output_shape's corner; the spec (I indexes the output tensor) and
+    # onnxruntime index the output_shape tensor itself, as dnnfusion and PyTorch do.
+    "test_maxunpool_export_with_output_shape": "I indexes the output_shape tensor",
 }
 
 
