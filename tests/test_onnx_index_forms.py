@@ -168,8 +168,8 @@ def test_col2im_is_torch_fold(case):
 
 # ---- MaxUnpool ------------------------------------------------------------------------------
 def _pool(x, kernel, strides, pads=None):
-    """MaxPool's values and indices, from ONNX Runtime (dnnfusion's planner cannot yet compile a
-    MaxPool whose Indices feed another node in the same model: see the xfail below)."""
+    """MaxPool's values and indices, from ONNX Runtime (an oracle independent of the MaxUnpool
+    under test; test_max_pool_then_unpool_in_one_model compiles the two together)."""
     d = len(kernel)
     node = h.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=kernel, strides=strides, pads=pads or [0] * 2 * d)
     g = h.make_graph([node], "pool", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
@@ -247,16 +247,20 @@ def test_max_unpool_duplicate_indices_keep_the_last():
     assert got.reshape(-1)[5] == 7
 
 
-@pytest.mark.xfail(raises=df.UnsupportedOperatorError, strict=True,
-                   reason="the dnnfusion and dp planners fuse a consumer of MaxPool's Indices into MaxPool's block, "
-                          "which code generation does not support (cpp/codegen/anchors.cc lower_pool)")
-def test_max_pool_then_unpool_in_one_model():
+@pytest.mark.parametrize("planner", ["dnnfusion", "dp", "tvm", "patterns", "none"])
+def test_max_pool_then_unpool_in_one_model(planner):
+    """SegNet's pattern: MaxPool's Indices read by MaxUnpool (and by an Add). Code generation
+    computes the Indices in a call of their own (anchors.cc lower_pool), so every planner keeps
+    their readers out of MaxPool's block (plan.h written_apart) and says why."""
     pool = h.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2])
-    node = h.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
-    m = _model(node, {"x": (T.FLOAT, (1, 2, 4, 4))}, extra=[pool])
+    relu = h.make_node("Relu", ["p"], ["pr"])
+    node = h.make_node("MaxUnpool", ["pr", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
+    m = _model(node, {"x": (T.FLOAT, (1, 2, 4, 4))}, extra=[pool, relu])
     x = np.random.default_rng(8).standard_normal((1, 2, 4, 4)).astype(np.float32)
-    _same(_compile(m, planner="patterns")(x=x), _ort(m, {"x": x}))
-    _same(_compile(m)(x=x), _ort(m, {"x": x}))
+    c = _compile(m, planner=planner)
+    _same(c(x=x), _ort(m, {"x": x}))
+    if planner == "dnnfusion":
+        assert "in a call of its own" in c.explain()
 
 
 # ---- refusals -------------------------------------------------------------------------------

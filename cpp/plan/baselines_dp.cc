@@ -175,6 +175,11 @@ class DpPlanner {
     ++components_;
     const MappingType t = ix_.type[n];
     MappingType ft = t;
+    for (ValueId v : node(n).inputs)
+      if (written_apart(ix_.g, v) && inside(ix_.g.value(v).producer)) {
+        if (explaining_) failure_ = name(n) + " reads %" + ix_.g.value(v).name + ", which its producer's kernel writes to memory in a call of its own";
+        return false;
+      }
     for (NodeId p : ix_.producers[n]) {
       if (!inside(p)) continue;
       const FusionRule& r = fusion_rule(ftype_[p], t);

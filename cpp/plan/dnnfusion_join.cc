@@ -87,6 +87,16 @@ bool Planner::try_join(int grp, NodeId p, NodeId c, NodeId cand) {
             name(c) + " is no pass of its own -> fuse";
   else if (rule.decision == Decision::Reject)
     return refuse(grp, cand, p, c, cell);
+  for (ValueId v : node(cand).inputs)
+    if (written_apart(g_, v) && in(grp, g_.value(v).producer))
+      return refuse(grp, cand, p, c, cell + "; but " + name(cand) + " reads %" + g_.value(v).name +
+                              ", which its producer's kernel writes to memory in a call of its own -> keep apart");
+  for (ValueId v : node(cand).outputs)
+    if (written_apart(g_, v))
+      for (NodeId r : readers_[v])
+        if (in(grp, r))
+          return refuse(grp, cand, p, c, cell + "; but " + name(r) + " reads %" + g_.value(v).name +
+                                  ", which " + name(cand) + "'s kernel writes to memory in a call of its own -> keep apart");
   if (would_create_cycle(g_, group_of_, grp, group_of_[cand]))
     return refuse(grp, cand, p, c, cell + "; but fusing would form a cycle: a path between the block and " +
                             name(cand) + " runs through another kernel");

@@ -96,6 +96,14 @@ const char* type_color(MappingType t) {
 
 }  // namespace
 
+bool written_apart(const Graph& g, ValueId v) {
+  if (v == kNoValue) return false;
+  const NodeId p = g.value(v).producer;
+  if (p < 0) return false;
+  const Node& n = g.node(p);
+  return n.op == OpKind::MaxPool && n.outputs.size() > 1 && n.outputs[1] == v;
+}
+
 bool would_create_cycle(const Graph& g, const std::vector<int>& group_of, int a, int b) {
   if (a == b) return false;
   const BlockGraph bg = block_graph(g, group_of);

@@ -87,6 +87,10 @@ FusionPlan plan_dnnfusion(const Graph& g, const PlanOptions& opt);
 // one block, blocks convex so the block graph is acyclic). Throws InternalError if not.
 FusionPlan finalize_plan(const Graph& g, std::string planner, const std::vector<int>& group_of,
                          const std::vector<NodeId>& seeds, std::vector<Reason> reasons);
+// Whether v is an output its producer's kernel computes in a call of its own and only writes
+// to memory, so a reader of v never shares the producer's block: MaxPool's Indices (the
+// second call of code generation's lower_pool). Every planner keeps such edges between blocks.
+bool written_apart(const Graph& g, ValueId v);
 // Whether merging the groups `a` and `b` would create a cycle between blocks.
 bool would_create_cycle(const Graph& g, const std::vector<int>& group_of, int a, int b);
 // Whether n is a ReduceMean or ReduceSum over exactly axes 1..r-2 of an f32 value of static rank
