@@ -20,6 +20,8 @@ torch = pytest.importorskip("torch")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 from onnx import TensorProto as T  # noqa: E402
+
+from half_models import as_float32, transformer_block  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
@@ -29,23 +31,8 @@ ULP = 2.0 ** -7  # bfloat16 keeps 8 significant bits: one unit in the last place
 
 
 def _as_float32(model):
-    """The same model with every bfloat16 made float32 (the computation dnnfusion runs)."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    g = m.graph
-    for vi in (*g.input, *g.output, *g.value_info):
-        if vi.type.tensor_type.elem_type == T.BFLOAT16:
-            vi.type.tensor_type.elem_type = T.FLOAT
-    for t in g.initializer:
-        if t.data_type == T.BFLOAT16:
-            t.CopyFrom(nh.from_array(nh.to_array(t).astype(np.float32), t.name))
-    for n in g.node:
-        for a in n.attribute:
-            if a.name == "to" and a.i == T.BFLOAT16:
-                a.i = T.FLOAT
-            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == T.BFLOAT16:
-                a.t.CopyFrom(nh.from_array(nh.to_array(a.t).astype(np.float32), a.t.name))
-    return m
+    """The same model in float32 (the computation dnnfusion runs)."""
+    return as_float32(model, T.BFLOAT16)
 
 
 def _mlp_net():
@@ -135,21 +122,12 @@ def test_bfloat16_onnx_model_takes_and_returns_torch_bfloat16():
     np.testing.assert_array_equal(p.view(torch.int16).numpy(), want.view(np.int16))
 
 
-class _Block(torch.nn.Module):
-    def __init__(self, d=32):
-        super().__init__()
-        self.fc1, self.fc2, self.norm = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d), torch.nn.LayerNorm(d)
-
-    def forward(self, x):
-        return self.norm(x + self.fc2(torch.nn.functional.gelu(self.fc1(x))))
-
-
 def test_bfloat16_torch_module_against_eager():
     torch.manual_seed(0)
-    block = _Block().eval()
+    block = transformer_block().eval()
     x = torch.randn(2, 8, 32)
     want32 = block(x).detach()
-    b16 = _Block().eval()
+    b16 = transformer_block().eval()
     b16.load_state_dict(block.state_dict())
     b16 = b16.to(torch.bfloat16)
     xb = x.to(torch.bfloat16)

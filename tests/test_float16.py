@@ -19,6 +19,8 @@ ort = pytest.importorskip("onnxruntime")
 torch = pytest.importorskip("torch")
 
 from onnx import TensorProto as T  # noqa: E402
+
+from half_models import as_float32, transformer_block  # noqa: E402
 from onnx import helper as h  # noqa: E402
 from onnx import numpy_helper as nh  # noqa: E402
 
@@ -28,23 +30,8 @@ def _session(model):
 
 
 def _as_float32(model):
-    """The same model with every float16 made float32 (the computation dnnfusion runs)."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    g = m.graph
-    for vi in (*g.input, *g.output, *g.value_info):
-        if vi.type.tensor_type.elem_type == T.FLOAT16:
-            vi.type.tensor_type.elem_type = T.FLOAT
-    for t in g.initializer:
-        if t.data_type == T.FLOAT16:
-            t.CopyFrom(nh.from_array(nh.to_array(t).astype(np.float32), t.name))
-    for n in g.node:
-        for a in n.attribute:
-            if a.name == "to" and a.i == T.FLOAT16:
-                a.i = T.FLOAT
-            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == T.FLOAT16:
-                a.t.CopyFrom(nh.from_array(nh.to_array(a.t).astype(np.float32), a.t.name))
-    return m
+    """The same model in float32 (the computation dnnfusion runs)."""
+    return as_float32(model, T.FLOAT16)
 
 
 def _conv_net():
@@ -111,18 +98,9 @@ def test_float16_error_mode_refuses_and_unknown_modes_are_errors():
         df.compile(_conv_net(), float16="bf16")
 
 
-class _Block(torch.nn.Module):
-    def __init__(self, d=32):
-        super().__init__()
-        self.fc1, self.fc2, self.norm = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d), torch.nn.LayerNorm(d)
-
-    def forward(self, x):
-        return self.norm(x + self.fc2(torch.nn.functional.gelu(self.fc1(x))))
-
-
 def test_float16_torch_export_with_a_dynamic_batch_against_onnxruntime(tmp_path):
     torch.manual_seed(0)
-    module = _Block().half().eval()
+    module = transformer_block().half().eval()
     path = str(tmp_path / "block16.onnx")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -146,13 +124,13 @@ def test_float16_torch_export_with_a_dynamic_batch_against_onnxruntime(tmp_path)
 
 def test_float16_torch_module_takes_and_returns_half_tensors():
     torch.manual_seed(0)
-    module = _Block().half().eval()
+    module = transformer_block().half().eval()
     x = torch.randn(2, 5, 32).half()
     m = df.compile(module, (x,))
     y = m(x)
     assert isinstance(y, torch.Tensor) and y.dtype == torch.float16
     with torch.no_grad():
-        want = _Block().eval()
+        want = transformer_block().eval()
         want.load_state_dict({k: v.float() for k, v in module.state_dict().items()})
         ref = want(x.float())  # the float32 computation of the same weights
     np.testing.assert_allclose(y.float().numpy(), ref.numpy(), rtol=1e-3, atol=2e-3)

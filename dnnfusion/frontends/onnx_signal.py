@@ -46,7 +46,7 @@ def _scalar(imp: Any, node: Any, i: int, what: str) -> Any | None:
         return None
     if not v.is_constant:
         raise ShapeError(f"{_label(node)}: {what} (input {i}) must be given as a constant (an "
-                         "initializer or a Constant node): dnnfusion builds the transform's matrix from it at import")
+                         "initializer or a Constant node): dnnfusion builds the operator's constants from it at import")
     a = np.asarray(v.numpy())
     if a.size != 1:
         raise ShapeError(f"{_label(node)}: {what} (input {i}) must be a scalar, got shape {list(a.shape)}")
@@ -272,16 +272,7 @@ def mel_weights(imp: Any, node: Any) -> Any:
     names = ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz")
     if len(node.input) != 5 or not all(node.input):
         raise ShapeError(f"{_label(node)} takes five inputs ({', '.join(names)}), got {len(node.input)}")
-    values = []
-    for i, what in enumerate(names):
-        v = imp.env[node.input[i]]
-        if not v.is_constant:
-            raise ShapeError(f"{_label(node)}: {what} (input {i}) must be given as a constant (an "
-                             "initializer or a Constant node): dnnfusion computes the matrix at import")
-        a = np.asarray(v.numpy())
-        if a.size != 1:
-            raise ShapeError(f"{_label(node)}: {what} (input {i}) must be a scalar, got shape {list(a.shape)}")
-        values.append(a.reshape(()))
+    values = [_scalar(imp, node, i, what) for i, what in enumerate(names)]
     mels, length, rate = (int(values[i]) for i in range(3))
     if mels < 1 or length < 1 or rate < 1:
         raise ShapeError(f"{_label(node)}: num_mel_bins, dft_length and sample_rate must be positive, got {mels}, "
