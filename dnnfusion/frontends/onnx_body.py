@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from dnnfusion.errors import ShapeError
+
 # The opset a written body's operators are read at (at least: the model's if newer).
 BODY_OPSET = 18
 
@@ -43,3 +45,35 @@ def function_proto(imp: Any, op: str, n_in: int, nodes: list, n_out: int = 1) ->
     fn.node.extend(nodes)
     fn.opset_import.extend([imp.onnx.helper.make_opsetid("", max(imp.opset, BODY_OPSET))])
     return fn
+
+
+# An ECG element type -> its ONNX TensorProto code (for context-dependent bodies, which are
+# built from the node's input types).
+ONNX_CODES = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9,
+               "f16": 10, "f64": 11, "u32": 12, "u64": 13, "bf16": 16}
+
+
+def const_node(imp: Any, name: str, array: np.ndarray) -> Any:
+    """A Constant node holding `array`, for a written body."""
+    return imp.onnx.helper.make_node("Constant", [], [name], value=imp.onnx.numpy_helper.from_array(array, name))
+
+
+# The largest constant (elements) a written body makes from a model's sizes (OneHot's and
+# Hardmax's ranges, EyeLike's matrix, a DFT's matrix, an im2col index): a size no model needs
+# is an error, not an allocation.
+MAX_CONSTANT = 1 << 24
+
+
+def bounded(n: int, what: str, node: Any) -> int:
+    """n, or a ShapeError naming the node when a constant of n elements is over MAX_CONSTANT."""
+    if n > MAX_CONSTANT:
+        raise ShapeError(f"node '{node.name}' ({node.op_type}): {what} of {n} elements is larger than dnnfusion "
+                         f"builds at import ({MAX_CONSTANT})")
+    return n
+
+
+def np_dtype(ecg_dtype: str) -> Any:
+    """The NumPy dtype of an ECG element type name."""
+    from dnnfusion.dtypes import numpy_dtype
+
+    return numpy_dtype(ecg_dtype)

@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import DTypeError, InternalError, ModelFormatError, ShapeError, UnsupportedOperatorError
-from dnnfusion.frontends.onnx_body import function_proto
+from dnnfusion.frontends.onnx_body import MAX_CONSTANT, function_proto  # noqa: F401 (MAX_CONSTANT: public here)
+from dnnfusion.frontends.onnx_body import ONNX_CODES as _ONNX_CODES
+from dnnfusion.frontends.onnx_body import bounded as _bounded
+from dnnfusion.frontends.onnx_body import const_node as _const
+from dnnfusion.frontends.onnx_body import np_dtype as _np_dtype
 from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS, ECG_OPS, MIN_OPSET
 
-# An ECG element type -> its ONNX TensorProto code (for context-dependent bodies, which are
-# built from the node's input types).
-_ONNX_CODES = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9,
-               "f16": 10, "f64": 11, "u32": 12, "u64": 13, "bf16": 16}
 _MAX_DEPTH = 8  # bodies inside bodies (no schema nests this deep; a cycle would)
 # Bodies built at an opset below the ECG's (MIN_OPSET) that read the same at it: Celu's
 # opset-12 body (Constant, Div, Elu, Mul), whose operators' opset-13 versions only add bfloat16;
@@ -259,28 +259,6 @@ def double_form(imp: Any, node: Any) -> Any | None:
 # ---- Operators ONNX gives no function body, with one written here ------------------------------
 def _hand_body(imp: Any, op: str, n_in: int, nodes: list) -> Any:
     return function_proto(imp, op, n_in, nodes)
-
-
-def _const(imp: Any, name: str, array: np.ndarray) -> Any:
-    return imp.onnx.helper.make_node("Constant", [], [name], value=imp.onnx.numpy_helper.from_array(array, name))
-
-
-# The largest constant (elements) a written body makes from a model's sizes (OneHot's and
-# Hardmax's ranges, EyeLike's matrix): a size no model needs is an error, not an allocation.
-MAX_CONSTANT = 1 << 24
-
-
-def _bounded(n: int, what: str, node: Any) -> int:
-    if n > MAX_CONSTANT:
-        raise ShapeError(f"node '{node.name}' ({node.op_type}): {what} of {n} elements is larger than dnnfusion "
-                         f"builds at import ({MAX_CONSTANT})")
-    return n
-
-
-def _np_dtype(ecg_dtype: str) -> Any:
-    from dnnfusion.dtypes import numpy_dtype
-
-    return numpy_dtype(ecg_dtype)
 
 
 def one_hot(imp: Any, node: Any) -> Any:

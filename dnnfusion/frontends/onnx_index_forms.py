@@ -30,7 +30,10 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import DTypeError, ShapeError
-from dnnfusion.frontends.onnx_functions import _bounded, _const, _hand_body, _np_dtype
+from dnnfusion.frontends.onnx_body import function_proto as _hand_body
+from dnnfusion.frontends.onnx_body import bounded as _bounded
+from dnnfusion.frontends.onnx_body import const_node as _const
+from dnnfusion.frontends.onnx_body import np_dtype as _np_dtype
 
 _INT64 = 7  # TensorProto.INT64
 

@@ -7,7 +7,7 @@ transformed axis and the real/imaginary pair flattened together: [.., N*C] x [N*
 C, C' in {1, 2}. Truncation and zero padding to dft_length, the one-sided spectrum (RFFT), the
 inverse's 1/dft_length and the Hermitian reconstruction of IRFFT are all folded into that
 matrix. This is an O(N^2) matrix DFT, not an FFT: fine up to a few thousand points (and fast,
-as a GEMM); a matrix larger than onnx_functions.MAX_CONSTANT elements is refused as a size.
+as a GEMM); a matrix larger than onnx_body.MAX_CONSTANT elements is refused as a size.
 STFT gathers its frames with constant indices, multiplies them by the window and applies the
 same matrix. MelWeightMatrix, whose inputs fix its output, is computed at import."""
 
@@ -18,7 +18,11 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import DTypeError, ShapeError
-from dnnfusion.frontends.onnx_functions import _ONNX_CODES, _bounded, _const, _hand_body, _np_dtype
+from dnnfusion.frontends.onnx_body import function_proto as _hand_body
+from dnnfusion.frontends.onnx_body import ONNX_CODES as _ONNX_CODES
+from dnnfusion.frontends.onnx_body import bounded as _bounded
+from dnnfusion.frontends.onnx_body import const_node as _const
+from dnnfusion.frontends.onnx_body import np_dtype as _np_dtype
 
 _FLOATS = ("f16", "f32", "f64")
 
