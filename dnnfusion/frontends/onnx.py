@@ -25,7 +25,8 @@ carefully and refusing what dnnfusion cannot represent. What :func:`import_onnx`
   (``com.microsoft``, ``ai.onnx.ml``, model-local functions) are unsupported.
 * **Refusals.** Operators outside the ECG table raise :class:`UnsupportedOperatorError`
   naming the node, the operator, the domain and the opset. So do attribute values the ECG
-  does not represent, naming the node and the attribute: sub-graphs, sparse tensors,
+  does not represent, naming the node and the attribute: sub-graphs (but If, Loop and Scan
+  are unrolled or selected at import: onnx_control.py), sparse tensors,
   string-tensor attributes (``Constant`` strings), BatchNormalization in training mode,
   Dropout whose ``training_mode`` input is not a constant (or is true with a ratio other
   than the constant 0: random). Element types outside the ECG's twelve (bfloat16, float8,
@@ -70,7 +71,7 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import DTypeError, ModelFormatError, ModelWarning, ShapeError, UnsupportedOperatorError
-from dnnfusion.frontends import onnx_cache, onnx_functions, onnx_quantize
+from dnnfusion.frontends import onnx_cache, onnx_control, onnx_functions, onnx_quantize
 from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPSET  # noqa: F401 (re-exported)
 from dnnfusion.frontends.onnx_versions import default_opset as _default_opset
 from dnnfusion.frontends.onnx_versions import schema_version as _schema_version
@@ -271,7 +272,7 @@ def _screen(onnx: Any, proto: Any, what: str) -> None:
             f"onnx.version_converter.convert_version(model, {MIN_OPSET}))")
     opsets = {o.domain: int(o.version) for o in proto.opset_import}
     for i, node in enumerate(g.node):
-        if not onnx_functions.has_body(onnx, node, opset):
+        if not (onnx_functions.has_body(onnx, node, opset) or onnx_control.handles(node)):
             _schema_version(onnx, node, node.name or f"{node.op_type}_{i}", opset, opsets)
 
 
@@ -434,6 +435,8 @@ class _Importer:
 
     # Nodes -----------------------------------------------------------------------------
     def _node(self, node: Any, name: str) -> None:
+        if onnx_control.handles(node):  # If / Loop / Scan: rewritten into dataflow (onnx_control.py)
+            return onnx_control.import_node(self, node, name)
         if onnx_functions.has_body(self.onnx, node, self.opset) or onnx_functions.double_form(self, node):
             return onnx_functions.inline(self, node, name)  # imported as the operators it is made of
         version = _schema_version(self.onnx, node, name, self.opset, self.opsets)
