@@ -152,6 +152,12 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
     imp.opset = body_opset
     try:
         for k, b in enumerate(fn.node):
+            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in b.attribute):
+                # A sub-graph reads the body's names, which the renaming here does not reach:
+                # it would read the model's value of the same name, or none.
+                raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): its function body has control "
+                                               f"flow ({b.op_type} with a sub-graph), which dnnfusion does not "
+                                               "import inside a function body")
             sub = onnx.NodeProto()
             sub.CopyFrom(b)
             inner = f"{name}/{b.op_type}{k}"
