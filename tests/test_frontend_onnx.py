@@ -566,3 +566,17 @@ def test_a_tolerated_complaint_does_not_hide_another():
     m.graph.node.append(helper.make_node("Relu", ["x"], ["y"]))  # y assigned twice: not SSA
     with pytest.raises(dnnfusion.ModelFormatError, match="fails the ONNX checker"):
         dnnfusion.load(m.SerializeToString())
+
+
+@pytest.mark.parametrize("op,shape,axis", [("Unsqueeze", [2, 3], 1), ("Unsqueeze", [2, 3], -1)])
+def test_scalar_axes_of_unsqueeze(op, shape, axis):
+    """A constant scalar `axes` (AffineGrid's expanded body writes one; ONNX Runtime accepts it
+    for Unsqueeze, the spec asks for 1-D) reads as the one axis."""
+    ort = pytest.importorskip("onnxruntime")
+    m = make_model([helper.make_node(op, ["x", "a"], ["y"])], [vi("x", shape)], [vi("y", None)],
+                   [numpy_helper.from_array(np.array(axis, np.int64), "a")], opset=18)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = dnnfusion.compile(m.SerializeToString())(x)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)

@@ -524,6 +524,14 @@ def _axes_to_input(imp: _Importer, n: _Node) -> None:
         n.inputs = [n.inputs[0], imp.b.constant(imp._fresh(f"{n.name}:axes"), axes)]
 
 
+def _axes_1d(imp: _Importer, n: _Node) -> None:
+    """Unsqueeze's axes given as a constant scalar (ONNX Runtime accepts one for Unsqueeze, not
+    for Squeeze; the spec asks for 1-D)."""
+    ax = n.inputs[1] if len(n.inputs) > 1 else None
+    if ax is not None and ax.is_constant and len(ax.shape) == 0:
+        n.inputs[1] = imp.b.constant(imp._fresh(f"{n.name}:axes"), np.asarray(ax.numpy(), np.int64).reshape(1))
+
+
 def _split(imp: _Importer, n: _Node) -> None:
     if len(n.inputs) < 2 and "num_outputs" not in n.attrs:
         n.attrs["num_outputs"] = len(n.outputs)  # equal parts, the pre-18 default
@@ -579,7 +587,7 @@ def _cast_target(imp: _Importer, n: _Node) -> None:
 _NORMALIZE = {
     **{op: _axes_to_input for op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
                                      "ReduceL2")},
-    "Split": _split,
+    "Split": _split, "Unsqueeze": _axes_1d,
     "RoiAlign": _roi_align,
     "GridSample": _grid_sample,
     "BatchNormalization": _batch_norm,

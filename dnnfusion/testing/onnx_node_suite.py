@@ -113,11 +113,7 @@ FUNCTION_BODY_UNSUPPORTED: dict[str, str] = {
 # Cases reached by control flow (their If/Loop/Scan were refused before onnx_control.py) that
 # fail to import for a reason of their own: not covered, with that reason. Checked by
 # tests/test_onnx_control.py: each must still fail to import, or the entry has to go.
-CASE_UNSUPPORTED: dict[str, str] = {
-    f"test_affine_grid_{case}_expanded": "AffineGrid's expanded body gives Unsqueeze a scalar axes (a Constant "
-    "value_int), which ONNX Runtime accepts and the ECG's Unsqueeze refuses (the spec asks for 1-D)"
-    for case in ("2d", "2d_align_corners", "3d", "3d_align_corners")
-}
+CASE_UNSUPPORTED: dict[str, str] = {}
 
 # Cases whose expected outputs onnx writes by hand with 4 decimals (the rounding alone is up
 # to 5e-5): compared with atol 1e-4 instead of TOLERANCES.
