@@ -71,7 +71,7 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import DTypeError, ModelFormatError, ModelWarning, ShapeError, UnsupportedOperatorError
-from dnnfusion.frontends import onnx_cache, onnx_control, onnx_functions, onnx_quantize
+from dnnfusion.frontends import onnx_cache, onnx_control, onnx_functions, onnx_normalize, onnx_quantize
 from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPSET  # noqa: F401 (re-exported)
 from dnnfusion.frontends.onnx_versions import default_opset as _default_opset
 from dnnfusion.frontends.onnx_versions import schema_version as _schema_version
@@ -515,67 +515,8 @@ _CONSTANT_DTYPES = {"value": None, "value_float": np.float32, "value_floats": np
 
 
 # ------------------------------------------------------------------------------------------
-# Normalizing older forms to the ECG's (the newest) and refusing unsupported attributes
+# Normalizing older forms to the ECG's and refusing unsupported attributes (onnx_normalize.py)
 # ------------------------------------------------------------------------------------------
-def _axes_to_input(imp: _Importer, n: _Node) -> None:
-    """ReduceMean/Max/Min/Prod/L2 before opset 18: `axes` attribute -> second input."""
-    if n.version < 18 and "axes" in n.attrs:
-        axes = np.asarray(n.attrs.pop("axes"), dtype=np.int64).reshape(-1)
-        n.inputs = [n.inputs[0], imp.b.constant(imp._fresh(f"{n.name}:axes"), axes)]
-
-
-def _axes_1d(imp: _Importer, n: _Node) -> None:
-    """Unsqueeze's axes given as a constant scalar (ONNX Runtime accepts one for Unsqueeze, not
-    for Squeeze; the spec asks for 1-D)."""
-    ax = n.inputs[1] if len(n.inputs) > 1 else None
-    if ax is not None and ax.is_constant and len(ax.shape) == 0:
-        n.inputs[1] = imp.b.constant(imp._fresh(f"{n.name}:axes"), np.asarray(ax.numpy(), np.int64).reshape(1))
-
-
-def _split(imp: _Importer, n: _Node) -> None:
-    if len(n.inputs) < 2 and "num_outputs" not in n.attrs:
-        n.attrs["num_outputs"] = len(n.outputs)  # equal parts, the pre-18 default
-
-
-def _roi_align(imp: _Importer, n: _Node) -> None:
-    if n.version < 16:
-        n.attrs["coordinate_transformation_mode"] = "output_half_pixel"
-
-
-def _grid_sample(imp: _Importer, n: _Node) -> None:
-    # GridSample-16 names two modes as PyTorch does; 20 renamed them.
-    mode = n.attrs.get("mode", "bilinear" if n.version < 20 else "linear")
-    n.attrs["mode"] = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
-
-
-def _batch_norm(imp: _Importer, n: _Node) -> None:
-    if n.attrs.get("training_mode", 0):
-        raise UnsupportedOperatorError(
-            f"node '{n.name}' (BatchNormalization): attribute training_mode=1 is not "
-            "supported; dnnfusion compiles inference graphs")
-    if len(n.outputs) > 1:
-        raise UnsupportedOperatorError(
-            f"node '{n.name}' (BatchNormalization): {len(n.outputs)} outputs request training "
-            "mode (running statistics), which is not supported; dnnfusion compiles inference "
-            "graphs")
-
-
-def _dropout(imp: _Importer, n: _Node) -> None:
-    training = n.inputs[2] if len(n.inputs) > 2 else None
-    if training is None:
-        return
-    ratio = n.inputs[1] if len(n.inputs) > 1 else None
-    const = (lambda v: v is not None and v.is_constant)
-    if const(training) and not np.asarray(training.numpy()).any():
-        return
-    if const(training) and const(ratio) and not np.asarray(ratio.numpy()).any():
-        return  # training with ratio 0 keeps every element
-    raise UnsupportedOperatorError(
-        f"node '{n.name}' (Dropout): input training_mode ('{training.name}') may be true, and "
-        "training-mode dropout is random; dnnfusion compiles inference graphs (only a "
-        "constant-false training_mode, or a constant ratio of 0, is supported)")
-
-
 def _cast_target(imp: _Importer, n: _Node) -> None:
     to = n.attrs.get("to")
     if to not in ONNX_DTYPES:
@@ -585,13 +526,7 @@ def _cast_target(imp: _Importer, n: _Node) -> None:
 
 
 _NORMALIZE = {
-    **{op: _axes_to_input for op in ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-                                     "ReduceL2")},
-    "Split": _split, "Unsqueeze": _axes_1d,
-    "RoiAlign": _roi_align,
-    "GridSample": _grid_sample,
-    "BatchNormalization": _batch_norm,
-    "Dropout": _dropout,
+    **onnx_normalize.NORMALIZE,
     "Cast": _cast_target,
     **onnx_quantize.NORMALIZE,  # per-axis scales reshaped to broadcast, output_dtype, refusals
 }
