@@ -77,3 +77,13 @@ def np_dtype(ecg_dtype: str) -> Any:
     from dnnfusion.dtypes import numpy_dtype
 
     return numpy_dtype(ecg_dtype)
+
+
+def node_label(node: Any) -> str:
+    """The "node 'x' (Op)" a written body's messages start with, so the user finds the node."""
+    return f"node '{node.name or node.op_type}' ({node.op_type})"
+
+
+def node_attrs(imp: Any, node: Any) -> dict[str, Any]:
+    """The node's attributes as Python values (absent ones take their defaults at the caller)."""
+    return {a.name: imp.onnx.helper.get_attribute_value(a) for a in node.attribute}

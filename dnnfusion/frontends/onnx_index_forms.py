@@ -31,15 +31,12 @@ import numpy as np
 
 from dnnfusion.errors import DTypeError, ShapeError
 from dnnfusion.frontends.onnx_body import function_proto as _hand_body
+from dnnfusion.frontends.onnx_body import node_attrs as _attrs
 from dnnfusion.frontends.onnx_body import bounded as _bounded
 from dnnfusion.frontends.onnx_body import const_node as _const
 from dnnfusion.frontends.onnx_body import np_dtype as _np_dtype
 
 _INT64 = 7  # TensorProto.INT64
-
-
-def _attrs(imp: Any, node: Any) -> dict[str, Any]:
-    return {a.name: imp.onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
 def _static(imp: Any, node: Any, k: int, what: str) -> list[int]:

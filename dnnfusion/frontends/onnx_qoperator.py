@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from dnnfusion.errors import DTypeError, ShapeError
-from dnnfusion.frontends.onnx_body import Body, function_proto
+from dnnfusion.frontends.onnx_body import Body, function_proto, node_attrs, node_label
 
 # The ECG's quantized types -> (ONNX type code, lowest, highest value).
 _QUANT = {"u8": (2, 0, 255), "i8": (3, -128, 127)}
@@ -49,8 +49,8 @@ class _Form:
 
     def __init__(self, imp: Any, node: Any):
         self.imp, self.node, self.b = imp, node, Body(imp.onnx)
-        self.where = f"node '{node.name or node.op_type}' ({node.op_type})"
-        self.attrs = {a.name: imp.onnx.helper.get_attribute_value(a) for a in node.attribute}
+        self.where = node_label(node)
+        self.attrs = node_attrs(imp, node)
 
     def has(self, k: int) -> bool:
         return k < len(self.node.input) and bool(self.node.input[k])

@@ -19,22 +19,14 @@ import numpy as np
 
 from dnnfusion.errors import DTypeError, ShapeError
 from dnnfusion.frontends.onnx_body import function_proto as _hand_body
+from dnnfusion.frontends.onnx_body import node_attrs as _attrs
+from dnnfusion.frontends.onnx_body import node_label as _label
 from dnnfusion.frontends.onnx_body import ONNX_CODES as _ONNX_CODES
 from dnnfusion.frontends.onnx_body import bounded as _bounded
 from dnnfusion.frontends.onnx_body import const_node as _const
 from dnnfusion.frontends.onnx_body import np_dtype as _np_dtype
 
 _FLOATS = ("f16", "f32", "f64")
-
-
-def _label(node: Any) -> str:
-    """The "node 'x' (Op)" every message starts with, so the user finds the node."""
-    return f"node '{node.name or node.op_type}' ({node.op_type})"
-
-
-def _attrs(imp: Any, node: Any) -> dict[str, Any]:
-    """The node's attributes as Python values (absent ones take their defaults at the caller)."""
-    return {a.name: imp.onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
 def _input(imp: Any, node: Any, i: int) -> Any | None:
