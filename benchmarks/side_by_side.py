@@ -1,9 +1,15 @@
-"""dnnfusion, ONNX Runtime and OpenVINO side by side in one process, on the same ONNX file:
-timed in interleaved rounds, then each framework's own per-kernel profile, grouped by kind.
+"""dnnfusion, ONNX Runtime and OpenVINO side by side, on the same ONNX file: timed in
+interleaved rounds, then each framework's own per-kernel profile, grouped by kind.
 
     python benchmarks/side_by_side.py mobilenetv2,bert_base --threads 2 --budget 20
     python benchmarks/side_by_side.py all --threads 1,2 --json results/side-by-side.json
     python benchmarks/side_by_side.py mobilenetv2,resnet50 --threads 1,2 --batch 8
+    python benchmarks/side_by_side.py all --threads 2,1 --isolate
+
+By default the frameworks share one process; ``--isolate`` gives each a worker process of its
+own (spawned, so nothing of the others is imported there), which times its own blocks of calls
+when the parent asks, so the rounds interleave as before while no two runtimes' thread pools,
+allocators or libraries share a process.
 
 Why one process and rounds: on a shared VM the speed of the machine changes for seconds at a
 time (the 2-vCPU VMs here run the same cell 1.3-1.8x slower in their slow spells), so two
@@ -78,13 +84,26 @@ def ort_kind(args: dict) -> str:
 
 
 class Side:
-    """One framework on one model: ``call`` runs the timed instance; ``profile_round(n)`` runs
-    the instrumented instance n times and keeps each kernel's median; ``profile()`` gives each
-    kernel's lowest round median (the rounds interleave with the other frameworks')."""
+    """One framework on one model: ``call`` runs the timed instance; ``block(n)`` runs it once
+    untimed, then n timed calls (ms each); ``profile_round(n)`` runs the instrumented instance n
+    times and keeps each kernel's median; ``profile()`` gives each kernel's lowest round median
+    (the rounds interleave with the other frameworks')."""
 
     def __init__(self, name: str, call, profile_round, finish=None, kernels=None):
         self.name, self.call, self._round, self._finish, self.kernels = name, call, profile_round, finish, kernels
         self._rounds: list[dict] = []
+
+    def block(self, n: int) -> list[float]:
+        self.call()
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            self.call()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return ts
+
+    def close(self) -> None:
+        pass
 
     def profile_round(self, n: int) -> None:
         self._rounds.append(self._round(n))
@@ -163,6 +182,85 @@ def build(name: str, path: str, names: list[str], arrays: list[np.ndarray], thre
     raise ValueError(f"unknown framework {name!r}; choose from {', '.join(FRAMEWORKS)}")
 
 
+def _worker(conn, name: str, path: str, names: list[str], arrays: list[np.ndarray], threads: int) -> None:
+    """One framework in its own process (``--isolate``): builds its Side, then answers the
+    parent's requests until told to stop. Nothing of the other frameworks is imported here."""
+    try:
+        side = build(name, path, names, arrays, threads)
+        conn.send(("ok", side.kernels))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+        return
+    while True:
+        op, arg = conn.recv()
+        if op == "stop":
+            return
+        try:
+            if op == "block":
+                conn.send(("ok", side.block(arg)))
+            elif op == "profile_round":
+                side.profile_round(arg)
+                conn.send(("ok", None))
+            elif op == "profile":
+                conn.send(("ok", side.profile()))
+            else:
+                conn.send(("error", f"unknown request {op!r}"))
+        except BaseException as e:  # noqa: BLE001
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+class RemoteSide(Side):
+    """A Side whose framework runs in a worker process of its own (``--isolate``): the parent
+    keeps the interleaving, the worker times its own calls, so no two runtimes' thread pools,
+    allocators or imported libraries share a process, and what is timed excludes the pipe."""
+
+    def __init__(self, name: str, path: str, names: list[str], arrays: list[np.ndarray], threads: int):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_worker, args=(child, name, path, names, arrays, threads), daemon=True)
+        self._proc.start()
+        child.close()
+        super().__init__(name, None, None)
+        self._ready = False
+
+    def ready(self) -> "RemoteSide":
+        """Waits for the worker's build (the workers of one model build at the same time)."""
+        if not self._ready:
+            self.kernels, self._ready = self._ask(None), True
+        return self
+
+    def _ask(self, request):
+        if request is not None:
+            self._conn.send(request)
+        try:
+            status, value = self._conn.recv()
+        except EOFError:
+            raise RuntimeError(f"{self.name}'s worker process died (exit code {self._proc.exitcode})") from None
+        if status != "ok":
+            raise RuntimeError(f"{self.name}'s worker: {value}")
+        return value
+
+    def block(self, n: int) -> list[float]:
+        return self._ask(("block", n))
+
+    def profile_round(self, n: int) -> None:
+        self._ask(("profile_round", n))
+
+    def profile(self) -> list[dict]:
+        return self._ask(("profile", None))
+
+    def close(self) -> None:
+        try:
+            self._conn.send(("stop", None))
+        except OSError:
+            pass
+        self._proc.join(30)
+        if self._proc.is_alive():
+            self._proc.kill()
+
+
 def time_rounds(sides: list[Side], budget: float, min_rounds: int, block: int) -> dict:
     """Interleaved rounds: per round, every framework runs 1 untimed + ``block`` timed calls.
     Round n runs them in the n-th of their orders (permutations, in turn), so that over each
@@ -176,13 +274,7 @@ def time_rounds(sides: list[Side], budget: float, min_rounds: int, block: int) -
     n = 0
     while n < min_rounds or time.perf_counter() < t_end:
         for s in orders[n % len(orders)]:
-            s.call()
-            ts = []
-            for _ in range(block):
-                t0 = time.perf_counter()
-                s.call()
-                ts.append((time.perf_counter() - t0) * 1e3)
-            rounds[s.name].append(statistics.median(ts))
+            rounds[s.name].append(statistics.median(s.block(block)))
         n += 1
         if n >= 200:
             break
@@ -197,26 +289,37 @@ def _quartiles(v: list[float]) -> tuple[float, float, float]:
 
 
 def run_model(name: str, threads: int, fws: list[str], budget: float, min_rounds: int, block: int,
-              profile_repeat: int, profile_rounds: int, workdir: str, batch: int = 1) -> dict:
+              profile_repeat: int, profile_rounds: int, workdir: str, batch: int = 1, isolate: bool = False) -> dict:
     path = str(models.export_onnx(name, False, workdir, batch=batch))
     m = models.load(name, False, batch)
     arrays = [t.numpy() for t in m.example_inputs]
     names = list(m.input_names)
     t0 = time.perf_counter()
-    sides = [build(f, path, names, arrays, threads) for f in fws]
-    setup_s = time.perf_counter() - t0
+    sides = [RemoteSide(f, path, names, arrays, threads) if isolate else build(f, path, names, arrays, threads)
+             for f in fws]
+    try:
+        for s in sides:
+            if isinstance(s, RemoteSide):
+                s.ready()
+        return _measure(name, threads, batch, sides, fws, budget, min_rounds, block, profile_repeat, profile_rounds,
+                        time.perf_counter() - t0, isolate)
+    finally:
+        for s in sides:
+            s.close()
+
+
+def _measure(name: str, threads: int, batch: int, sides: list[Side], fws: list[str], budget: float,
+             min_rounds: int, block: int, profile_repeat: int, profile_rounds: int, setup_s: float,
+             isolate: bool) -> dict:
     # a run with too few calls per block for the slow models: one block's calls stay under ~1/8
     # of the budget
     probe = []
     for s in sides:
-        s.call()
-        t = time.perf_counter()
-        s.call()
-        probe.append(time.perf_counter() - t)
+        probe.append(s.block(1)[0] / 1e3)
     blk = max(1, min(block, int(budget / 8 / max(1e-6, sum(probe)))))
     rounds = time_rounds(sides, budget, min_rounds, blk)
     out = {"model": name, "threads": threads, "batch": batch, "block": blk, "rounds": len(rounds[fws[0]]),
-           "setup_s": round(setup_s, 1), "frameworks": {}, "ratios": {}}
+           "setup_s": round(setup_s, 1), "isolated": isolate, "frameworks": {}, "ratios": {}}
     for s in sides:
         q = _quartiles(rounds[s.name])
         out["frameworks"][s.name] = {"median_ms": q[1], "p25": q[0], "p75": q[2],
@@ -255,7 +358,7 @@ def report(res: dict, top: int) -> str:
     fws = list(res["frameworks"])
     lines = [f"## {res['model']}{'' if res.get('batch', 1) == 1 else ', batch ' + str(res['batch'])}, "
              f"{res['threads']} thread(s): {res['rounds']} interleaved rounds of "
-             f"{res['block']} timed calls each"]
+             f"{res['block']} timed calls each" + (", a process per framework" if res.get("isolated") else "")]
     for f in fws:
         v = res["frameworks"][f]
         lines.append(f"  {f:10s} {v['median_ms']:9.3f} ms [{v['p25']:.3f}-{v['p75']:.3f}]  lowest round "
@@ -285,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=8, help="kinds shown per framework")
     ap.add_argument("--batch", type=int, default=1,
                     help="inputs of this batch (a static export at it, as benchmarks/run.py --batch)")
+    ap.add_argument("--isolate", action="store_true",
+                    help="each framework in a worker process of its own, the rounds still interleaved")
     ap.add_argument("--json", help="write the results here (default: results/side-by-side-<stamp>.json)")
     args = ap.parse_args(argv)
     names = models.zoo_names() if args.models == "all" else [m for m in args.models.split(",") if m]
@@ -311,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     for t in threads:
         for name in names:
             res = run_model(name, t, fws, args.budget, args.min_rounds, args.block, args.profile_repeat,
-                            args.profile_rounds, work, args.batch)
+                            args.profile_rounds, work, args.batch, args.isolate)
             head["results"].append(res)
             print(report(res, args.top), flush=True)
     head["load_end"] = machine.loadavg()

@@ -476,3 +476,23 @@ def test_side_by_side_run(tmp_path):
     assert math.isclose(res["geomean"]["1:ort"], q["median"])
     with pytest.raises(SystemExit):
         sbs.main(["tiny_cnn", "--frameworks", "dnnfusion,tvm"])
+
+
+def test_side_by_side_isolated(tmp_path):
+    """--isolate: each framework in a worker process of its own, the rounds still interleaved
+    by the parent; the workers' timings and profiles come back, and a worker that cannot build
+    its framework is reported by name, not hung on."""
+    import side_by_side as sbs
+
+    out = tmp_path / "sbs.json"
+    assert sbs.main(["tiny_cnn", "--threads", "1", "--frameworks", "dnnfusion,ort", "--budget", "0.3",
+                     "--min-rounds", "3", "--profile-rounds", "2", "--isolate", "--json", str(out)]) == 0
+    (r,) = json.loads(out.read_text())["results"]
+    assert r["isolated"] is True and r["rounds"] >= 3
+    assert sbs.report(r, 3).splitlines()[0].endswith("a process per framework")
+    for fw in ("dnnfusion", "ort"):
+        f = r["frameworks"][fw]
+        assert 0 < f["min_round_ms"] <= f["median_ms"] and f["profiled_kernels"] >= 2, f
+    assert r["frameworks"]["dnnfusion"]["kernels"], r["frameworks"]["dnnfusion"]
+    with pytest.raises(RuntimeError, match="nope's worker: ValueError: unknown framework 'nope'"):
+        sbs.RemoteSide("nope", str(tmp_path / "x.onnx"), [], [], 1).ready()
