@@ -34,6 +34,10 @@ try:
     import ml_dtypes as _ml_dtypes
 
     ONNX_DTYPES[16] = np.dtype(_ml_dtypes.bfloat16)
+    # the narrow integers: a cast to them is ml_dtypes' (in range: truncation toward zero, as
+    # to int8; out of range, which ONNX leaves undefined, 0, as the ONNX reference gives)
+    ONNX_DTYPES.update({21: np.dtype(_ml_dtypes.uint4), 22: np.dtype(_ml_dtypes.int4),
+                        25: np.dtype(_ml_dtypes.uint2), 26: np.dtype(_ml_dtypes.int2)})
 except ImportError:
     pass
 

@@ -1,8 +1,8 @@
 """QuantizeLinear and DequantizeLinear kernels of the NumPy reference interpreter (private to
 :mod:`dnnfusion.reference`): ONNX's per-tensor and per-axis forms (a 1-D scale along ``axis``,
 default 1), and the ECG's, where a per-axis scale has x's rank ([1, C, 1, 1]) and broadcasts
-(the ONNX front-end writes it so, and the ECG node has no ``axis``). Blocked quantization
-(``block_size``) raises NotImplementedError, as in the front-end.
+(the ONNX front-end writes it so, and the ECG node has no ``axis``), and ONNX's blocked form
+(``block_size``: each scale entry covers a block of that many indices along ``axis``).
 
 Unlike the other float kernels these do not compute in float64: ONNX defines the quotient
 x / scale in the scale's precision (QuantizeLinear-23 ``precision``, default the scale's type),
@@ -22,13 +22,14 @@ Inputs = list["np.ndarray | None"]
 
 def _operands(inputs: Inputs, attrs: Attrs, op: str, default: np.dtype | None = None):
     """x, and scale and zero point shaped to broadcast to x."""
-    from ._ref_nn import unsupported
-
-    if attrs.get("block_size", 0):
-        raise unsupported(op, "block_size", attrs["block_size"])
     x, scale = np.asarray(inputs[0]), np.asarray(inputs[1])
     zp = inputs[2] if len(inputs) > 2 else None
     zp = np.zeros(scale.shape, default or x.dtype) if zp is None else np.asarray(zp)
+    block = int(attrs.get("block_size", 0))
+    if block:
+        axis = int(attrs.get("axis", 1)) % x.ndim
+        take = np.arange(x.shape[axis]) // block
+        return x, np.take(scale, take, axis=axis), np.take(zp, take, axis=axis)
     if scale.ndim == 1 and scale.size > 1 and x.ndim > 1:  # ONNX per axis
         axis = int(attrs.get("axis", 1)) % x.ndim
         shape = [1] * x.ndim
@@ -37,12 +38,24 @@ def _operands(inputs: Inputs, attrs: Attrs, op: str, default: np.dtype | None = 
     return x, scale, zp
 
 
+def _iinfo(dtype: np.dtype) -> Any:
+    """The range of an integer type, ml_dtypes' int4, uint4, int2 and uint2 included."""
+    if dtype.kind == "V":
+        import ml_dtypes
+
+        return ml_dtypes.iinfo(dtype)
+    return np.iinfo(dtype)
+
+
 def quantize_linear(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     """y = saturate(round_half_to_even(x / scale) + zero_point), of the zero point's type
     (uint8 without one); NaN gives the type's lowest value (ONNX leaves it undefined; ONNX
     Runtime's vector path gives that)."""
-    x, scale, zp = _operands(inputs, attrs, "QuantizeLinear", np.dtype(np.uint8))
-    info = np.iinfo(zp.dtype)
+    from ._ref_elementwise import ONNX_DTYPES
+
+    out = int(attrs.get("output_dtype", 0))  # ONNX's form (opset 21): the type without a zero point
+    x, scale, zp = _operands(inputs, attrs, "QuantizeLinear", ONNX_DTYPES[out] if out else np.dtype(np.uint8))
+    info = _iinfo(zp.dtype)
     q = np.rint(x.astype(np.float32) / scale.astype(np.float32)).astype(np.float64) + zp.astype(np.float64)
     q = np.where(np.isnan(q), info.min, np.clip(q, info.min, info.max))
     return [q.astype(zp.dtype)]

@@ -22,7 +22,7 @@ from dnnfusion import profiling as _profiling
 from dnnfusion import rewrite as _rewrite
 from dnnfusion import specialize as _specialize
 from dnnfusion.ecg import ECG, load
-from dnnfusion.dtypes import HALF_DTYPES, is_bfloat16, numpy_dtype, torch_numpy
+from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, is_bfloat16, numpy_dtype, torch_numpy
 from dnnfusion.errors import CompileWarning, DTypeError, Error, ShapeError
 
 LAYOUTS = ("auto", "nchw", "nhwc")
@@ -136,14 +136,15 @@ class CompiledModel:
 
     def _arrays(self, given: list) -> list[np.ndarray]:
         arrays = [self._array(a, name) for a, name in zip(given, self.input_names)]
-        if self._f16_inputs:  # the model's float16 / bfloat16 inputs, computed in float32
-            for i, name in enumerate(self.input_names):
+        if self._f16_inputs:  # the model's float16 / bfloat16 inputs, computed in float32, and
+            # its int4 / uint4 / int2 / uint2 ones, computed in int8 / uint8
+            for i, (name, v) in enumerate(zip(self.input_names, self.graph.inputs)):
                 want = self._f16_inputs.get(name)
                 if want is not None:
                     if arrays[i].dtype != want:
                         raise DTypeError(f"input '{name}' is {want} in the model, got "
                                          f"{arrays[i].dtype} (nothing is cast)")
-                    arrays[i] = arrays[i].astype(np.float32)
+                    arrays[i] = arrays[i].astype(numpy_dtype(v.dtype))
         return arrays
 
     @staticmethod
@@ -475,6 +476,12 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         f16_in = {v.name: numpy_dtype(v.dtype) for v in ecg.inputs if v.dtype in HALF_DTYPES}
         f16_out = [numpy_dtype(v.dtype) if v.dtype in HALF_DTYPES else None for v in ecg.outputs]
         ecg = _rewrite.float16_to_float32(ecg)
+    halves = bool(f16_out)
+    if _rewrite.uses_narrow(ecg):  # int4, uint4, int2, uint2: computed in int8 / uint8, exactly
+        f16_in.update({v.name: numpy_dtype(v.dtype) for v in ecg.inputs if v.dtype in NARROW_DTYPES})
+        f16_out = [numpy_dtype(v.dtype) if v.dtype in NARROW_DTYPES else (f16_out[i] if f16_out else None)
+                   for i, v in enumerate(ecg.outputs)]
+        ecg = _rewrite.narrow_to_wide(ecg)
     t_loaded = time.perf_counter()
     report = None
     if optimize:
@@ -557,7 +564,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         # Where the yellow pairs' decisions came from (profile="auto" on the CPU).
         "profile": _profiling.stats(profiled, profile if target == "cpu" else "off", yellow),
         # "f32" when a float16 / bfloat16 model computes in float32 (compile's float16 option), else None
-        "float16": "f32" if f16_out else None,
+        "float16": "f32" if halves else None,
         # The prelude units the module names and links (CPU), and what went wrong with units
         # during this compile (then a CompileWarning said so too).
         "prelude_units": units,

@@ -12,7 +12,13 @@ from dnnfusion.errors import DTypeError
 
 _NUMPY_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8",
                  "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
-                 "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool"}
+                 "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool",
+                 "i4": "int4", "u4": "uint4", "i2": "int2", "u2": "uint2"}
+
+# The narrow integers (ONNX INT4, UINT4, INT2, UINT2; ml_dtypes' int4, uint4, int2, uint2, one
+# element a byte): ECG name -> (the type compile() computes them in, lowest, highest value).
+NARROW_DTYPES: dict[str, tuple[str, int, int]] = {
+    "i4": ("i8", -8, 7), "u4": ("u8", 0, 15), "i2": ("i8", -2, 1), "u2": ("u8", 0, 3)}
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
@@ -20,6 +26,12 @@ def numpy_dtype(dtype: str) -> np.dtype:
     ml_dtypes' (the package ONNX and JAX use for it; NumPy has none)."""
     if dtype == "bf16":
         return bfloat16()
+    if dtype in NARROW_DTYPES:  # by object: NumPy reads the name "int4" as int32
+        try:
+            import ml_dtypes
+        except ImportError as e:
+            raise DTypeError(f"{dtype} tensors need the 'ml_dtypes' package: pip install ml_dtypes") from e
+        return np.dtype(getattr(ml_dtypes, _NUMPY_DTYPES[dtype]))
     return np.dtype(_NUMPY_DTYPES[dtype])
 
 

@@ -58,7 +58,7 @@ class Summary:
 def _nbytes(v: Any) -> int | None:
     if any(isinstance(d, str) for d in v.shape):
         return None
-    return int(np.prod(v.shape, dtype=np.int64)) * np.dtype(_NUMPY_DTYPES[v.dtype]).itemsize
+    return int(np.prod(v.shape, dtype=np.int64)) * numpy_dtype(v.dtype).itemsize
 
 
 

@@ -81,6 +81,8 @@ try:
     import ml_dtypes as _ml_dtypes
 
     VALUE_DTYPES["bf16"] = np.dtype(_ml_dtypes.bfloat16)
+    VALUE_DTYPES.update({"i4": np.dtype(_ml_dtypes.int4), "u4": np.dtype(_ml_dtypes.uint4),
+                         "i2": np.dtype(_ml_dtypes.int2), "u2": np.dtype(_ml_dtypes.uint2)})
 except ImportError:  # bfloat16 graphs then fail with the dtype named
     pass
 

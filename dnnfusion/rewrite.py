@@ -8,13 +8,13 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from dnnfusion import _core
 from dnnfusion.ecg import ECG
-from dnnfusion.dtypes import HALF_DTYPES, is_bfloat16
+from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, is_bfloat16, numpy_dtype
 from dnnfusion.errors import Error
 
 # evaluator(op, inputs, attrs, num_outputs) -> outputs: the signature of reference.run_node.
@@ -153,6 +153,103 @@ def float16_to_float32(ecg: ECG) -> ECG:
         outs = n.outputs
         made = out.add_node(n.op, [None if i is None else new[i.id] for i in n.inputs], attrs,
                             len(outs), n.name, [o.name for o in outs])
+        for o, m in zip(outs, made):
+            new[o.id] = m
+    out.set_outputs([new[v.id] for v in g.outputs])
+    return ECG(out)
+
+
+def uses_narrow(ecg: ECG) -> bool:
+    """Whether any value of the graph is int4, uint4, int2 or uint2."""
+    return any(v.dtype in NARROW_DTYPES for v in ecg.graph.values)
+
+
+_NARROW_CODES = {22: "i4", 21: "u4", 26: "i2", 25: "u2"}  # ONNX codes, as Cast's `to` holds them
+_WIDE_CODES = {"i8": 3, "u8": 2}
+
+
+def narrow_to_wide(ecg: ECG) -> ECG:
+    """The same graph computing int4, uint4, int2 and uint2 in int8 / uint8, exactly: their
+    inputs and constants become the wide type (every value is one of it), and each operator
+    that makes a narrow value from a wider one is written out with its ONNX meaning:
+
+    * Cast from a float: truncation toward zero where the result is in range; out of range,
+      which ONNX leaves undefined, 0 (what the ONNX reference and ml_dtypes give);
+    * Cast from an integer or bool: the low bits, reinterpreted (ONNX: "discard higher bits");
+    * QuantizeLinear to a narrow zero point: saturated to the narrow range (a Clip after the
+      wide quantization, which saturates to the wide one: the same value).
+
+    The other operators that take narrow values (DequantizeLinear, those that move data) are
+    exact on the wide ones. Names are kept, so a caller converts the narrow inputs and outputs
+    at the boundary (``compile`` does)."""
+    g = ecg.graph
+    out = _core.Graph(g.name)
+    new: dict[int, object] = {}
+    taken = {v.name for v in g.values}
+    count = [0]
+
+    def fresh(base: str) -> str:
+        while True:
+            count[0] += 1
+            name = f"{base}:narrow{count[0]}"
+            if name not in taken:
+                taken.add(name)
+                return name
+
+    def const(base: str, value: Any, dtype: Any) -> Any:
+        return out.add_constant(fresh(base), np.asarray(value, dtype=dtype))
+
+    def op(kind: str, ins: list, attrs: dict, name: str, out_name: str | None = None) -> Any:
+        return out.add_node(kind, ins, attrs, 1, fresh(name), [out_name or fresh(name)])[0]
+
+    def wide(dtype: str) -> str:
+        return NARROW_DTYPES[dtype][0] if dtype in NARROW_DTYPES else dtype
+
+    for v in g.inputs:
+        new[v.id] = out.add_input(v.name, wide(v.dtype), v.shape)
+    for v in g.constants:
+        data = v.numpy()
+        new[v.id] = out.add_constant(v.name, data.astype(numpy_dtype(wide(v.dtype))) if v.dtype in NARROW_DTYPES
+                                     else data)
+    for n in g.nodes:
+        ins = [None if i is None else new[i.id] for i in n.inputs]
+        attrs = {}
+        for k, a in n.attrs.items():
+            if isinstance(a, np.ndarray) and a.dtype.kind == "V" and a.dtype.name in ("int4", "uint4", "int2", "uint2"):
+                a = a.astype(np.int8 if a.dtype.name in ("int4", "int2") else np.uint8)
+            elif k in ("to", "dtype") and isinstance(a, int) and a in _NARROW_CODES:
+                a = _WIDE_CODES[NARROW_DTYPES[_NARROW_CODES[a]][0]]
+            attrs[k] = a
+        outs = n.outputs
+        narrow_out = [o.dtype for o in outs if o.dtype in NARROW_DTYPES]
+        src = n.inputs[0].dtype if n.inputs and n.inputs[0] is not None else None
+        if n.op == "Cast" and narrow_out and src not in NARROW_DTYPES:
+            t = narrow_out[0]
+            w, lo, hi = NARROW_DTYPES[t]
+            x = ins[0]
+            if src in ("f32", "f64", "f16", "bf16"):
+                fdt = numpy_dtype(src)
+                keep = op("And", [op("Greater", [x, const(n.name, lo - 1, fdt)], {}, n.name),
+                                  op("Less", [x, const(n.name, hi + 1, fdt)], {}, n.name)], {}, n.name)
+                x = op("Where", [keep, x, const(n.name, 0, fdt)], {}, n.name)
+                made = [op("Cast", [x], {"to": _WIDE_CODES[w]}, n.name, outs[0].name)]
+            elif src == "bool":
+                made = [op("Cast", [x], {"to": _WIDE_CODES[w]}, n.name, outs[0].name)]
+            else:  # the low bits, reinterpreted
+                bits = (hi - lo + 1).bit_length() - 1
+                t32 = op("Cast", [x], {"to": 6}, n.name)
+                low = op("BitwiseAnd", [t32, const(n.name, (1 << bits) - 1, np.int32)], {}, n.name)
+                if lo < 0:
+                    sign = const(n.name, 1 << (bits - 1), np.int32)
+                    low = op("Sub", [op("BitwiseXor", [low, sign], {}, n.name), sign], {}, n.name)
+                made = [op("Cast", [low], {"to": _WIDE_CODES[w]}, n.name, outs[0].name)]
+        elif n.op == "QuantizeLinear" and narrow_out:
+            w, lo, hi = NARROW_DTYPES[narrow_out[0]]
+            wdt = numpy_dtype(w)
+            q = out.add_node(n.op, ins, attrs, 1, n.name, [fresh(n.name)])[0]
+            made = [op("Clip", [q, const(n.name, lo, wdt), const(n.name, hi, wdt)], {}, n.name, outs[0].name)]
+        else:
+            made = out.add_node(n.op, ins, attrs, len(outs), n.name, [o.name for o in outs])
         for o, m in zip(outs, made):
             new[o.id] = m
     out.set_outputs([new[v.id] for v in g.outputs])

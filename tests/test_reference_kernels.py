@@ -33,16 +33,17 @@ ECG_OPS = re.findall(r'^DNNF_OP\((\w+),\s*"\w+"', (ROOT / "cpp/ir/ops.def").read
 ECG_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.int16,
                                     np.int32, np.int64, np.uint8, np.uint16, np.uint32,
                                     np.uint64, np.bool_)} | {np.dtype("bfloat16")}  # (ml_dtypes, via onnx)
+ECG_DTYPES |= {np.dtype(getattr(__import__("ml_dtypes"), t)) for t in ("int4", "uint4", "int2", "uint2")}
 
 # Cases outside the ECG's scope: element types or value kinds an ECG value cannot have.
 # They are not compared with ONNX; test_out_of_scope_case checks instead that each one
 # really involves such a type and that run_node refuses it when its inputs are ECG arrays
 # (e.g. Cast to float8 raises NotImplementedError).
 OUT_OF_SCOPE = {
-    r"^test_cast(like)?_.*(FLOAT8|FLOAT4|U?INT4|U?INT2)":
-        "float8, float4, int4 and int2 are not ECG dtypes",
-    r"^test_(de)?quantizelinear_(e4m3fn|e5m2|u?int4|u?int2|float4e2m1)":
-        "float8, int4, int2 and float4 are not ECG dtypes",
+    r"^test_cast(like)?_.*(FLOAT8|FLOAT4)":
+        "float8 and float4 are not ECG dtypes",
+    r"^test_(de)?quantizelinear_(e4m3fn|e5m2|float4e2m1)":
+        "float8 and float4 are not ECG dtypes",
     r"^test_equal_string": "strings are not an ECG dtype",
     r"^test_identity_(sequence|opt)$": "sequence and optional values are not ECG values",
 }
@@ -53,9 +54,6 @@ UNSUPPORTED = {
     **{name: "Dropout with training_mode=True draws a random mask; the oracle is inference-only"
        for name in ("test_training_dropout", "test_training_dropout_mask",
                     "test_training_dropout_default", "test_training_dropout_default_mask")},
-    **{name: "blocked quantization (block_size); dnnfusion quantizes per tensor or per axis"
-       for name in ("test_dequantizelinear_blocked", "test_quantizelinear_blocked_asymmetric",
-                    "test_quantizelinear_blocked_symmetric")},
 }
 
 # Cases where ONNX's expected output departs from the ONNX spec text and from onnxruntime;

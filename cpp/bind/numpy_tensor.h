@@ -28,6 +28,13 @@ inline DType dtype_of(const py::dtype& dt) {
   if (kind == 'u' && size == 4) return DType::U32;
   if (kind == 'u' && size == 8) return DType::U64;
   if (kind == 'b') return DType::Bool;
+  if (kind == 'V' && size == 1) {  // ml_dtypes' narrow integers, one a byte
+    const std::string n = py::str(dt);
+    if (n == "int4") return DType::I4;
+    if (n == "uint4") return DType::U4;
+    if (n == "int2") return DType::I2;
+    if (n == "uint2") return DType::U2;
+  }
   throw DTypeError("unsupported element type " + std::string(py::str(dt)) +
                    "; dnnfusion supports f16 bf16 (ml_dtypes) f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool");
 }
@@ -41,18 +48,24 @@ inline const char* numpy_name(DType t) {
     case DType::I64: return "int64"; case DType::U8: return "uint8";
     case DType::U16: return "uint16"; case DType::U32: return "uint32";
     case DType::U64: return "uint64"; case DType::Bool: return "bool";
+    case DType::I4: return "int4"; case DType::U4: return "uint4";
+    case DType::I2: return "int2"; case DType::U2: return "uint2";
   }
   return "float32";
 }
 
 // The NumPy dtype of t; bfloat16 is ml_dtypes' (imported here, so that NumPy knows the name).
+// The narrow integers are ml_dtypes' types by object: NumPy reads the names "int4", "uint4",
+// "int2" and "uint2" as int32, uint32, int16 and uint16.
 inline py::dtype numpy_dtype_of(DType t) {
-  if (t == DType::BF16) {
+  if (t == DType::BF16 || is_narrow(t)) {
+    py::module_ ml;
     try {
-      py::module_::import("ml_dtypes");
+      ml = py::module_::import("ml_dtypes");
     } catch (py::error_already_set&) {
-      throw DTypeError("bfloat16 arrays need the 'ml_dtypes' package (pip install ml_dtypes)");
+      throw DTypeError(std::string(dtype_name(t)) + " arrays need the 'ml_dtypes' package (pip install ml_dtypes)");
     }
+    if (is_narrow(t)) return py::dtype::from_args(ml.attr(numpy_name(t)));
   }
   return py::dtype(numpy_name(t));
 }

@@ -43,6 +43,10 @@ std::vector<Out> read_as(const TensorData& t) {
       case DType::U32: out[i] = static_cast<Out>(t.as<uint32_t>()[i]); break;
       case DType::U64: out[i] = static_cast<Out>(t.as<uint64_t>()[i]); break;
       case DType::Bool: out[i] = static_cast<Out>(t.as<uint8_t>()[i] != 0); break;
+      case DType::I4:
+      case DType::U4:
+      case DType::I2:
+      case DType::U2: out[i] = static_cast<Out>(narrow_value(t.type.dtype, t.as<uint8_t>()[i])); break;
     }
   }
   return out;

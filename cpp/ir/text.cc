@@ -67,7 +67,7 @@ std::string hex_bytes(const void* p, size_t n) {
 
 std::string data_text(const TensorData& t, bool elide) {
   int64_t n = t.type.numel();
-  if (n > kInlineElements || is_half(t.type.dtype)) {
+  if (n > kInlineElements || is_half(t.type.dtype) || is_narrow(t.type.dtype)) {
     if (elide && n > kInlineElements) return "<elided>";
     return hex_bytes(t.data, t.nbytes());
   }
@@ -335,6 +335,10 @@ class Parser {
       case DType::Bool: put(static_cast<uint8_t>(to_int(tok) != 0)); break;
       case DType::F16:
       case DType::BF16: fail("f16 and bf16 constants are written in hex");
+      case DType::I4:
+      case DType::U4:
+      case DType::I2:
+      case DType::U2: fail("i4, u4, i2 and u2 constants are written in hex");
     }
   }
 

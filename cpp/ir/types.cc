@@ -49,6 +49,16 @@ std::optional<DType> dtype_from_onnx(int code) {
 bool is_float(DType t) { return is_half(t) || t == DType::F32 || t == DType::F64; }
 bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 bool is_integer(DType t) { return !is_float(t) && t != DType::Bool; }
+bool is_narrow(DType t) { return t == DType::I4 || t == DType::U4 || t == DType::I2 || t == DType::U2; }
+int narrow_value(DType t, uint8_t b) {
+  switch (t) {
+    case DType::I4: return ((b & 0xF) ^ 0x8) - 0x8;
+    case DType::U4: return b & 0xF;
+    case DType::I2: return ((b & 0x3) ^ 0x2) - 0x2;
+    case DType::U2: return b & 0x3;
+    default: throw InternalError("narrow_value: not a narrow type");
+  }
+}
 
 bool TensorType::is_static() const {
   for (const Dim& d : shape)

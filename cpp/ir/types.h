@@ -25,7 +25,11 @@ namespace dnnf {
   X(U16, "u16", 2, 4)          \
   X(U32, "u32", 4, 12)         \
   X(U64, "u64", 8, 13)         \
-  X(Bool, "bool", 1, 9)
+  X(Bool, "bool", 1, 9)         \
+  X(I4, "i4", 1, 22)           \
+  X(U4, "u4", 1, 21)           \
+  X(I2, "i2", 1, 26)           \
+  X(U2, "u2", 1, 25)
 
 enum class DType : uint8_t {
 #define X(name, text, size, onnx) name,
@@ -44,6 +48,13 @@ bool is_float(DType t);
 // element-wise by the core except through scalar_value.
 bool is_half(DType t);
 bool is_integer(DType t);  // signed or unsigned, not bool
+// i4, u4, i2, u2: one element a byte, as ml_dtypes holds them (the value's low bits; a signed
+// one is not sign-extended in its byte). Only Cast, QuantizeLinear, DequantizeLinear and the
+// operators that move data take them; compile() computes them in i8 / u8
+// (rewrite.narrow_to_wide), the reference with ml_dtypes.
+bool is_narrow(DType t);
+// The value of byte b as an element of narrow type t.
+int narrow_value(DType t, uint8_t b);
 
 struct Dim {
   int64_t value = 0;   // meaningful when symbol is empty

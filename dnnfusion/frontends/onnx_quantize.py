@@ -8,8 +8,11 @@ binary operand does: a constant reshaped here, a computed one through a Reshape.
 planner, the layout pass and code generation then treat it as a per-channel operand, like an
 Add's bias. QuantizeLinear's ``output_dtype`` (opset 21) becomes a zero zero point of that
 type; DequantizeLinear's (opset 23), when it differs from the scale's type, a Cast after it.
-Refused, naming the node, the attribute or type, and what to do: blocked quantization
-(``block_size``), types other than int8/uint8/int16/uint16 (float8, int4, ...; also when a
+int4, uint4, int2 and uint2 are ECG types (ml_dtypes', a byte an element; compile() computes
+them in int8 / uint8: rewrite.narrow_to_wide).
+Blocked quantization (``block_size``, opset 21) repeats each scale and zero point entry over
+its block, to x's shape. Refused, naming the node, the attribute or type, and what to do: types
+other than the integers above (float8, float4, ...; also when a
 tensor of such a type feeds these operators: :func:`dtype_hint`), a division ``precision``
 other than float32, and scales or zero points whose shape does not fit the axis.
 """
@@ -23,10 +26,12 @@ import numpy as np
 from dnnfusion.errors import DTypeError, ModelFormatError, ShapeError, UnsupportedOperatorError
 
 FLOAT, FLOAT16 = 1, 10
-_QUANTIZED = {2: ("u8", np.uint8), 3: ("i8", np.int8), 4: ("u16", np.uint16), 5: ("i16", np.int16)}
+_QUANTIZED = {2: ("u8", np.uint8), 3: ("i8", np.int8), 4: ("u16", np.uint16), 5: ("i16", np.int16),
+              21: ("u4", None), 22: ("i4", None), 25: ("u2", None), 26: ("i2", None)}  # ml_dtypes' types
 _FLOATS = {FLOAT: "f32", FLOAT16: "f16"}
-WHAT_TO_DO = ("dnnfusion (de)quantizes int8, uint8, int16 and uint16: quantize the model to one of "
-              "those (onnxruntime.quantization: QuantType.QInt8, QUInt8, QInt16, QUInt16)")
+WHAT_TO_DO = ("dnnfusion (de)quantizes int8, uint8, int16, uint16, int4, uint4, int2 and uint2: quantize "
+              "the model to one of those (onnxruntime.quantization: QuantType.QInt8, QUInt8, QInt16, QUInt16, "
+              "QInt4, QUInt4)")
 
 
 def _type_name(code: int) -> str:
@@ -62,22 +67,23 @@ def _reshaped(imp: Any, v: Any, shape: list[int], what: str) -> Any:
 def _per_axis(imp: Any, n: Any) -> None:
     """Checks block_size, axis and the scale's and zero point's shapes; reshapes a per-axis
     scale and zero point to broadcast along the axis."""
-    block = n.attrs.pop("block_size", 0)
-    if block:
-        raise UnsupportedOperatorError(
-            f"{_where(n)}: attribute block_size={block} (blocked quantization, opset 21) is not "
-            "supported; dnnfusion (de)quantizes per tensor or per axis: quantize per tensor or "
-            "per channel instead (onnxruntime.quantization: per_channel=True)")
+    block = int(n.attrs.pop("block_size", 0))
     axis = int(n.attrs.pop("axis", 1))
+    if block:
+        return _blocked(imp, n, axis, block)
     x, scale = n.inputs[0], n.inputs[1]
     zp = n.inputs[2] if len(n.inputs) > 2 else None
+    one = lambda v: all(isinstance(d, int) for d in v.shape) and int(np.prod(v.shape, dtype=np.int64)) == 1  # noqa: E731
+    if zp is not None and list(zp.shape) != list(scale.shape) and one(zp) and one(scale):
+        # one value each, as [] and [1] (ONNX's own int4 / int2 cases; ONNX Runtime takes it)
+        zp = n.inputs[2] = _reshaped(imp, zp, [int(d) for d in scale.shape], f"{n.name}:2")
     if zp is not None and list(zp.shape) != list(scale.shape):
         raise ShapeError(f"{_where(n)}: the zero point '{zp.name}' has shape {list(zp.shape)}, the scale "
                          f"'{scale.name}' {list(scale.shape)}: they must have one shape")
     r = len(x.shape)
     if len(scale.shape) > 1:
         raise ShapeError(f"{_where(n)}: the scale '{scale.name}' has shape {list(scale.shape)}; it must "
-                         "be a scalar (per tensor) or 1-D (per axis); blocked quantization is not supported")
+                         "be a scalar (per tensor) or 1-D (per axis), or have x's rank with block_size set (blocked)")
     if len(scale.shape) == 0 or scale.shape[0] == 1:  # per tensor (a [1] scale too, as ONNX Runtime)
         if len(scale.shape) == 1 and r == 0:
             n.inputs[1:] = [v if v is None else _reshaped(imp, v, [], f"{n.name}:{i}")
@@ -94,6 +100,51 @@ def _per_axis(imp: Any, n: Any) -> None:
         shape = [1] * a + [scale.shape[0]] + [1] * (r - 1 - a)
         n.inputs[1:] = [v if v is None else _reshaped(imp, v, shape, f"{n.name}:{i}")
                         for i, v in enumerate(n.inputs[1:], 1)]
+
+
+def _blocked(imp: Any, n: Any, axis: int, block: int) -> None:
+    """Blocked quantization (opset 21): the scale and zero point have x's rank, with
+    ceil(x.shape[axis] / block) entries along the axis, one per block of `block` indices, and
+    x's size elsewhere. Written as ONNX Runtime computes it, with each scale entry repeated over
+    its block to x's shape: constants at import (their (de)quantization then folds), computed
+    ones through Reshape, Expand and Slice."""
+    x, scale = n.inputs[0], n.inputs[1]
+    zp = n.inputs[2] if len(n.inputs) > 2 else None
+    r = len(x.shape)
+    if block < 0:
+        raise ModelFormatError(f"{_where(n)}: block_size must be positive, got {block}")
+    if not -r <= axis < r:
+        raise ShapeError(f"{_where(n)}: axis {axis} is out of range for x '{x.name}' of rank {r}")
+    a = axis % r
+    if any(not isinstance(d, int) for d in list(x.shape) + list(scale.shape)):
+        raise ShapeError(f"{_where(n)}: blocked quantization needs static shapes, got x {list(x.shape)} and scale "
+                         f"{list(scale.shape)}")
+    xs, ss = [int(d) for d in x.shape], [int(d) for d in scale.shape]
+    want = xs[:a] + [-(-xs[a] // block)] + xs[a + 1:]
+    if ss != want:
+        raise ShapeError(f"{_where(n)}: with block_size={block} along axis {axis}, the scale '{scale.name}' must have "
+                         f"shape {want} (x '{x.name}' is {xs}), got {ss}")
+    if zp is not None and [int(d) for d in zp.shape] != ss:
+        raise ShapeError(f"{_where(n)}: the zero point '{zp.name}' has shape {list(zp.shape)}, the scale "
+                         f"'{scale.name}' {ss}: they must have one shape")
+
+    def spread(v: Any, i: int) -> Any:
+        what = f"{n.name}:{i}:blocks"
+        if v.is_constant:
+            arr = np.repeat(np.asarray(v.numpy()), block, axis=a)
+            return imp.b.constant(imp._fresh(what), np.ascontiguousarray(np.take(arr, np.arange(xs[a]), axis=a)))
+        c = lambda name, vals: imp.b.constant(imp._fresh(f"{what}:{name}"), np.asarray(vals, np.int64))  # noqa: E731
+        split = ss[:a + 1] + [1] + ss[a + 1:]
+        y = imp.b.node("Reshape", [v, c("split", split)], name=imp._fresh(f"{what}:split"))[0]
+        y = imp.b.node("Expand", [y, c("each", ss[:a + 1] + [block] + ss[a + 1:])], name=imp._fresh(f"{what}:each"))[0]
+        y = imp.b.node("Reshape", [y, c("merged", ss[:a] + [ss[a] * block] + ss[a + 1:])],
+                       name=imp._fresh(f"{what}:merged"))[0]
+        if ss[a] * block == xs[a]:
+            return y
+        return imp.b.node("Slice", [y, c("starts", [0]), c("ends", [xs[a]]), c("axes", [a])],
+                          name=imp._fresh(f"{what}:cut"))[0]
+
+    n.inputs[1:] = [v if v is None else spread(v, i) for i, v in enumerate(n.inputs[1:], 1)]
 
 
 def quantize_linear(imp: Any, n: Any) -> None:
@@ -117,6 +168,10 @@ def quantize_linear(imp: Any, n: Any) -> None:
             raise ModelFormatError(f"{_where(n)}: output_dtype {_type_name(out)} differs from the type "
                                    f"{zp.dtype} of the zero point '{zp.name}'")
         if zp is None:
+            if np_type is None:
+                from dnnfusion.dtypes import numpy_dtype
+
+                np_type = numpy_dtype(ecg_type)
             zero = np.zeros([int(d) for d in scale.shape], np_type)
             n.inputs = [x, scale, imp.b.constant(imp._fresh(f"{n.name}:zero_point"), zero)]
     _per_axis(imp, n)

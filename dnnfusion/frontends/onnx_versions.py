@@ -44,7 +44,7 @@ CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
     "GreaterOrEqual": (12, 16), "And": (7,), "Or": (7,), "Xor": (7,), "Where": (9, 16),
     "Trilu": (14,),
     # 19 adds float8 types (refused) with `saturate` (float8 only) and float16 scales; 21
-    # int16/uint16, int4 (refused), `block_size` (refused) and Q's `output_dtype`; 23 Q's
+    # int16/uint16, int4 (an ECG type), `block_size` (read) and Q's `output_dtype`; 23 Q's
     # `precision` and int32 x (refused) and DQ's `output_dtype`; 24, 25 and 28 only types
     # (float8e8m0 scales, int2, float6: refused). frontends/onnx_quantize.py reads them.
     "QuantizeLinear": (13, 19, 21, 23, 24, 25, 28),

@@ -86,10 +86,24 @@ def collect(isa: str = "scalar") -> Collected:
 
 def _as_computed(g: Any) -> Any:
     """The graph as dnnfusion.compile computes it: float16 cases in float32 (its default
-    float16="f32"; run_batch converts feeds and outputs at the boundary, as compile does)."""
+    float16="f32"), int4 / uint4 / int2 / uint2 ones in int8 / uint8 (run_batch converts feeds
+    and outputs at the boundary, as compile does)."""
     from dnnfusion import rewrite
 
-    return rewrite.float16_to_float32(g) if rewrite.uses_float16(g) else g
+    g = rewrite.float16_to_float32(g) if rewrite.uses_float16(g) else g
+    return rewrite.narrow_to_wide(g) if rewrite.uses_narrow(g) else g
+
+
+def _wide(a: np.ndarray) -> np.ndarray:
+    """A feed as the computed graph takes it: float16 / bfloat16 as float32, the narrow
+    integers as int8 / uint8."""
+    if a.dtype == np.float16 or is_bfloat16(a.dtype):
+        return a.astype(np.float32)
+    if a.dtype.kind == "V" and a.dtype.name in ("int4", "int2"):
+        return a.astype(np.int8)
+    if a.dtype.kind == "V" and a.dtype.name in ("uint4", "uint2"):
+        return a.astype(np.uint8)
+    return a
 
 
 def _opsets(model: Any) -> tuple[tuple[str, int], ...]:
@@ -145,7 +159,7 @@ def run_batch(batch: list[Entry], isa: str, planner: str = "dnnfusion",
 
     model, feeds, where = merge(batch)
     g = _as_computed(df.load(model))
-    feeds = {k: v.astype(np.float32) if v.dtype == np.float16 or is_bfloat16(v.dtype) else v for k, v in feeds.items()}
+    feeds = {k: _wide(v) for k, v in feeds.items()}
     inputs = [feeds[v.name] for v in g.inputs]
     # Builds unoptimised (-O0; -cl-opt-disable before the user's own OpenCL options):
     # semantics do not depend on it, build time does.
@@ -185,6 +199,8 @@ def _problems(where: list[tuple[Entry, int]], got: list) -> dict[str, str]:
         want = e.expected[j].dtype
         if (want == np.float16 or is_bfloat16(want)) and x.dtype == np.float32:  # computed in float32
             x = x.astype(want)
+        elif want.kind == "V" and want.name in ("int4", "uint4", "int2", "uint2") and x.dtype.kind in "iu":
+            x = x.astype(want)  # computed in int8 / uint8
         p = suite.compare(x, e.expected[j], f"output {j}", e.atol)
         if p and e.case not in problems:
             problems[e.case] = f"[{e.op}] {p}"

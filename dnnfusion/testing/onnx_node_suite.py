@@ -62,10 +62,6 @@ UNSUPPORTED_ATTRIBUTE: dict[str, str] = {
     "test_training_dropout_mask": "Dropout training_mode input",
     "test_training_dropout_zero_ratio": "Dropout training_mode input",
     "test_training_dropout_zero_ratio_mask": "Dropout training_mode input",
-    # Blocked quantization (block_size, opset 21): dnnfusion (de)quantizes per tensor or per axis.
-    "test_dequantizelinear_blocked": "DequantizeLinear block_size",
-    "test_quantizelinear_blocked_asymmetric": "QuantizeLinear block_size",
-    "test_quantizelinear_blocked_symmetric": "QuantizeLinear block_size",
 }
 
 # dnnfusion compiles for static shapes: an operand that fixes the shape of a result must be
