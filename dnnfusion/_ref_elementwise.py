@@ -37,9 +37,13 @@ try:
     # the narrow integers: a cast to them is ml_dtypes' (in range: truncation toward zero, as
     # to int8; out of range, which ONNX leaves undefined, 0, as the ONNX reference gives)
     ONNX_DTYPES.update({21: np.dtype(_ml_dtypes.uint4), 22: np.dtype(_ml_dtypes.int4),
-                        25: np.dtype(_ml_dtypes.uint2), 26: np.dtype(_ml_dtypes.int2)})
+                        25: np.dtype(_ml_dtypes.uint2), 26: np.dtype(_ml_dtypes.int2),
+                        17: np.dtype(_ml_dtypes.float8_e4m3fn), 18: np.dtype(_ml_dtypes.float8_e4m3fnuz),
+                        19: np.dtype(_ml_dtypes.float8_e5m2), 20: np.dtype(_ml_dtypes.float8_e5m2fnuz),
+                        23: np.dtype(_ml_dtypes.float4_e2m1fn)})
 except ImportError:
     pass
+_FLOAT8_CODES = (17, 18, 19, 20)
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,7 +137,12 @@ def _cast(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     to = int(attrs["to"])
     if to not in ONNX_DTYPES:
         raise unsupported("Cast", "to", to)
-    return [inputs[0].astype(ONNX_DTYPES[to])]
+    if to in _FLOAT8_CODES and int(attrs.get("saturate", 1)):  # to float8, saturating (ONNX's default)
+        info = _ml_dtypes.finfo(ONNX_DTYPES[to])
+        with np.errstate(invalid="ignore"):
+            return [np.clip(inputs[0].astype(np.float32), float(info.min), float(info.max)).astype(ONNX_DTYPES[to])]
+    with np.errstate(invalid="ignore", over="ignore"):
+        return [inputs[0].astype(ONNX_DTYPES[to])]
 
 
 def _clip(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:

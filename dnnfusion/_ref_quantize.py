@@ -55,6 +55,17 @@ def quantize_linear(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
 
     out = int(attrs.get("output_dtype", 0))  # ONNX's form (opset 21): the type without a zero point
     x, scale, zp = _operands(inputs, attrs, "QuantizeLinear", ONNX_DTYPES[out] if out else np.dtype(np.uint8))
+    if zp.dtype.name.startswith(("float8", "float4")):  # float8 / float4: the quotient cast
+        import ml_dtypes
+
+        q = x.astype(np.float32) / scale.astype(np.float32)
+        if zp.dtype.name.startswith("float4"):  # (as the ONNX reference: float8 takes no zero point)
+            q = q + zp.astype(np.float32)
+        elif int(attrs.get("saturate", 1)):
+            info = ml_dtypes.finfo(zp.dtype)
+            q = np.clip(q, float(info.min), float(info.max))
+        with np.errstate(invalid="ignore", over="ignore"):
+            return [q.astype(zp.dtype)]
     info = _iinfo(zp.dtype)
     q = np.rint(x.astype(np.float32) / scale.astype(np.float32)).astype(np.float64) + zp.astype(np.float64)
     q = np.where(np.isnan(q), info.min, np.clip(q, info.min, info.max))
@@ -65,6 +76,9 @@ def dequantize_linear(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     """y = (x - zero_point) * scale: the difference exact, one float32 multiply, in the scale's
     type."""
     x, scale, zp = _operands(inputs, attrs, "DequantizeLinear")
+    if x.dtype.name.startswith(("float8", "float4")):
+        d = x.astype(np.float32) - zp.astype(np.float32)
+        return [(d * scale.astype(np.float32)).astype(scale.dtype)]
     d = (x.astype(np.int64) - zp.astype(np.int64)).astype(np.float32)
     return [(d * scale.astype(np.float32)).astype(scale.dtype)]
 

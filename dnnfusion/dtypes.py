@@ -13,7 +13,18 @@ from dnnfusion.errors import DTypeError
 _NUMPY_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i8": "int8",
                  "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
                  "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool",
-                 "i4": "int4", "u4": "uint4", "i2": "int2", "u2": "uint2"}
+                 "i4": "int4", "u4": "uint4", "i2": "int2", "u2": "uint2",
+                 "f8e4m3fn": "float8_e4m3fn", "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2": "float8_e5m2",
+                 "f8e5m2fnuz": "float8_e5m2fnuz", "f4e2m1": "float4_e2m1fn"}
+
+# float8 and float4 (ONNX FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ, FLOAT4E2M1;
+# ml_dtypes' types, one element a byte), which compile() computes in float32: ECG name ->
+# (mantissa bits, the smallest normal exponent, the largest finite value, what a
+# non-saturating conversion gives beyond it: "nan", "inf", or "max" for float4, which always
+# saturates).
+SMALL_FLOATS: dict[str, tuple[int, int, float, str]] = {
+    "f8e4m3fn": (3, -6, 448.0, "nan"), "f8e4m3fnuz": (3, -7, 240.0, "nan"),
+    "f8e5m2": (2, -14, 57344.0, "inf"), "f8e5m2fnuz": (2, -15, 57344.0, "nan"), "f4e2m1": (1, 0, 6.0, "max")}
 
 # The narrow integers (ONNX INT4, UINT4, INT2, UINT2; ml_dtypes' int4, uint4, int2, uint2, one
 # element a byte): ECG name -> (the type compile() computes them in, lowest, highest value).
@@ -26,7 +37,7 @@ def numpy_dtype(dtype: str) -> np.dtype:
     ml_dtypes' (the package ONNX and JAX use for it; NumPy has none)."""
     if dtype == "bf16":
         return bfloat16()
-    if dtype in NARROW_DTYPES:  # by object: NumPy reads the name "int4" as int32
+    if dtype in NARROW_DTYPES or dtype in SMALL_FLOATS:  # by object: NumPy reads the name "int4" as int32
         try:
             import ml_dtypes
         except ImportError as e:
@@ -50,9 +61,10 @@ def is_bfloat16(dtype: Any) -> bool:
 
 
 def is_float_dtype(dtype: Any) -> bool:
-    """Whether a NumPy dtype is a floating-point one, bfloat16 included."""
+    """Whether a NumPy dtype is a floating-point one, ml_dtypes' bfloat16, float8 and float4
+    included (their kind is 'V', but float8_e5m2's 'f')."""
     dtype = np.dtype(dtype)
-    return dtype.kind == "f" or dtype.name == "bfloat16"
+    return dtype.kind == "f" or dtype.name == "bfloat16" or dtype.name.startswith(("float8_", "float4_"))
 
 
 def torch_numpy(t: Any) -> np.ndarray:

@@ -82,7 +82,12 @@ try:
 
     VALUE_DTYPES["bf16"] = np.dtype(_ml_dtypes.bfloat16)
     VALUE_DTYPES.update({"i4": np.dtype(_ml_dtypes.int4), "u4": np.dtype(_ml_dtypes.uint4),
-                         "i2": np.dtype(_ml_dtypes.int2), "u2": np.dtype(_ml_dtypes.uint2)})
+                         "i2": np.dtype(_ml_dtypes.int2), "u2": np.dtype(_ml_dtypes.uint2),
+                         "f8e4m3fn": np.dtype(_ml_dtypes.float8_e4m3fn),
+                         "f8e4m3fnuz": np.dtype(_ml_dtypes.float8_e4m3fnuz),
+                         "f8e5m2": np.dtype(_ml_dtypes.float8_e5m2),
+                         "f8e5m2fnuz": np.dtype(_ml_dtypes.float8_e5m2fnuz),
+                         "f4e2m1": np.dtype(_ml_dtypes.float4_e2m1fn)})
 except ImportError:  # bfloat16 graphs then fail with the dtype named
     pass
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from dnnfusion import _core
 from dnnfusion.ecg import ECG
-from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, is_bfloat16, numpy_dtype
+from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, SMALL_FLOATS, is_bfloat16, numpy_dtype
 from dnnfusion.errors import Error
 
 # evaluator(op, inputs, attrs, num_outputs) -> outputs: the signature of reference.run_node.
@@ -160,24 +160,32 @@ def float16_to_float32(ecg: ECG) -> ECG:
 
 
 def uses_narrow(ecg: ECG) -> bool:
-    """Whether any value of the graph is int4, uint4, int2 or uint2."""
-    return any(v.dtype in NARROW_DTYPES for v in ecg.graph.values)
+    """Whether any value of the graph is int4, uint4, int2, uint2, float8 or float4."""
+    return any(v.dtype in NARROW_DTYPES or v.dtype in SMALL_FLOATS for v in ecg.graph.values)
 
 
 _NARROW_CODES = {22: "i4", 21: "u4", 26: "i2", 25: "u2"}  # ONNX codes, as Cast's `to` holds them
+_SMALL_CODES = {17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 23: "f4e2m1"}
+_SMALL_NUMPY = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
 _WIDE_CODES = {"i8": 3, "u8": 2}
 
 
 def narrow_to_wide(ecg: ECG) -> ECG:
-    """The same graph computing int4, uint4, int2 and uint2 in int8 / uint8, exactly: their
-    inputs and constants become the wide type (every value is one of it), and each operator
-    that makes a narrow value from a wider one is written out with its ONNX meaning:
+    """The same graph computing int4, uint4, int2 and uint2 in int8 / uint8, and float8 and
+    float4 in float32, exactly: their inputs and constants become the wide type (every value is
+    one of it), and each operator that makes a narrow value from a wider one is written out
+    with its ONNX meaning:
 
     * Cast from a float: truncation toward zero where the result is in range; out of range,
       which ONNX leaves undefined, 0 (what the ONNX reference and ml_dtypes give);
     * Cast from an integer or bool: the low bits, reinterpreted (ONNX: "discard higher bits");
     * QuantizeLinear to a narrow zero point: saturated to the narrow range (a Clip after the
-      wide quantization, which saturates to the wide one: the same value).
+      wide quantization, which saturates to the wide one: the same value);
+    * Cast and QuantizeLinear to float8 / float4: the float32 value rounded to the type's
+      precision, half to even (x / q rounded and times q, with q the power of two of the type's
+      last mantissa bit at x's exponent, read off x's bits, and at least its subnormal step:
+      every step exact), then saturated or made NaN / infinite as ``saturate`` says. NaN to
+      float4 (which has none) gives -0, as ml_dtypes does.
 
     The other operators that take narrow values (DequantizeLinear, those that move data) are
     exact on the wide ones. Names are kept, so a caller converts the narrow inputs and outputs
@@ -203,27 +211,70 @@ def narrow_to_wide(ecg: ECG) -> ECG:
         return out.add_node(kind, ins, attrs, 1, fresh(name), [out_name or fresh(name)])[0]
 
     def wide(dtype: str) -> str:
-        return NARROW_DTYPES[dtype][0] if dtype in NARROW_DTYPES else dtype
+        return NARROW_DTYPES[dtype][0] if dtype in NARROW_DTYPES else "f32" if dtype in SMALL_FLOATS else dtype
+
+    def rounded(x: Any, t: str, saturate: bool, name: str) -> Any:
+        """float32 x rounded to small float type t (see above), in float32."""
+        mbits, emin, top, over = SMALL_FLOATS[t]
+        u32 = lambda v: const(name, v, np.uint32)  # noqa: E731
+        f32 = lambda v: const(name, v, np.float32)  # noqa: E731
+        bits = op("BitCast", [x], {"to": 12}, name)
+        e = op("BitwiseAnd", [op("BitShift", [bits, u32(23)], {"direction": "RIGHT"}, name), u32(255)], {}, name)
+        e = op("Max", [e, u32(emin + 127)], {}, name)
+        q = op("BitCast", [op("BitShift", [op("Sub", [e, u32(mbits)], {}, name), u32(23)], {"direction": "LEFT"}, name)],
+               {"to": 1}, name)
+        r = op("Mul", [op("Round", [op("Div", [x, q], {}, name)], {}, name), q], {}, name)
+        nan = op("IsNaN", [x], {}, name)
+        if over == "max":  # float4: always saturating; NaN as ml_dtypes gives it
+            return op("Where", [nan, f32(-0.0), op("Clip", [r, f32(-top), f32(top)], {}, name)], {}, name)
+        if saturate:
+            return op("Where", [nan, x, op("Clip", [r, f32(-top), f32(top)], {}, name)], {}, name)
+        beyond = op("Greater", [op("Abs", [r], {}, name), f32(top)], {}, name)
+        if over == "inf":
+            past = op("Mul", [r, f32(np.inf)], {}, name)
+        else:  # NaN with r's sign (e4m3fn has -NaN; the fnuz types' one NaN has none)
+            past = op("Where", [op("Less", [r, f32(0)], {}, name), f32(np.copysign(np.nan, -1)), f32(np.nan)], {}, name)
+        return op("Where", [beyond, past, r], {}, name)
+
+    def as_f32(x: Any, src: str | None, name: str) -> Any:
+        return x if src in ("f32",) or src in SMALL_FLOATS else op("Cast", [x], {"to": 1}, name)
 
     for v in g.inputs:
         new[v.id] = out.add_input(v.name, wide(v.dtype), v.shape)
     for v in g.constants:
         data = v.numpy()
-        new[v.id] = out.add_constant(v.name, data.astype(numpy_dtype(wide(v.dtype))) if v.dtype in NARROW_DTYPES
-                                     else data)
+        new[v.id] = out.add_constant(v.name, data.astype(numpy_dtype(wide(v.dtype)))
+                                     if v.dtype in NARROW_DTYPES or v.dtype in SMALL_FLOATS else data)
     for n in g.nodes:
         ins = [None if i is None else new[i.id] for i in n.inputs]
         attrs = {}
         for k, a in n.attrs.items():
             if isinstance(a, np.ndarray) and a.dtype.kind == "V" and a.dtype.name in ("int4", "uint4", "int2", "uint2"):
                 a = a.astype(np.int8 if a.dtype.name in ("int4", "int2") else np.uint8)
+            elif isinstance(a, np.ndarray) and a.dtype.name in _SMALL_NUMPY:
+                a = a.astype(np.float32)
             elif k in ("to", "dtype") and isinstance(a, int) and a in _NARROW_CODES:
                 a = _WIDE_CODES[NARROW_DTYPES[_NARROW_CODES[a]][0]]
+            elif k in ("to", "dtype") and isinstance(a, int) and a in _SMALL_CODES and n.op != "Cast":
+                a = 1
             attrs[k] = a
         outs = n.outputs
         narrow_out = [o.dtype for o in outs if o.dtype in NARROW_DTYPES]
+        small_out = [o.dtype for o in outs if o.dtype in SMALL_FLOATS]
         src = n.inputs[0].dtype if n.inputs and n.inputs[0] is not None else None
-        if n.op == "Cast" and narrow_out and src not in NARROW_DTYPES:
+        if n.op == "Cast" and small_out:
+            r = rounded(as_f32(ins[0], src, n.name), small_out[0], bool(int(n.attrs.get("saturate", 1))), n.name)
+            made = [op("Identity", [r], {}, n.name, outs[0].name)]
+        elif n.op == "QuantizeLinear" and small_out:
+            x = op("Div", [ins[0], ins[1]], {}, n.name)
+            if small_out[0] == "f4e2m1" and len(ins) > 2 and ins[2] is not None:  # (float8 takes no zero point)
+                x = op("Add", [x, ins[2]], {}, n.name)
+            r = rounded(x, small_out[0], bool(int(n.attrs.get("saturate", 1))), n.name)
+            made = [op("Identity", [r], {}, n.name, outs[0].name)]
+        elif n.op == "DequantizeLinear" and src in SMALL_FLOATS:
+            x = op("Sub", [ins[0], ins[2]], {}, n.name) if len(ins) > 2 and ins[2] is not None else ins[0]
+            made = [op("Mul", [x, ins[1]], {}, n.name, outs[0].name)]
+        elif n.op == "Cast" and narrow_out and src not in NARROW_DTYPES:
             t = narrow_out[0]
             w, lo, hi = NARROW_DTYPES[t]
             x = ins[0]

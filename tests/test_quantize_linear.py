@@ -4,7 +4,8 @@ per tensor and per axis (negative axes too), on int8/uint8/int16/uint16 (and int
 DequantizeLinear), with and without a zero point, on ties of round-half-to-even and saturating
 at both ends; in every x86 dialect (compiled only where this CPU lacks one) and on OpenCL; a
 whole QDQ model quantized by onnxruntime.quantization; and the clear errors for what dnnfusion
-refuses (float8, blocked quantization, a scale that does not fit its axis, mismatched types)."""
+refuses (float8e8m0, a blocked scale of the wrong shape, a scale that does not fit its axis,
+mismatched types)."""
 
 from __future__ import annotations
 
@@ -414,15 +415,13 @@ def _one(op, inputs, inits, out_type, opset=21, x_type=T.FLOAT, shape=(2, 3), **
 S = nh.from_array(np.array(0.5, np.float32), "s")
 S3 = nh.from_array(np.array([0.5, 1.0, 2.0], np.float32), "s")
 REFUSALS = {
-    "float8_zero_point": (lambda: _one("QuantizeLinear", ["s", "z"], [S, h.make_tensor("z", T.FLOAT8E4M3FN, [], [0])],
-                                       T.FLOAT8E4M3FN),
-                          df.DTypeError, r"FLOAT8E4M3FN.*node 'n' \(QuantizeLinear\).*QuantType.QInt8"),
-    "float8_input": (lambda: _one("DequantizeLinear", ["s"], [S], T.FLOAT, x_type=T.FLOAT8E5M2),
-                     df.DTypeError, r"FLOAT8E5M2.*node 'n' \(DequantizeLinear\).*int8, uint8"),
-    "float8_output_dtype": (lambda: _one("QuantizeLinear", ["s"], [S], T.FLOAT8E4M3FN, output_dtype=T.FLOAT8E4M3FN),
-                            df.DTypeError, r"node 'n' \(QuantizeLinear\): output_dtype FLOAT8E4M3FN .*QuantType"),
-    "float4_output_dtype": (lambda: _one("QuantizeLinear", ["s"], [S], T.FLOAT4E2M1, output_dtype=T.FLOAT4E2M1),
-                            df.DTypeError, r"output_dtype FLOAT4E2M1 is not supported"),
+    "e8m0_zero_point": (lambda: _one("QuantizeLinear", ["s", "z"], [S, h.make_tensor("z", T.FLOAT8E8M0, [], [1])],
+                                     T.FLOAT8E8M0, opset=24),
+                        df.DTypeError, r"FLOAT8E8M0.*node 'n' \(QuantizeLinear\).*QuantType.QInt8"),
+    "e8m0_input": (lambda: _one("DequantizeLinear", ["s"], [S], T.FLOAT, x_type=T.FLOAT8E8M0, opset=24),
+                   df.DTypeError, r"FLOAT8E8M0.*node 'n' \(DequantizeLinear\).*int8, uint8"),
+    "e8m0_output_dtype": (lambda: _one("QuantizeLinear", ["s"], [S], T.FLOAT8E8M0, opset=24, output_dtype=T.FLOAT8E8M0),
+                          df.DTypeError, r"node 'n' \(QuantizeLinear\): output_dtype FLOAT8E8M0 .*QuantType"),
     "block_scale_shape": (lambda: _one("QuantizeLinear", ["s"], [nh.from_array(np.ones((2, 3), np.float32), "s")],
                                        T.UINT8, shape=(2, 4), axis=1, block_size=2),
                           df.ShapeError, r"node 'n' \(QuantizeLinear\): with block_size=2 along axis 1, the scale 's' "

@@ -28,12 +28,17 @@ inline DType dtype_of(const py::dtype& dt) {
   if (kind == 'u' && size == 4) return DType::U32;
   if (kind == 'u' && size == 8) return DType::U64;
   if (kind == 'b') return DType::Bool;
-  if (kind == 'V' && size == 1) {  // ml_dtypes' narrow integers, one a byte
+  if ((kind == 'V' || kind == 'f') && size == 1) {  // ml_dtypes' one-byte types (float8_e5m2's kind is 'f')
     const std::string n = py::str(dt);
     if (n == "int4") return DType::I4;
     if (n == "uint4") return DType::U4;
     if (n == "int2") return DType::I2;
     if (n == "uint2") return DType::U2;
+    if (n == "float8_e4m3fn") return DType::F8E4M3FN;
+    if (n == "float8_e4m3fnuz") return DType::F8E4M3FNUZ;
+    if (n == "float8_e5m2") return DType::F8E5M2;
+    if (n == "float8_e5m2fnuz") return DType::F8E5M2FNUZ;
+    if (n == "float4_e2m1fn") return DType::F4E2M1;
   }
   throw DTypeError("unsupported element type " + std::string(py::str(dt)) +
                    "; dnnfusion supports f16 bf16 (ml_dtypes) f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool");
@@ -50,6 +55,9 @@ inline const char* numpy_name(DType t) {
     case DType::U64: return "uint64"; case DType::Bool: return "bool";
     case DType::I4: return "int4"; case DType::U4: return "uint4";
     case DType::I2: return "int2"; case DType::U2: return "uint2";
+    case DType::F8E4M3FN: return "float8_e4m3fn"; case DType::F8E4M3FNUZ: return "float8_e4m3fnuz";
+    case DType::F8E5M2: return "float8_e5m2"; case DType::F8E5M2FNUZ: return "float8_e5m2fnuz";
+    case DType::F4E2M1: return "float4_e2m1fn";
   }
   return "float32";
 }
@@ -58,14 +66,14 @@ inline const char* numpy_name(DType t) {
 // The narrow integers are ml_dtypes' types by object: NumPy reads the names "int4", "uint4",
 // "int2" and "uint2" as int32, uint32, int16 and uint16.
 inline py::dtype numpy_dtype_of(DType t) {
-  if (t == DType::BF16 || is_narrow(t)) {
+  if (t == DType::BF16 || is_narrow(t) || is_small_float(t)) {
     py::module_ ml;
     try {
       ml = py::module_::import("ml_dtypes");
     } catch (py::error_already_set&) {
       throw DTypeError(std::string(dtype_name(t)) + " arrays need the 'ml_dtypes' package (pip install ml_dtypes)");
     }
-    if (is_narrow(t)) return py::dtype::from_args(ml.attr(numpy_name(t)));
+    if (t != DType::BF16) return py::dtype::from_args(ml.attr(numpy_name(t)));
   }
   return py::dtype(numpy_name(t));
 }

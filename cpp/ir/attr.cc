@@ -47,6 +47,11 @@ std::vector<Out> read_as(const TensorData& t) {
       case DType::U4:
       case DType::I2:
       case DType::U2: out[i] = static_cast<Out>(narrow_value(t.type.dtype, t.as<uint8_t>()[i])); break;
+      case DType::F8E4M3FN:
+      case DType::F8E4M3FNUZ:
+      case DType::F8E5M2:
+      case DType::F8E5M2FNUZ:
+      case DType::F4E2M1: out[i] = static_cast<Out>(small_float_value(t.type.dtype, t.as<uint8_t>()[i])); break;
     }
   }
   return out;

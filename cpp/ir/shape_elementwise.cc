@@ -152,7 +152,8 @@ void quant_operands(InferCtx& c) {
 }
 
 bool is_quantized_int(DType t) {
-  return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16 || is_narrow(t);
+  return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16 || is_narrow(t) ||
+         is_small_float(t);  // (float8 and float4: the ONNX spec's "quantized" types too)
 }
 
 void quantize_rule(InferCtx& c) {

@@ -67,7 +67,7 @@ std::string hex_bytes(const void* p, size_t n) {
 
 std::string data_text(const TensorData& t, bool elide) {
   int64_t n = t.type.numel();
-  if (n > kInlineElements || is_half(t.type.dtype) || is_narrow(t.type.dtype)) {
+  if (n > kInlineElements || is_half(t.type.dtype) || is_narrow(t.type.dtype) || is_small_float(t.type.dtype)) {
     if (elide && n > kInlineElements) return "<elided>";
     return hex_bytes(t.data, t.nbytes());
   }
@@ -339,6 +339,11 @@ class Parser {
       case DType::U4:
       case DType::I2:
       case DType::U2: fail("i4, u4, i2 and u2 constants are written in hex");
+      case DType::F8E4M3FN:
+      case DType::F8E4M3FNUZ:
+      case DType::F8E5M2:
+      case DType::F8E5M2FNUZ:
+      case DType::F4E2M1: fail("float8 and float4 constants are written in hex");
     }
   }
 

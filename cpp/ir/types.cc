@@ -1,6 +1,8 @@
 // Element types and tensor types of the ECG.
 #include "ir/types.h"
 
+#include <cmath>
+
 #include "ir/errors.h"
 
 namespace dnnf {
@@ -46,9 +48,34 @@ std::optional<DType> dtype_from_onnx(int code) {
   return std::nullopt;
 }
 
-bool is_float(DType t) { return is_half(t) || t == DType::F32 || t == DType::F64; }
+bool is_float(DType t) { return is_half(t) || t == DType::F32 || t == DType::F64 || is_small_float(t); }
 bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 bool is_integer(DType t) { return !is_float(t) && t != DType::Bool; }
+bool is_small_float(DType t) {
+  return t == DType::F8E4M3FN || t == DType::F8E4M3FNUZ || t == DType::F8E5M2 || t == DType::F8E5M2FNUZ ||
+         t == DType::F4E2M1;
+}
+double small_float_value(DType t, uint8_t b) {
+  int ebits = 4, mbits = 3, bias = 7;
+  bool fnuz = false, has_inf = false;
+  switch (t) {
+    case DType::F8E4M3FN: break;
+    case DType::F8E4M3FNUZ: bias = 8; fnuz = true; break;
+    case DType::F8E5M2: ebits = 5; mbits = 2; bias = 15; has_inf = true; break;
+    case DType::F8E5M2FNUZ: ebits = 5; mbits = 2; bias = 16; fnuz = true; break;
+    case DType::F4E2M1: ebits = 2; mbits = 1; bias = 1; b &= 0xF; break;
+    default: throw InternalError("small_float_value: not a small float type");
+  }
+  const int bits = 1 + ebits + mbits, e = (b >> mbits) & ((1 << ebits) - 1), m = b & ((1 << mbits) - 1);
+  const bool neg = (b >> (bits - 1)) & 1;
+  if (fnuz && b == 0x80) return NAN;
+  const int emax = (1 << ebits) - 1;
+  if (t == DType::F8E4M3FN && e == emax && m == (1 << mbits) - 1) return NAN;
+  if (has_inf && e == emax) return m ? NAN : (neg ? -INFINITY : INFINITY);
+  const double v = e == 0 ? std::ldexp(m, 1 - bias - mbits) : std::ldexp((1 << mbits) + m, e - bias - mbits);
+  return neg ? -v : v;
+}
+
 bool is_narrow(DType t) { return t == DType::I4 || t == DType::U4 || t == DType::I2 || t == DType::U2; }
 int narrow_value(DType t, uint8_t b) {
   switch (t) {

@@ -29,7 +29,12 @@ namespace dnnf {
   X(I4, "i4", 1, 22)           \
   X(U4, "u4", 1, 21)           \
   X(I2, "i2", 1, 26)           \
-  X(U2, "u2", 1, 25)
+  X(U2, "u2", 1, 25)           \
+  X(F8E4M3FN, "f8e4m3fn", 1, 17) \
+  X(F8E4M3FNUZ, "f8e4m3fnuz", 1, 18) \
+  X(F8E5M2, "f8e5m2", 1, 19)   \
+  X(F8E5M2FNUZ, "f8e5m2fnuz", 1, 20) \
+  X(F4E2M1, "f4e2m1", 1, 23)
 
 enum class DType : uint8_t {
 #define X(name, text, size, onnx) name,
@@ -55,6 +60,12 @@ bool is_integer(DType t);  // signed or unsigned, not bool
 bool is_narrow(DType t);
 // The value of byte b as an element of narrow type t.
 int narrow_value(DType t, uint8_t b);
+// float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and float4 (e2m1): one element a byte (float4 in
+// the low half), as ml_dtypes holds them; like the narrow integers, only Cast, QuantizeLinear,
+// DequantizeLinear and the data-moving operators take them, compile() computes them in
+// float32 (values exactly representable, rounded where ONNX rounds), the reference with ml_dtypes.
+bool is_small_float(DType t);
+double small_float_value(DType t, uint8_t b);
 
 struct Dim {
   int64_t value = 0;   // meaningful when symbol is empty

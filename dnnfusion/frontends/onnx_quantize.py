@@ -8,11 +8,11 @@ binary operand does: a constant reshaped here, a computed one through a Reshape.
 planner, the layout pass and code generation then treat it as a per-channel operand, like an
 Add's bias. QuantizeLinear's ``output_dtype`` (opset 21) becomes a zero zero point of that
 type; DequantizeLinear's (opset 23), when it differs from the scale's type, a Cast after it.
-int4, uint4, int2 and uint2 are ECG types (ml_dtypes', a byte an element; compile() computes
-them in int8 / uint8: rewrite.narrow_to_wide).
+int4, uint4, int2, uint2, float8 and float4 are ECG types (ml_dtypes', a byte an element;
+compile() computes them in int8 / uint8 / float32: rewrite.narrow_to_wide).
 Blocked quantization (``block_size``, opset 21) repeats each scale and zero point entry over
 its block, to x's shape. Refused, naming the node, the attribute or type, and what to do: types
-other than the integers above (float8, float4, ...; also when a
+other than those (float8e8m0, ...; also when a
 tensor of such a type feeds these operators: :func:`dtype_hint`), a division ``precision``
 other than float32, and scales or zero points whose shape does not fit the axis.
 """
@@ -27,10 +27,12 @@ from dnnfusion.errors import DTypeError, ModelFormatError, ShapeError, Unsupport
 
 FLOAT, FLOAT16 = 1, 10
 _QUANTIZED = {2: ("u8", np.uint8), 3: ("i8", np.int8), 4: ("u16", np.uint16), 5: ("i16", np.int16),
-              21: ("u4", None), 22: ("i4", None), 25: ("u2", None), 26: ("i2", None)}  # ml_dtypes' types
+              21: ("u4", None), 22: ("i4", None), 25: ("u2", None), 26: ("i2", None),  # ml_dtypes' types
+              17: ("f8e4m3fn", None), 18: ("f8e4m3fnuz", None), 19: ("f8e5m2", None), 20: ("f8e5m2fnuz", None),
+              23: ("f4e2m1", None)}
 _FLOATS = {FLOAT: "f32", FLOAT16: "f16"}
-WHAT_TO_DO = ("dnnfusion (de)quantizes int8, uint8, int16, uint16, int4, uint4, int2 and uint2: quantize "
-              "the model to one of those (onnxruntime.quantization: QuantType.QInt8, QUInt8, QInt16, QUInt16, "
+WHAT_TO_DO = ("dnnfusion (de)quantizes int8, uint8, int16, uint16, int4, uint4, int2, uint2, float8 and "
+              "float4e2m1: quantize the model to one of those (onnxruntime.quantization: QuantType.QInt8, QUInt8, QInt16, QUInt16, "
               "QInt4, QUInt4)")
 
 
@@ -152,7 +154,11 @@ def quantize_linear(imp: Any, n: Any) -> None:
     if x.dtype not in ("f32", "f16"):
         raise DTypeError(f"{_where(n)}: x '{x.name}' is {x.dtype}; dnnfusion quantizes float32 and "
                          "float16 tensors (Cast x to float first)")
-    n.attrs.pop("saturate", None)  # float8 targets only, which are refused as types
+    saturate = int(n.attrs.pop("saturate", 1))  # float8 targets only
+    zp0 = n.inputs[2] if len(n.inputs) > 2 else None
+    out0 = int(n.attrs.get("output_dtype", 0))
+    if (zp0 is not None and zp0.dtype.startswith("f8")) or out0 in (17, 18, 19, 20):
+        n.attrs["saturate"] = saturate
     precision = int(n.attrs.pop("precision", 0))
     if precision not in (0, FLOAT) and not (precision == FLOAT16 and scale.dtype == "f16"):
         raise UnsupportedOperatorError(

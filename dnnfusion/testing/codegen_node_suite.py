@@ -103,6 +103,8 @@ def _wide(a: np.ndarray) -> np.ndarray:
         return a.astype(np.int8)
     if a.dtype.kind == "V" and a.dtype.name in ("uint4", "uint2"):
         return a.astype(np.uint8)
+    if a.dtype.name.startswith(("float8", "float4")):
+        return a.astype(np.float32)
     return a
 
 
@@ -201,6 +203,8 @@ def _problems(where: list[tuple[Entry, int]], got: list) -> dict[str, str]:
             x = x.astype(want)
         elif want.kind == "V" and want.name in ("int4", "uint4", "int2", "uint2") and x.dtype.kind in "iu":
             x = x.astype(want)  # computed in int8 / uint8
+        elif want.name.startswith(("float8", "float4")) and x.dtype == np.float32:
+            x = x.astype(want)  # computed in float32
         p = suite.compare(x, e.expected[j], f"output {j}", e.atol)
         if p and e.case not in problems:
             problems[e.case] = f"[{e.op}] {p}"

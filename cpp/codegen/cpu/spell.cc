@@ -31,7 +31,8 @@ const char* ctype(DType t) {
 std::string literal(double v, DType t) {
   if (t == DType::Bool) return v != 0 ? "true" : "false";
   if (is_float(t)) {
-    if (std::isnan(v)) return t == DType::F32 ? "NAN" : "double(NAN)";
+    if (std::isnan(v))  // with its sign (a float8 e4m3fn overflow is -NaN below the range)
+      return std::signbit(v) ? (t == DType::F32 ? "(-NAN)" : "(-double(NAN))") : (t == DType::F32 ? "NAN" : "double(NAN)");
     if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + (t == DType::F32 ? "INFINITY" : "double(INFINITY)");
     char buf[64];
     if (t == DType::F32) {

@@ -31,7 +31,7 @@ std::string literal(double v, DType t, const Spelling& sp) {
   if (t == DType::Bool) return v != 0 ? "1" : "0";
   if (is_float(t)) {
     const bool f = t == DType::F32 || !sp.fp64;
-    if (std::isnan(v)) return f ? "NAN" : "((double)NAN)";
+    if (std::isnan(v)) return std::signbit(v) ? (f ? "(-NAN)" : "(-(double)NAN)") : (f ? "NAN" : "((double)NAN)");
     if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + (f ? "INFINITY" : "((double)INFINITY)");
     char buf[64];
     if (f) {

@@ -1,0 +1,122 @@
+"""float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and float4 (e2m1) (issue 17 part 3): ECG element
+types held a byte an element, as ml_dtypes holds them; the reference converts with ml_dtypes,
+compile() computes them in float32 with every conversion to them rounded exactly as ONNX says
+(rewrite.narrow_to_wide). Checked bit for bit against the ONNX reference evaluator (ONNX
+Runtime's Python API returns none of these types) on every x86 dialect this CPU runs; the ONNX
+backend cases also run through generated code on every dialect and OpenCL
+(test_codegen_onnx_nodes)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+import dnnfusion as df  # noqa: E402
+from dnnfusion import reference  # noqa: E402
+from dnnfusion.dtypes import numpy_dtype  # noqa: E402
+from onnx import TensorProto as T, helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dialects import X86, compile_only  # noqa: E402
+
+TYPES = [(T.FLOAT8E4M3FN, "f8e4m3fn"), (T.FLOAT8E4M3FNUZ, "f8e4m3fnuz"), (T.FLOAT8E5M2, "f8e5m2"),
+         (T.FLOAT8E5M2FNUZ, "f8e5m2fnuz"), (T.FLOAT4E2M1, "f4e2m1")]
+RUN_HERE = [i for i in X86 if not compile_only(i)]
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=23):
+    m = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, list(inits)),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    return m
+
+
+def _values() -> np.ndarray:
+    """Random floats over every exponent these types reach and past them, each type's ties,
+    subnormals, limits, signed zeros, infinities and NaN."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(6000) * np.exp2(rng.integers(-24, 20, 6000))
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 448, 464, 465, -464, 480, 240, 248, 57344, 59392, 61440, -61440,
+               6, 7, -7, 0.25, 0.75, 5, 2 ** -9, 2 ** -10, 3 * 2 ** -11, 2 ** -16, 2 ** -17, 3 * 2 ** -18, 1e-30]
+    return np.concatenate([x, special]).astype(np.float32)
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.parametrize("isa", RUN_HERE)
+@pytest.mark.parametrize("saturate", [1, 0])
+@pytest.mark.parametrize("code,name", TYPES, ids=[t[1] for t in TYPES])
+def test_cast_rounds_bit_for_bit(code, name, saturate, isa):
+    """Round half to even at the type's precision, subnormals included; beyond the largest
+    value: that value when saturating (ONNX's default), else NaN (with its sign for e4m3fn,
+    the one NaN of the fnuz types) or infinity (e5m2); float4 always saturates."""
+    if code == T.FLOAT4E2M1 and not saturate:
+        saturate = 1  # (float4 has no non-saturating form; the case is the saturating one)
+    x = _values()
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=code, saturate=saturate),
+                helper.make_node("Cast", ["y"], ["z"], to=T.FLOAT)],
+               [helper.make_tensor_value_info("x", T.FLOAT, [x.size])],
+               [helper.make_tensor_value_info("y", code, [x.size]), helper.make_tensor_value_info("z", T.FLOAT, [x.size])])
+    with np.errstate(all="ignore"):
+        want_y, want_z = ReferenceEvaluator(m).run(None, {"x": x})
+    g = df.load(m)
+    assert g.graph.outputs[0].dtype == name
+    ry, rz = reference.run(g.graph, [x])
+    assert _same_bits(ry, want_y)
+    y, z = df.compile(m, isa=isa)(x)
+    bad = np.nonzero(y.view(np.uint8) != want_y.view(np.uint8))[0]
+    assert y.dtype == want_y.dtype and bad.size == 0, (x[bad[:5]], y[bad[:5]], want_y[bad[:5]])
+    np.testing.assert_array_equal(z, want_z)
+
+
+@pytest.mark.parametrize("code,name", TYPES, ids=[t[1] for t in TYPES])
+def test_quantize_and_dequantize(code, name):
+    """QuantizeLinear to a float8 / float4 zero point: x / scale converted (saturating by
+    default; float8 takes no zero point, float4 adds it, as the ONNX reference does), bit for
+    bit against the ONNX reference; DequantizeLinear back, (x - zero point) * scale in
+    float32. (The ONNX reference subtracts float4 zero points in float4, rounding the
+    difference; ONNX Runtime has no float4 DequantizeLinear. dnnfusion takes the exact one.)"""
+    x = np.linspace(-900, 900, 97, dtype=np.float32).reshape(1, 97) * np.array([[1.0], [1e-3]], np.float32)
+    zp = np.zeros(2, dtype=numpy_dtype(name))
+    if code == T.FLOAT4E2M1:
+        zp = np.array([0.5, -1.0], dtype=numpy_dtype(name))
+    s = np.array([2.0, 0.01], np.float32)
+    m = _model([helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], axis=0),
+                helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"], axis=0)],
+               [helper.make_tensor_value_info("x", T.FLOAT, [2, 97])],
+               [helper.make_tensor_value_info("q", code, [2, 97]), helper.make_tensor_value_info("y", T.FLOAT, [2, 97])],
+               [numpy_helper.from_array(s, "s"), numpy_helper.from_array(zp, "zp")])
+    with np.errstate(all="ignore"):
+        want_q, want_y = ReferenceEvaluator(m).run(None, {"x": x})
+    exact_y = (want_q.astype(np.float32) - zp.astype(np.float32)[:, None]) * s[:, None]
+    if code != T.FLOAT4E2M1:
+        np.testing.assert_array_equal(exact_y, want_y)
+    for q, y in (reference.run(df.load(m).graph, [x]), df.compile(m)(x)):
+        assert _same_bits(q, want_q), (q, want_q)
+        np.testing.assert_array_equal(y, exact_y)
+
+
+def test_a_float8_input_is_taken_as_ml_dtypes_and_the_text_form_keeps_its_bytes():
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=T.FLOAT), helper.make_node("Add", ["y", "w"], ["z"])],
+               [helper.make_tensor_value_info("x", T.FLOAT8E5M2, [4])], [helper.make_tensor_value_info("z", T.FLOAT, [4])],
+               [numpy_helper.from_array(np.array([1, 2, 3, 4], np.float32), "w")])
+    x = np.array([-2.5, 0.0, 57344, -np.inf], ml_dtypes.float8_e5m2)
+    c = df.compile(m)
+    np.testing.assert_array_equal(c(x), x.astype(np.float32) + [1, 2, 3, 4])
+    with pytest.raises(df.DTypeError, match="float8_e5m2 in the model, got float32"):
+        c(x.astype(np.float32))
+    w = np.array([0.5, -448, 2 ** -9], ml_dtypes.float8_e4m3fn)
+    k = _model([helper.make_node("Cast", ["w"], ["y"], to=T.FLOAT)], [], [helper.make_tensor_value_info("y", T.FLOAT, [3])],
+               [numpy_helper.from_array(w, "w")])
+    text = df.load(k).to_text()
+    assert "f8e4m3fn[3] = const 0x30fe01" in text, text
+    back = [v for v in df.parse(text).graph.constants if v.name == "w"][0]
+    assert back.dtype == "f8e4m3fn" and _same_bits(back.numpy(), w)
