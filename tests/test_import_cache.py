@@ -84,6 +84,29 @@ def test_second_import_comes_from_the_cache_and_is_identical(tmp_path, cache, mo
     np.testing.assert_allclose(compiled(x), expected(x), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("elem,name", [(TensorProto.INT4, "int4"), (TensorProto.BFLOAT16, "bfloat16"),
+                                       (TensorProto.FLOAT8E5M2, "float8_e5m2")])
+def test_constants_of_ml_dtypes_types_come_back_from_the_cache(tmp_path, cache, monkeypatch, elem, name):
+    """A weight of int4, bfloat16 or float8 (ml_dtypes' types, whose NumPy dtype strings are
+    '<V1', '<V2', '<f1') is stored and read back by its ECG type, not missed on every load."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    w = (np.arange(64 * 64) % 16 - 8).reshape(64, 64).astype(getattr(ml_dtypes, name))  # large: not inline
+    g = helper.make_graph([helper.make_node("Cast", ["w"], ["wf"], to=F), helper.make_node("MatMul", ["x", "wf"], ["y"])],
+                          "g", [helper.make_tensor_value_info("x", F, [2, 64])], [helper.make_tensor_value_info("y", F, [2, 64])],
+                          [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), path)
+    first = dnnfusion.load(str(path))
+    assert len(entries(cache)) == 1
+    meta = json.loads((cache / entries(cache)[0]).read_text())
+    assert {c[0]: c[3] for c in meta["constants"]}["w"] == first.graph.constants[0].dtype  # "i4", "bf16", ...
+    forbid_real_import(monkeypatch)
+    second = dnnfusion.load(str(path))
+    assert second.to_text() == first.to_text()
+    x = np.ones((2, 64), np.float32)
+    np.testing.assert_array_equal(second.run_reference(x)[0], x @ w.astype(np.float32))
+
+
 def test_initializers_without_raw_data_are_kept_in_the_side_file(tmp_path, cache, monkeypatch):
     m, expected = model(raw=False)
     path = tmp_path / "m.onnx"

@@ -39,7 +39,7 @@ import numpy as np
 
 from dnnfusion import _core
 
-FORMAT = 1
+FORMAT = 2  # 2: constants name their ECG element type (a NumPy dtype string is "<V1" for ml_dtypes' types)
 # A file changed less than this long ago is not cached. File times advance in clock ticks
 # (milliseconds), so a file rewritten twice within one tick, at the same size, would keep its
 # key; a file that has been still for 2 s and then changes gets a new one ("racy git").
@@ -245,8 +245,10 @@ def load(key: str, path: str) -> Any | None:
         if meta.get("format") != FORMAT:
             return None
         text = (d / f"{key}.txt").read_text(encoding="utf-8")
+        from dnnfusion.dtypes import numpy_dtype
+
         todo = [(name, d / f"{key}.bin" if where == "blob" else Path(path), offset,
-                 np.empty(shape, dtype=np.dtype(dtype)))
+                 np.empty(shape, dtype=numpy_dtype(dtype)))
                 for name, where, offset, dtype, shape in meta["constants"]]
         _read_all(todo)
         return _core.parse_text(text, {name: arr for name, _, _, arr in todo})
@@ -278,9 +280,9 @@ def store(key: str, path: str, graph: Any) -> bool:
                 on_disk = np.empty(shape, dtype=dtype)
                 _read_into(f, loc[0], on_disk)
                 if on_disk.view(np.uint8).tobytes() == data.view(np.uint8).tobytes():
-                    entries.append([v.name, "model", loc[0], dtype.str, shape])
+                    entries.append([v.name, "model", loc[0], v.dtype, shape])
                     continue
-            entries.append([v.name, "blob", blob_size, dtype.str, shape])
+            entries.append([v.name, "blob", blob_size, v.dtype, shape])
             blob_parts.append(data.view(np.uint8).tobytes())
             blob_size += data.nbytes
     text = graph.to_text(True)
