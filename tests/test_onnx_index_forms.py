@@ -311,3 +311,31 @@ def test_max_unpool_refusals():
     _refused(_model(h.make_node("MaxUnpool", ["x", "i"], ["y"], name="unpool", kernel_shape=[2, 2]),
                     {"x": (T.FLOAT, (1, 1, 2, 2)), "i": (T.INT64, (1, 1, 2, 3))}), df.ShapeError,
              r"node 'unpool' \(MaxUnpool\): I must have X's shape")
+
+
+# ---- Compress ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_compress_with_a_constant_mask_matches_onnxruntime(axis, dtype):
+    """A Gather at the mask's true positions; a mask shorter than the axis drops the rest."""
+    x = np.arange(3 * 5, dtype=dtype).reshape(3, 5) * 3 - 7
+    n = x.size if axis is None else x.shape[axis]
+    mask = (np.arange(n - 1) % 3 != 1)  # one shorter than the axis (or the flattened input)
+    attrs = {} if axis is None else {"axis": axis}
+    onnx_t = T.FLOAT if dtype == np.float32 else T.INT64
+    m = _model(h.make_node("Compress", ["x", "c"], ["y"], **attrs), {"x": (onnx_t, [3, 5])}, {"c": mask},
+               out_type=onnx_t)
+    want = _ort(m, {"x": x})
+    _same(_compile(m)(x), want)
+    _same(df.load(m.SerializeToString()).run_reference(x)[0], want)
+
+
+def test_compress_refuses_a_runtime_mask_and_a_true_entry_past_the_input():
+    m = _model(h.make_node("Compress", ["x", "c"], ["y"], name="cz", axis=0),
+               {"x": (T.FLOAT, [3, 5]), "c": (T.BOOL, [3])})
+    with pytest.raises(df.ShapeError, match=r"node 'cz' \(Compress\): the condition \(input 1\) must be a constant"):
+        df.load(m.SerializeToString())
+    m = _model(h.make_node("Compress", ["x", "c"], ["y"], name="cz", axis=0), {"x": (T.FLOAT, [3, 5])},
+               {"c": np.array([True, False, False, True])})
+    with pytest.raises(df.ShapeError, match=r"true entry at 3, past the 3 entries along the axis"):
+        df.load(m.SerializeToString())

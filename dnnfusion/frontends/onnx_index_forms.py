@@ -1,5 +1,5 @@
-"""Operators written with index arithmetic (ReverseSequence, Col2Im, MaxUnpool): bodies of
-ECG gathers and scatters.
+"""Operators written with index arithmetic (ReverseSequence, Col2Im, MaxUnpool, Compress):
+bodies of ECG gathers and scatters.
 
 ONNX gives these operators no function body and the ECG has no operator for them, yet each is
 pure data movement (Col2Im adds overlapping blocks): a gather or scatter at indices that are
@@ -229,5 +229,42 @@ def max_unpool(imp: Any, node: Any) -> Any:
     return _hand_body(imp, "MaxUnpool", 3, nodes)
 
 
+def compress(imp: Any, node: Any) -> Any:
+    """Compress with a constant condition (as exporters write a static mask): a Gather at the
+    condition's true positions along the axis (of the flattened input without one), computed
+    here. A condition computed at run time would make the output's length data-dependent:
+    refused, naming the node."""
+    h, name = imp.onnx.helper, node.name
+    if len(node.input) < 2 or not node.input[1]:
+        raise ShapeError(f"node '{name}' (Compress): the condition (input 1) is required")
+    cond = imp.env[node.input[1]]
+    if not cond.is_constant:
+        raise ShapeError(f"node '{name}' (Compress): the condition (input 1) must be a constant: the output's "
+                         "length is its number of true entries (make the mask an initializer)")
+    c = np.asarray(cond.numpy())
+    if c.ndim != 1 or c.dtype != np.bool_:
+        raise DTypeError(f"node '{name}' (Compress): the condition must be a 1-D bool tensor, got {c.dtype} of "
+                         f"shape {list(c.shape)}")
+    xs = _static(imp, node, 0, "input")
+    axis = _attrs(imp, node).get("axis")
+    size = int(np.prod(xs)) if axis is None else None
+    if axis is not None:
+        if not -len(xs) <= int(axis) < len(xs):
+            raise ShapeError(f"node '{name}' (Compress): axis {axis} is out of range for an input of rank {len(xs)}")
+        size = xs[int(axis) % len(xs)]
+    if c[size:].any():
+        raise ShapeError(f"node '{name}' (Compress): the condition has a true entry at {int(np.argmax(c[size:])) + size}, "
+                         f"past the {size} {'elements' if axis is None else 'entries along the axis'} of the input")
+    at = np.nonzero(c[:size])[0].astype(np.int64)
+    nodes = [_const(imp, "at", at)]
+    if axis is None:
+        nodes += [_const(imp, "flat", np.array([-1], np.int64)), h.make_node("Reshape", ["in0", "flat"], ["x"]),
+                  h.make_node("Gather", ["x", "at"], ["out0"], axis=0)]
+    else:
+        nodes += [h.make_node("Gather", ["in0", "at"], ["out0"], axis=int(axis))]
+    return _hand_body(imp, "Compress", 2, nodes)
+
+
 # op type -> fn(imp, node) -> FunctionProto (see onnx_functions.hand_forms)
-HAND_FORMS: dict[str, Any] = {"ReverseSequence": reverse_sequence, "Col2Im": col2im, "MaxUnpool": max_unpool}
+HAND_FORMS: dict[str, Any] = {"ReverseSequence": reverse_sequence, "Col2Im": col2im, "MaxUnpool": max_unpool,
+                              "Compress": compress}

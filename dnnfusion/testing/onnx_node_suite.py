@@ -87,6 +87,8 @@ STATIC_OPERANDS: dict[str, tuple[int, ...]] = {
     "DFT": (1, 2), "STFT": (1, 3), "MelWeightMatrix": (0, 1, 2, 3, 4),
     # the output shapes Col2Im's and MaxUnpool's scatters are built for (onnx_index_forms.py)
     "Col2Im": (1, 2), "MaxUnpool": (2,),
+    # Compress's condition: its true entries are the output's length (a Gather at them)
+    "Compress": (1,),
     # Loop's trip count M and initial condition: the importer unrolls loops (onnx_control.py),
     # and exported models have them as constants (Range's function body computes them from its
     # inputs, which are frozen with them)
