@@ -40,7 +40,8 @@ try:
                         25: np.dtype(_ml_dtypes.uint2), 26: np.dtype(_ml_dtypes.int2),
                         17: np.dtype(_ml_dtypes.float8_e4m3fn), 18: np.dtype(_ml_dtypes.float8_e4m3fnuz),
                         19: np.dtype(_ml_dtypes.float8_e5m2), 20: np.dtype(_ml_dtypes.float8_e5m2fnuz),
-                        23: np.dtype(_ml_dtypes.float4_e2m1fn)})
+                        23: np.dtype(_ml_dtypes.float4_e2m1fn), 24: np.dtype(_ml_dtypes.float8_e8m0fnu),
+                        27: np.dtype(_ml_dtypes.float6_e2m3fn), 28: np.dtype(_ml_dtypes.float6_e3m2fn)})
 except ImportError:
     pass
 _FLOAT8_CODES = (17, 18, 19, 20)
@@ -137,12 +138,36 @@ def _cast(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     to = int(attrs["to"])
     if to not in ONNX_DTYPES:
         raise unsupported("Cast", "to", to)
+    if to == 24:  # float8e8m0
+        return [to_e8m0(inputs[0], bool(int(attrs.get("saturate", 1))), str(attrs.get("round_mode", "up")))]
     if to in _FLOAT8_CODES and int(attrs.get("saturate", 1)):  # to float8, saturating (ONNX's default)
         info = _ml_dtypes.finfo(ONNX_DTYPES[to])
         with np.errstate(invalid="ignore"):
             return [np.clip(inputs[0].astype(np.float32), float(info.min), float(info.max)).astype(ONNX_DTYPES[to])]
     with np.errstate(invalid="ignore", over="ignore"):
         return [inputs[0].astype(ONNX_DTYPES[to])]
+
+
+def to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
+    """float8e8m0 (a biased power of two, 255 NaN) of float32 x, as ONNX's Cast defines it:
+    the exponent of |x|; "up" adds one for any fraction, "nearest" for one of at least a half
+    (for float32 subnormals: more than a half), "down" none; saturating keeps 254 (2^127), else
+    it becomes NaN; NaN and infinities give NaN."""
+    if round_mode not in ("up", "down", "nearest"):
+        raise unsupported("Cast", "round_mode", round_mode)
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    e = ((bits >> 23) & 0xFF).astype(np.uint16)
+    if round_mode == "up":
+        inc = (bits & 0x7FFFFF) != 0
+    elif round_mode == "nearest":
+        half, rest = (bits & 0x400000) != 0, (bits & 0x3FFFFF) != 0
+        inc = half & (rest | (e > 0))
+    else:
+        inc = np.zeros(e.shape, bool)
+    if saturate:
+        inc &= e != 0xFE
+    out = np.where(e == 0xFF, 0xFF, e + inc).astype(np.uint8)
+    return out.view(_ml_dtypes.float8_e8m0fnu)
 
 
 def _clip(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from dnnfusion.dtypes import SMALL_FLOAT_NUMPY
+
 Attrs = dict[str, Any]
 Inputs = list["np.ndarray | None"]
 
@@ -55,11 +57,11 @@ def quantize_linear(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
 
     out = int(attrs.get("output_dtype", 0))  # ONNX's form (opset 21): the type without a zero point
     x, scale, zp = _operands(inputs, attrs, "QuantizeLinear", ONNX_DTYPES[out] if out else np.dtype(np.uint8))
-    if zp.dtype.name.startswith(("float8", "float4")):  # float8 / float4: the quotient cast
+    if zp.dtype.name in SMALL_FLOAT_NUMPY:  # float8 / float4: the quotient cast
         import ml_dtypes
 
         q = x.astype(np.float32) / scale.astype(np.float32)
-        if zp.dtype.name.startswith("float4"):  # (as the ONNX reference: float8 takes no zero point)
+        if zp.dtype.name in ("float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"):  # (as the ONNX reference: float8 takes no zero point)
             q = q + zp.astype(np.float32)
         elif int(attrs.get("saturate", 1)):
             info = ml_dtypes.finfo(zp.dtype)
@@ -76,7 +78,7 @@ def dequantize_linear(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     """y = (x - zero_point) * scale: the difference exact, one float32 multiply, in the scale's
     type."""
     x, scale, zp = _operands(inputs, attrs, "DequantizeLinear")
-    if x.dtype.name.startswith(("float8", "float4")):
+    if x.dtype.name in SMALL_FLOAT_NUMPY:
         d = x.astype(np.float32) - zp.astype(np.float32)
         return [(d * scale.astype(np.float32)).astype(scale.dtype)]
     d = (x.astype(np.int64) - zp.astype(np.int64)).astype(np.float32)

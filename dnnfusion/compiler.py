@@ -22,7 +22,7 @@ from dnnfusion import profiling as _profiling
 from dnnfusion import rewrite as _rewrite
 from dnnfusion import specialize as _specialize
 from dnnfusion.ecg import ECG, load
-from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, SMALL_FLOATS, is_bfloat16, numpy_dtype, torch_numpy
+from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, SMALL_FLOAT_NAMES, is_bfloat16, numpy_dtype, torch_numpy
 from dnnfusion.errors import CompileWarning, DTypeError, Error, ShapeError
 
 LAYOUTS = ("auto", "nchw", "nhwc")
@@ -478,7 +478,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         ecg = _rewrite.float16_to_float32(ecg)
     halves = bool(f16_out)
     if _rewrite.uses_narrow(ecg):  # int4, uint4, int2, uint2: computed in int8 / uint8, exactly
-        small = set(NARROW_DTYPES) | set(SMALL_FLOATS)
+        small = set(NARROW_DTYPES) | set(SMALL_FLOAT_NAMES)
         f16_in.update({v.name: numpy_dtype(v.dtype) for v in ecg.inputs if v.dtype in small})
         f16_out = [numpy_dtype(v.dtype) if v.dtype in small else (f16_out[i] if f16_out else None)
                    for i, v in enumerate(ecg.outputs)]

@@ -15,16 +15,22 @@ _NUMPY_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": 
                  "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool",
                  "i4": "int4", "u4": "uint4", "i2": "int2", "u2": "uint2",
                  "f8e4m3fn": "float8_e4m3fn", "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2": "float8_e5m2",
-                 "f8e5m2fnuz": "float8_e5m2fnuz", "f4e2m1": "float4_e2m1fn"}
+                 "f8e5m2fnuz": "float8_e5m2fnuz", "f4e2m1": "float4_e2m1fn", "f8e8m0": "float8_e8m0fnu",
+                 "f6e2m3": "float6_e2m3fn", "f6e3m2": "float6_e3m2fn"}
 
-# float8 and float4 (ONNX FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ, FLOAT4E2M1;
-# ml_dtypes' types, one element a byte), which compile() computes in float32: ECG name ->
-# (mantissa bits, the smallest normal exponent, the largest finite value, what a
-# non-saturating conversion gives beyond it: "nan", "inf", or "max" for float4, which always
-# saturates).
+# float8, float6 and float4 (ONNX FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ,
+# FLOAT6E2M3, FLOAT6E3M2, FLOAT4E2M1; ml_dtypes' types, one element a byte), which compile()
+# computes in float32: ECG name -> (mantissa bits, the smallest normal exponent, the largest
+# finite value, what a non-saturating conversion gives beyond it: "nan", "inf", or "max" for
+# float6 and float4, which always saturate). float8e8m0 (a power of two, MX scales) rounds by
+# its own rules (rewrite.narrow_to_wide); it is among the SMALL_FLOAT_NAMES.
 SMALL_FLOATS: dict[str, tuple[int, int, float, str]] = {
     "f8e4m3fn": (3, -6, 448.0, "nan"), "f8e4m3fnuz": (3, -7, 240.0, "nan"),
-    "f8e5m2": (2, -14, 57344.0, "inf"), "f8e5m2fnuz": (2, -15, 57344.0, "nan"), "f4e2m1": (1, 0, 6.0, "max")}
+    "f8e5m2": (2, -14, 57344.0, "inf"), "f8e5m2fnuz": (2, -15, 57344.0, "nan"), "f4e2m1": (1, 0, 6.0, "max"),
+    "f6e2m3": (3, 0, 7.5, "max"), "f6e3m2": (2, -2, 28.0, "max")}
+SMALL_FLOAT_NAMES = (*SMALL_FLOATS, "f8e8m0")
+# their NumPy (ml_dtypes) names; match by name, never by prefix: "float64".startswith("float6")
+SMALL_FLOAT_NUMPY = frozenset(_NUMPY_DTYPES[t] for t in SMALL_FLOAT_NAMES)
 
 # The narrow integers (ONNX INT4, UINT4, INT2, UINT2; ml_dtypes' int4, uint4, int2, uint2, one
 # element a byte): ECG name -> (the type compile() computes them in, lowest, highest value).
@@ -37,7 +43,7 @@ def numpy_dtype(dtype: str) -> np.dtype:
     ml_dtypes' (the package ONNX and JAX use for it; NumPy has none)."""
     if dtype == "bf16":
         return bfloat16()
-    if dtype in NARROW_DTYPES or dtype in SMALL_FLOATS:  # by object: NumPy reads the name "int4" as int32
+    if dtype in NARROW_DTYPES or dtype in SMALL_FLOAT_NAMES:  # by object: NumPy reads "int4" as int32
         try:
             import ml_dtypes
         except ImportError as e:
@@ -64,7 +70,7 @@ def is_float_dtype(dtype: Any) -> bool:
     """Whether a NumPy dtype is a floating-point one, ml_dtypes' bfloat16, float8 and float4
     included (their kind is 'V', but float8_e5m2's 'f')."""
     dtype = np.dtype(dtype)
-    return dtype.kind == "f" or dtype.name == "bfloat16" or dtype.name.startswith(("float8_", "float4_"))
+    return dtype.kind == "f" or dtype.name == "bfloat16" or dtype.name in SMALL_FLOAT_NUMPY
 
 
 def torch_numpy(t: Any) -> np.ndarray:

@@ -87,7 +87,9 @@ try:
                          "f8e4m3fnuz": np.dtype(_ml_dtypes.float8_e4m3fnuz),
                          "f8e5m2": np.dtype(_ml_dtypes.float8_e5m2),
                          "f8e5m2fnuz": np.dtype(_ml_dtypes.float8_e5m2fnuz),
-                         "f4e2m1": np.dtype(_ml_dtypes.float4_e2m1fn)})
+                         "f4e2m1": np.dtype(_ml_dtypes.float4_e2m1fn),
+                         "f8e8m0": np.dtype(_ml_dtypes.float8_e8m0fnu),
+                         "f6e2m3": np.dtype(_ml_dtypes.float6_e2m3fn), "f6e3m2": np.dtype(_ml_dtypes.float6_e3m2fn)})
 except ImportError:  # bfloat16 graphs then fail with the dtype named
     pass
 

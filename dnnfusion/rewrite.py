@@ -14,8 +14,8 @@ import numpy as np
 
 from dnnfusion import _core
 from dnnfusion.ecg import ECG
-from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, SMALL_FLOATS, is_bfloat16, numpy_dtype
-from dnnfusion.errors import Error
+from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, SMALL_FLOAT_NAMES, SMALL_FLOATS, is_bfloat16, numpy_dtype
+from dnnfusion.errors import Error, UnsupportedOperatorError
 
 # evaluator(op, inputs, attrs, num_outputs) -> outputs: the signature of reference.run_node.
 Evaluator = Callable[[str, list, dict, int], Sequence[np.ndarray]]
@@ -161,12 +161,15 @@ def float16_to_float32(ecg: ECG) -> ECG:
 
 def uses_narrow(ecg: ECG) -> bool:
     """Whether any value of the graph is int4, uint4, int2, uint2, float8 or float4."""
-    return any(v.dtype in NARROW_DTYPES or v.dtype in SMALL_FLOATS for v in ecg.graph.values)
+    return any(v.dtype in NARROW_DTYPES or v.dtype in SMALL_FLOAT_NAMES for v in ecg.graph.values)
 
 
 _NARROW_CODES = {22: "i4", 21: "u4", 26: "i2", 25: "u2"}  # ONNX codes, as Cast's `to` holds them
-_SMALL_CODES = {17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 23: "f4e2m1"}
-_SMALL_NUMPY = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
+_SMALL_CODES = {17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 23: "f4e2m1", 24: "f8e8m0",
+                27: "f6e2m3", 28: "f6e3m2"}
+_SMALL_NUMPY = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn", "float8_e8m0fnu",
+                "float6_e2m3fn", "float6_e3m2fn")
+_ADDS_ZERO_POINT = ("f4e2m1", "f6e2m3", "f6e3m2")  # QuantizeLinear to these adds it (not to float8)
 _WIDE_CODES = {"i8": 3, "u8": 2}
 
 
@@ -211,7 +214,7 @@ def narrow_to_wide(ecg: ECG) -> ECG:
         return out.add_node(kind, ins, attrs, 1, fresh(name), [out_name or fresh(name)])[0]
 
     def wide(dtype: str) -> str:
-        return NARROW_DTYPES[dtype][0] if dtype in NARROW_DTYPES else "f32" if dtype in SMALL_FLOATS else dtype
+        return NARROW_DTYPES[dtype][0] if dtype in NARROW_DTYPES else "f32" if dtype in SMALL_FLOAT_NAMES else dtype
 
     def rounded(x: Any, t: str, saturate: bool, name: str) -> Any:
         """float32 x rounded to small float type t (see above), in float32."""
@@ -236,15 +239,42 @@ def narrow_to_wide(ecg: ECG) -> ECG:
             past = op("Where", [op("Less", [r, f32(0)], {}, name), f32(np.copysign(np.nan, -1)), f32(np.nan)], {}, name)
         return op("Where", [beyond, past, r], {}, name)
 
+    def e8m0(x: Any, saturate: bool, mode: str, name: str) -> Any:
+        """float32 x as float8e8m0, in float32 (see _ref_elementwise.to_e8m0 for the rules):
+        the exponent of x's bits, plus one where the mode rounds up, then 2^(e - 127) (the
+        float32 subnormal 2^-127 for 0), NaN for 255."""
+        u32 = lambda v: const(name, v, np.uint32)  # noqa: E731
+        bits = op("BitCast", [x], {"to": 12}, name)
+        e = op("BitwiseAnd", [op("BitShift", [bits, u32(23)], {"direction": "RIGHT"}, name), u32(255)], {}, name)
+        frac = lambda mask: op("Greater", [op("BitwiseAnd", [bits, u32(mask)], {}, name), u32(0)], {}, name)  # noqa: E731
+        if mode == "up":
+            inc = frac(0x7FFFFF)
+        elif mode == "nearest":
+            inc = op("And", [frac(0x400000), op("Or", [frac(0x3FFFFF), op("Greater", [e, u32(0)], {}, name)], {}, name)],
+                     {}, name)
+        elif mode == "down":
+            inc = None
+        else:
+            raise UnsupportedOperatorError(f"Cast to float8e8m0: round_mode {mode!r} is not one of up, down, nearest")
+        if inc is not None and saturate:
+            inc = op("And", [inc, op("Not", [op("Equal", [e, u32(0xFE)], {}, name)], {}, name)], {}, name)
+        c = e if inc is None else op("Add", [e, op("Cast", [inc], {"to": 12}, name)], {}, name)
+        special = op("Equal", [e, u32(0xFF)], {}, name)
+        pow2 = op("Where", [op("Equal", [c, u32(0)], {}, name), u32(0x00400000),
+                            op("BitShift", [c, u32(23)], {"direction": "LEFT"}, name)], {}, name)
+        value = op("BitCast", [pow2], {"to": 1}, name)
+        nan = op("Or", [special, op("Equal", [c, u32(0xFF)], {}, name)], {}, name)
+        return op("Where", [nan, const(name, np.nan, np.float32), value], {}, name)
+
     def as_f32(x: Any, src: str | None, name: str) -> Any:
-        return x if src in ("f32",) or src in SMALL_FLOATS else op("Cast", [x], {"to": 1}, name)
+        return x if src in ("f32",) or src in SMALL_FLOAT_NAMES else op("Cast", [x], {"to": 1}, name)
 
     for v in g.inputs:
         new[v.id] = out.add_input(v.name, wide(v.dtype), v.shape)
     for v in g.constants:
         data = v.numpy()
         new[v.id] = out.add_constant(v.name, data.astype(numpy_dtype(wide(v.dtype)))
-                                     if v.dtype in NARROW_DTYPES or v.dtype in SMALL_FLOATS else data)
+                                     if v.dtype in NARROW_DTYPES or v.dtype in SMALL_FLOAT_NAMES else data)
     for n in g.nodes:
         ins = [None if i is None else new[i.id] for i in n.inputs]
         attrs = {}
@@ -260,18 +290,22 @@ def narrow_to_wide(ecg: ECG) -> ECG:
             attrs[k] = a
         outs = n.outputs
         narrow_out = [o.dtype for o in outs if o.dtype in NARROW_DTYPES]
-        small_out = [o.dtype for o in outs if o.dtype in SMALL_FLOATS]
+        small_out = [o.dtype for o in outs if o.dtype in SMALL_FLOAT_NAMES]
         src = n.inputs[0].dtype if n.inputs and n.inputs[0] is not None else None
-        if n.op == "Cast" and small_out:
+        if n.op == "Cast" and small_out == ["f8e8m0"]:
+            r = e8m0(as_f32(ins[0], src, n.name), bool(int(n.attrs.get("saturate", 1))),
+                     str(n.attrs.get("round_mode", "up")), n.name)
+            made = [op("Identity", [r], {}, n.name, outs[0].name)]
+        elif n.op == "Cast" and small_out:
             r = rounded(as_f32(ins[0], src, n.name), small_out[0], bool(int(n.attrs.get("saturate", 1))), n.name)
             made = [op("Identity", [r], {}, n.name, outs[0].name)]
         elif n.op == "QuantizeLinear" and small_out:
             x = op("Div", [ins[0], ins[1]], {}, n.name)
-            if small_out[0] == "f4e2m1" and len(ins) > 2 and ins[2] is not None:  # (float8 takes no zero point)
+            if small_out[0] in _ADDS_ZERO_POINT and len(ins) > 2 and ins[2] is not None:  # (float8 takes none)
                 x = op("Add", [x, ins[2]], {}, n.name)
             r = rounded(x, small_out[0], bool(int(n.attrs.get("saturate", 1))), n.name)
             made = [op("Identity", [r], {}, n.name, outs[0].name)]
-        elif n.op == "DequantizeLinear" and src in SMALL_FLOATS:
+        elif n.op == "DequantizeLinear" and src in SMALL_FLOAT_NAMES:
             x = op("Sub", [ins[0], ins[2]], {}, n.name) if len(ins) > 2 and ins[2] is not None else ins[0]
             made = [op("Mul", [x, ins[1]], {}, n.name, outs[0].name)]
         elif n.op == "Cast" and narrow_out and src not in NARROW_DTYPES:

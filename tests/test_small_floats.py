@@ -120,3 +120,45 @@ def test_a_float8_input_is_taken_as_ml_dtypes_and_the_text_form_keeps_its_bytes(
     assert "f8e4m3fn[3] = const 0x30fe01" in text, text
     back = [v for v in df.parse(text).graph.constants if v.name == "w"][0]
     assert back.dtype == "f8e4m3fn" and _same_bits(back.numpy(), w)
+
+
+@pytest.mark.parametrize("isa", RUN_HERE)
+@pytest.mark.parametrize("saturate", [1, 0])
+@pytest.mark.parametrize("mode", ["up", "down", "nearest"])
+def test_cast_to_float8e8m0_bit_for_bit(mode, saturate, isa):
+    """float8e8m0 (MX scales, a power of two): the exponent of x, rounded up for any fraction
+    ("up", ONNX's default), for at least a half ("nearest"; float32 subnormals: more than a
+    half) or never ("down"); 2^127 kept when saturating, else NaN; against the ONNX
+    reference. Negative values are undefined in ONNX and left out."""
+    x = np.abs(_values())
+    x = np.concatenate([x, [1.5, 3.0, 2 ** 127, 1.5 * 2 ** 127, 3e38, 2 ** -127, 2 ** -149, 3 * 2 ** -128]]).astype(np.float32)
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=T.FLOAT8E8M0, saturate=saturate, round_mode=mode),
+                helper.make_node("Cast", ["y"], ["z"], to=T.FLOAT)],
+               [helper.make_tensor_value_info("x", T.FLOAT, [x.size])],
+               [helper.make_tensor_value_info("y", T.FLOAT8E8M0, [x.size]),
+                helper.make_tensor_value_info("z", T.FLOAT, [x.size])], opset=24)
+    with np.errstate(all="ignore"):
+        want_y, want_z = ReferenceEvaluator(m).run(None, {"x": x})
+    ry, _ = reference.run(df.load(m).graph, [x])
+    assert _same_bits(ry, want_y)
+    y, z = df.compile(m, isa=isa)(x)
+    bad = np.nonzero(y.view(np.uint8) != want_y.view(np.uint8))[0]
+    assert bad.size == 0, (x[bad[:5]], y.view(np.uint8)[bad[:5]], want_y.view(np.uint8)[bad[:5]])
+    np.testing.assert_array_equal(z, want_z)
+
+
+@pytest.mark.parametrize("code,name", [(T.FLOAT6E2M3, "f6e2m3"), (T.FLOAT6E3M2, "f6e3m2")])
+def test_float6_casts_and_quantizes_as_the_reference(code, name):
+    """float6 (e2m3, e3m2: no infinity or NaN, always saturating, as float4)."""
+    x = _values()
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=code), helper.make_node("Cast", ["y"], ["z"], to=T.FLOAT),
+                helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"])],
+               [helper.make_tensor_value_info("x", T.FLOAT, [x.size])],
+               [helper.make_tensor_value_info(n, t, [x.size]) for n, t in (("y", code), ("z", T.FLOAT), ("q", code))],
+               [numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+                numpy_helper.from_array(np.array(0.25, dtype=numpy_dtype(name)), "zp")], opset=25)
+    with np.errstate(all="ignore"):
+        want = ReferenceEvaluator(m).run(None, {"x": x})
+    for got in (reference.run(df.load(m).graph, [x]), df.compile(m)(x)):
+        assert _same_bits(got[0], want[0]) and _same_bits(got[2], want[2])
+        np.testing.assert_array_equal(got[1], want[1])

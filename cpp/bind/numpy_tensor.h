@@ -39,9 +39,14 @@ inline DType dtype_of(const py::dtype& dt) {
     if (n == "float8_e5m2") return DType::F8E5M2;
     if (n == "float8_e5m2fnuz") return DType::F8E5M2FNUZ;
     if (n == "float4_e2m1fn") return DType::F4E2M1;
+    if (n == "float8_e8m0fnu") return DType::F8E8M0;
+    if (n == "float6_e2m3fn") return DType::F6E2M3;
+    if (n == "float6_e3m2fn") return DType::F6E3M2;
   }
   throw DTypeError("unsupported element type " + std::string(py::str(dt)) +
-                   "; dnnfusion supports f16 bf16 (ml_dtypes) f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool");
+                   "; dnnfusion supports f16 f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool and, as ml_dtypes' types, "
+                   "bfloat16 int4 uint4 int2 uint2 float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz "
+                   "float8_e8m0fnu float6_e2m3fn float6_e3m2fn float4_e2m1fn");
 }
 
 inline const char* numpy_name(DType t) {
@@ -57,7 +62,8 @@ inline const char* numpy_name(DType t) {
     case DType::I2: return "int2"; case DType::U2: return "uint2";
     case DType::F8E4M3FN: return "float8_e4m3fn"; case DType::F8E4M3FNUZ: return "float8_e4m3fnuz";
     case DType::F8E5M2: return "float8_e5m2"; case DType::F8E5M2FNUZ: return "float8_e5m2fnuz";
-    case DType::F4E2M1: return "float4_e2m1fn";
+    case DType::F4E2M1: return "float4_e2m1fn"; case DType::F8E8M0: return "float8_e8m0fnu";
+    case DType::F6E2M3: return "float6_e2m3fn"; case DType::F6E3M2: return "float6_e3m2fn";
   }
   return "float32";
 }

@@ -51,6 +51,9 @@ std::vector<Out> read_as(const TensorData& t) {
       case DType::F8E4M3FNUZ:
       case DType::F8E5M2:
       case DType::F8E5M2FNUZ:
+      case DType::F8E8M0:
+      case DType::F6E2M3:
+      case DType::F6E3M2:
       case DType::F4E2M1: out[i] = static_cast<Out>(small_float_value(t.type.dtype, t.as<uint8_t>()[i])); break;
     }
   }

@@ -153,7 +153,7 @@ void quant_operands(InferCtx& c) {
 
 bool is_quantized_int(DType t) {
   return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16 || is_narrow(t) ||
-         is_small_float(t);  // (float8 and float4: the ONNX spec's "quantized" types too)
+         (is_small_float(t) && t != DType::F8E8M0);  // (float8, float6, float4: ONNX's quantized types too)
 }
 
 void quantize_rule(InferCtx& c) {
@@ -161,14 +161,15 @@ void quantize_rule(InferCtx& c) {
   quant_operands(c);
   const DType t = c.has_input(2) ? c.dtype(2) : DType::U8;
   if (!is_quantized_int(t))
-    c.fail(std::string("quantizes to int8, uint8, int16, uint16, int4, uint4, int2 or uint2 (the zero point's type), got ") +
-           dtype_name(t));
+    c.fail(std::string("quantizes to int8, uint8, int16, uint16, int4, uint4, int2, uint2, float8 (not e8m0), float6 or "
+                       "float4 (the zero point's type), got ") + dtype_name(t));
   c.out[0] = {t, c.shape(0)};
 }
 
 void dequantize_rule(InferCtx& c) {
   if (!is_quantized_int(c.dtype(0)) && c.dtype(0) != DType::I32)
-    c.fail("x must be int8, uint8, int16, uint16, int32, int4, uint4, int2 or uint2, got " + c.in(0).str());
+    c.fail("x must be int8, uint8, int16, uint16, int32, int4, uint4, int2, uint2, float8 (not e8m0), float6 or float4, "
+           "got " + c.in(0).str());
   quant_operands(c);
   if (c.has_input(2) && c.dtype(2) != c.dtype(0))
     c.fail("zero point must have x's element type " + std::string(dtype_name(c.dtype(0))) + ", got " +

@@ -343,7 +343,10 @@ class Parser {
       case DType::F8E4M3FNUZ:
       case DType::F8E5M2:
       case DType::F8E5M2FNUZ:
-      case DType::F4E2M1: fail("float8 and float4 constants are written in hex");
+      case DType::F8E8M0:
+      case DType::F6E2M3:
+      case DType::F6E3M2:
+      case DType::F4E2M1: fail("float8, float6 and float4 constants are written in hex");
     }
   }
 

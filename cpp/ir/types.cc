@@ -53,7 +53,7 @@ bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 bool is_integer(DType t) { return !is_float(t) && t != DType::Bool; }
 bool is_small_float(DType t) {
   return t == DType::F8E4M3FN || t == DType::F8E4M3FNUZ || t == DType::F8E5M2 || t == DType::F8E5M2FNUZ ||
-         t == DType::F4E2M1;
+         t == DType::F4E2M1 || t == DType::F8E8M0 || t == DType::F6E2M3 || t == DType::F6E3M2;
 }
 double small_float_value(DType t, uint8_t b) {
   int ebits = 4, mbits = 3, bias = 7;
@@ -64,6 +64,9 @@ double small_float_value(DType t, uint8_t b) {
     case DType::F8E5M2: ebits = 5; mbits = 2; bias = 15; has_inf = true; break;
     case DType::F8E5M2FNUZ: ebits = 5; mbits = 2; bias = 16; fnuz = true; break;
     case DType::F4E2M1: ebits = 2; mbits = 1; bias = 1; b &= 0xF; break;
+    case DType::F6E2M3: ebits = 2; mbits = 3; bias = 1; b &= 0x3F; break;
+    case DType::F6E3M2: ebits = 3; mbits = 2; bias = 3; b &= 0x3F; break;
+    case DType::F8E8M0: return b == 0xFF ? NAN : std::ldexp(1.0, static_cast<int>(b) - 127);
     default: throw InternalError("small_float_value: not a small float type");
   }
   const int bits = 1 + ebits + mbits, e = (b >> mbits) & ((1 << ebits) - 1), m = b & ((1 << mbits) - 1);

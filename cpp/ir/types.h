@@ -34,7 +34,10 @@ namespace dnnf {
   X(F8E4M3FNUZ, "f8e4m3fnuz", 1, 18) \
   X(F8E5M2, "f8e5m2", 1, 19)   \
   X(F8E5M2FNUZ, "f8e5m2fnuz", 1, 20) \
-  X(F4E2M1, "f4e2m1", 1, 23)
+  X(F4E2M1, "f4e2m1", 1, 23)   \
+  X(F8E8M0, "f8e8m0", 1, 24)   \
+  X(F6E2M3, "f6e2m3", 1, 27)   \
+  X(F6E3M2, "f6e3m2", 1, 28)
 
 enum class DType : uint8_t {
 #define X(name, text, size, onnx) name,
@@ -60,8 +63,9 @@ bool is_integer(DType t);  // signed or unsigned, not bool
 bool is_narrow(DType t);
 // The value of byte b as an element of narrow type t.
 int narrow_value(DType t, uint8_t b);
-// float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and float4 (e2m1): one element a byte (float4 in
-// the low half), as ml_dtypes holds them; like the narrow integers, only Cast, QuantizeLinear,
+// float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, and e8m0, MX scales: a power of two), float6
+// (e2m3, e3m2) and float4 (e2m1): one element a byte (float6 and float4 in its low bits), as
+// ml_dtypes holds them; like the narrow integers, only Cast, QuantizeLinear,
 // DequantizeLinear and the data-moving operators take them, compile() computes them in
 // float32 (values exactly representable, rounded where ONNX rounds), the reference with ml_dtypes.
 bool is_small_float(DType t);

@@ -29,9 +29,9 @@ carefully and refusing what dnnfusion cannot represent. What :func:`import_onnx`
   are unrolled or selected at import: onnx_control.py), sparse tensors,
   string-tensor attributes (``Constant`` strings), BatchNormalization in training mode,
   Dropout whose ``training_mode`` input is not a constant (or is true with a ratio other
-  than the constant 0: random). Element types outside the ECG's (float8e8m0, float6, string,
-  complex...; the ECG holds int4, uint4, int2, uint2, float8 and float4 a byte an element, as
-  ml_dtypes does) in graph inputs, initializers, tensor attributes or Cast
+  than the constant 0: random). Element types outside the ECG's (string, complex...; the
+  ECG holds int4, uint4, int2, uint2, float8, float6 and float4 a byte an element, as ml_dtypes
+  does) in graph inputs, initializers, tensor attributes or Cast
   targets raise :class:`DTypeError` naming the tensor (and the Quantize/DequantizeLinear nodes
   that read it, with what to do: onnx_quantize.py, which also reads those two operators).
 * **Graph inputs** are the graph's inputs that are not initializers (an initializer listed
@@ -84,7 +84,8 @@ ONNX_DTYPES: dict[int, str] = {
     1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
     10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16",
     21: "u4", 22: "i4", 25: "u2", 26: "i2",
-    17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 23: "f4e2m1",
+    17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 23: "f4e2m1", 24: "f8e8m0",
+    27: "f6e2m3", 28: "f6e3m2",
 }
 
 _CHECKER_LIMIT = 2**31 - 1  # protobuf cannot serialize more; check such models by path
@@ -550,4 +551,4 @@ def _type_name(onnx: Any, code: Any) -> str:
         return f"code {code!r}"
 
 
-_SUPPORTED = "supported: float16, bfloat16, float, double, int8..int64, uint8..uint64, bool, int4, uint4, int2, uint2, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz), float4e2m1"
+_SUPPORTED = "supported: float16, bfloat16, float, double, int8..int64, uint8..uint64, bool, int4, uint4, int2, uint2, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0), float6 (e2m3, e3m2), float4e2m1"

@@ -51,7 +51,8 @@ def function_proto(imp: Any, op: str, n_in: int, nodes: list, n_out: int = 1) ->
 # built from the node's input types).
 ONNX_CODES = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9,
                "f16": 10, "f64": 11, "u32": 12, "u64": 13, "bf16": 16, "u4": 21, "i4": 22, "u2": 25, "i2": 26,
-               "f8e4m3fn": 17, "f8e4m3fnuz": 18, "f8e5m2": 19, "f8e5m2fnuz": 20, "f4e2m1": 23}
+               "f8e4m3fn": 17, "f8e4m3fnuz": 18, "f8e5m2": 19, "f8e5m2fnuz": 20, "f4e2m1": 23,
+               "f8e8m0": 24, "f6e2m3": 27, "f6e3m2": 28}
 
 
 def const_node(imp: Any, name: str, array: np.ndarray) -> Any:

@@ -29,7 +29,7 @@ FLOAT, FLOAT16 = 1, 10
 _QUANTIZED = {2: ("u8", np.uint8), 3: ("i8", np.int8), 4: ("u16", np.uint16), 5: ("i16", np.int16),
               21: ("u4", None), 22: ("i4", None), 25: ("u2", None), 26: ("i2", None),  # ml_dtypes' types
               17: ("f8e4m3fn", None), 18: ("f8e4m3fnuz", None), 19: ("f8e5m2", None), 20: ("f8e5m2fnuz", None),
-              23: ("f4e2m1", None)}
+              23: ("f4e2m1", None), 27: ("f6e2m3", None), 28: ("f6e3m2", None)}
 _FLOATS = {FLOAT: "f32", FLOAT16: "f16"}
 WHAT_TO_DO = ("dnnfusion (de)quantizes int8, uint8, int16, uint16, int4, uint4, int2, uint2, float8 and "
               "float4e2m1: quantize the model to one of those (onnxruntime.quantization: QuantType.QInt8, QUInt8, QInt16, QUInt16, "

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnfusion.dtypes import is_bfloat16
+from dnnfusion.dtypes import SMALL_FLOAT_NUMPY, is_bfloat16
 
 from . import onnx_node_suite as suite
 
@@ -103,7 +103,7 @@ def _wide(a: np.ndarray) -> np.ndarray:
         return a.astype(np.int8)
     if a.dtype.kind == "V" and a.dtype.name in ("uint4", "uint2"):
         return a.astype(np.uint8)
-    if a.dtype.name.startswith(("float8", "float4")):
+    if a.dtype.name in SMALL_FLOAT_NUMPY:
         return a.astype(np.float32)
     return a
 
@@ -203,7 +203,7 @@ def _problems(where: list[tuple[Entry, int]], got: list) -> dict[str, str]:
             x = x.astype(want)
         elif want.kind == "V" and want.name in ("int4", "uint4", "int2", "uint2") and x.dtype.kind in "iu":
             x = x.astype(want)  # computed in int8 / uint8
-        elif want.name.startswith(("float8", "float4")) and x.dtype == np.float32:
+        elif want.name in SMALL_FLOAT_NUMPY and x.dtype == np.float32:
             x = x.astype(want)  # computed in float32
         p = suite.compare(x, e.expected[j], f"output {j}", e.atol)
         if p and e.case not in problems:

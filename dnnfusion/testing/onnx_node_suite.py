@@ -154,7 +154,8 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-4, 1e-5),
     "float64": (1e-7, 1e-9),
     # float8 and float4: every value is a conversion's, rounded once by both sides: exact
-    **{t: (0.0, 0.0) for t in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")},
+    **{t: (0.0, 0.0) for t in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+                               "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")},
 }
 
 
