@@ -12,43 +12,6 @@ namespace dnnf {
 
 namespace py = pybind11;
 
-inline DType dtype_of(const py::dtype& dt) {
-  char kind = dt.kind();
-  auto size = dt.itemsize();
-  if (kind == 'f' && size == 2) return DType::F16;
-  if (kind == 'V' && size == 2 && std::string(py::str(dt)) == "bfloat16") return DType::BF16;  // ml_dtypes
-  if (kind == 'f' && size == 4) return DType::F32;
-  if (kind == 'f' && size == 8) return DType::F64;
-  if (kind == 'i' && size == 1) return DType::I8;
-  if (kind == 'i' && size == 2) return DType::I16;
-  if (kind == 'i' && size == 4) return DType::I32;
-  if (kind == 'i' && size == 8) return DType::I64;
-  if (kind == 'u' && size == 1) return DType::U8;
-  if (kind == 'u' && size == 2) return DType::U16;
-  if (kind == 'u' && size == 4) return DType::U32;
-  if (kind == 'u' && size == 8) return DType::U64;
-  if (kind == 'b') return DType::Bool;
-  if ((kind == 'V' || kind == 'f') && size == 1) {  // ml_dtypes' one-byte types (float8_e5m2's kind is 'f')
-    const std::string n = py::str(dt);
-    if (n == "int4") return DType::I4;
-    if (n == "uint4") return DType::U4;
-    if (n == "int2") return DType::I2;
-    if (n == "uint2") return DType::U2;
-    if (n == "float8_e4m3fn") return DType::F8E4M3FN;
-    if (n == "float8_e4m3fnuz") return DType::F8E4M3FNUZ;
-    if (n == "float8_e5m2") return DType::F8E5M2;
-    if (n == "float8_e5m2fnuz") return DType::F8E5M2FNUZ;
-    if (n == "float4_e2m1fn") return DType::F4E2M1;
-    if (n == "float8_e8m0fnu") return DType::F8E8M0;
-    if (n == "float6_e2m3fn") return DType::F6E2M3;
-    if (n == "float6_e3m2fn") return DType::F6E3M2;
-  }
-  throw DTypeError("unsupported element type " + std::string(py::str(dt)) +
-                   "; dnnfusion supports f16 f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool and, as ml_dtypes' types, "
-                   "bfloat16 int4 uint4 int2 uint2 float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz "
-                   "float8_e8m0fnu float6_e2m3fn float6_e3m2fn float4_e2m1fn");
-}
-
 inline const char* numpy_name(DType t) {
   switch (t) {
     case DType::F16: return "float16"; case DType::F32: return "float32";
@@ -67,6 +30,36 @@ inline const char* numpy_name(DType t) {
   }
   return "float32";
 }
+
+inline DType dtype_of(const py::dtype& dt) {
+  char kind = dt.kind();
+  auto size = dt.itemsize();
+  if (kind == 'f' && size == 2) return DType::F16;
+  if (kind == 'V' && size == 2 && std::string(py::str(dt)) == "bfloat16") return DType::BF16;  // ml_dtypes
+  if (kind == 'f' && size == 4) return DType::F32;
+  if (kind == 'f' && size == 8) return DType::F64;
+  if (kind == 'i' && size == 1) return DType::I8;
+  if (kind == 'i' && size == 2) return DType::I16;
+  if (kind == 'i' && size == 4) return DType::I32;
+  if (kind == 'i' && size == 8) return DType::I64;
+  if (kind == 'u' && size == 1) return DType::U8;
+  if (kind == 'u' && size == 2) return DType::U16;
+  if (kind == 'u' && size == 4) return DType::U32;
+  if (kind == 'u' && size == 8) return DType::U64;
+  if (kind == 'b') return DType::Bool;
+  if ((kind == 'V' || kind == 'f') && size == 1) {  // ml_dtypes' one-byte types (float8_e5m2's kind is 'f')
+    const std::string n = py::str(dt);
+#define X(name, text, size, onnx) \
+    if ((is_narrow(DType::name) || is_small_float(DType::name)) && n == numpy_name(DType::name)) return DType::name;
+    DNNF_FOR_EACH_DTYPE(X)
+#undef X
+  }
+  throw DTypeError("unsupported element type " + std::string(py::str(dt)) +
+                   "; dnnfusion supports f16 f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool and, as ml_dtypes' types, "
+                   "bfloat16 int4 uint4 int2 uint2 float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz "
+                   "float8_e8m0fnu float6_e2m3fn float6_e3m2fn float4_e2m1fn");
+}
+
 
 // The NumPy dtype of t; bfloat16 is ml_dtypes' (imported here, so that NumPy knows the name).
 // The narrow integers are ml_dtypes' types by object: NumPy reads the names "int4", "uint4",

@@ -28,8 +28,14 @@ template <typename Out>
 std::vector<Out> read_as(const TensorData& t) {
   int64_t n = t.type.numel();
   std::vector<Out> out(static_cast<size_t>(n));
+  const DType dt = t.type.dtype;
   for (int64_t i = 0; i < n; ++i) {
-    switch (t.type.dtype) {
+    if (is_narrow(dt) || is_small_float(dt)) {  // a byte an element, ml_dtypes' encodings
+      const uint8_t b = t.as<uint8_t>()[i];
+      out[i] = static_cast<Out>(is_narrow(dt) ? narrow_value(dt, b) : small_float_value(dt, b));
+      continue;
+    }
+    switch (dt) {
       case DType::F16:
       case DType::BF16: throw Error("reading f16 or bf16 constants element-wise is not supported");
       case DType::F32: out[i] = static_cast<Out>(t.as<float>()[i]); break;
@@ -43,18 +49,7 @@ std::vector<Out> read_as(const TensorData& t) {
       case DType::U32: out[i] = static_cast<Out>(t.as<uint32_t>()[i]); break;
       case DType::U64: out[i] = static_cast<Out>(t.as<uint64_t>()[i]); break;
       case DType::Bool: out[i] = static_cast<Out>(t.as<uint8_t>()[i] != 0); break;
-      case DType::I4:
-      case DType::U4:
-      case DType::I2:
-      case DType::U2: out[i] = static_cast<Out>(narrow_value(t.type.dtype, t.as<uint8_t>()[i])); break;
-      case DType::F8E4M3FN:
-      case DType::F8E4M3FNUZ:
-      case DType::F8E5M2:
-      case DType::F8E5M2FNUZ:
-      case DType::F8E8M0:
-      case DType::F6E2M3:
-      case DType::F6E3M2:
-      case DType::F4E2M1: out[i] = static_cast<Out>(small_float_value(t.type.dtype, t.as<uint8_t>()[i])); break;
+      default: throw InternalError(std::string("read_as: element type ") + dtype_name(dt));
     }
   }
   return out;

@@ -321,6 +321,8 @@ class Parser {
 
   void store(DType dt, uint8_t* base, size_t i, const std::string& tok) {
     auto put = [&](auto v) { std::memcpy(base + i * sizeof(v), &v, sizeof(v)); };
+    if (is_half(dt) || is_narrow(dt) || is_small_float(dt))
+      fail(std::string(dtype_name(dt)) + " constants are written in hex");
     switch (dt) {
       case DType::F32: put(static_cast<float>(to_double(tok))); break;
       case DType::F64: put(to_double(tok)); break;
@@ -333,20 +335,7 @@ class Parser {
       case DType::U32: put(static_cast<uint32_t>(to_int(tok))); break;
       case DType::U64: put(static_cast<uint64_t>(std::stoull(tok))); break;
       case DType::Bool: put(static_cast<uint8_t>(to_int(tok) != 0)); break;
-      case DType::F16:
-      case DType::BF16: fail("f16 and bf16 constants are written in hex");
-      case DType::I4:
-      case DType::U4:
-      case DType::I2:
-      case DType::U2: fail("i4, u4, i2 and u2 constants are written in hex");
-      case DType::F8E4M3FN:
-      case DType::F8E4M3FNUZ:
-      case DType::F8E5M2:
-      case DType::F8E5M2FNUZ:
-      case DType::F8E8M0:
-      case DType::F6E2M3:
-      case DType::F6E3M2:
-      case DType::F4E2M1: fail("float8, float6 and float4 constants are written in hex");
+      default: fail(std::string("constants of type ") + dtype_name(dt) + " are written in hex");
     }
   }
 
