@@ -308,7 +308,7 @@ def narrow_to_wide(ecg: ECG) -> ECG:
         elif n.op == "DequantizeLinear" and src in SMALL_FLOAT_NAMES:
             x = op("Sub", [ins[0], ins[2]], {}, n.name) if len(ins) > 2 and ins[2] is not None else ins[0]
             made = [op("Mul", [x, ins[1]], {}, n.name, outs[0].name)]
-        elif n.op == "Cast" and narrow_out and src not in NARROW_DTYPES:
+        elif n.op == "Cast" and narrow_out:  # (from a narrow type too: uint4 15 is int4 -1)
             t = narrow_out[0]
             w, lo, hi = NARROW_DTYPES[t]
             x = ins[0]

@@ -59,11 +59,15 @@ def test_cast_from_integers_keeps_the_low_bits(to, mt):
                [helper.make_tensor_value_info(n, t, [x.size]) for n, t in (("y", to), ("z", T.INT4), ("w", T.INT8))])
     want = x.astype(mt)
     want_z, want_w = want.astype(ml_dtypes.int4), want.astype(np.int8)
+    # y -> int4 -> float inside the graph (not only at the boundary): uint4 15 is int4 -1
+    m.graph.node.append(helper.make_node("Cast", ["z"], ["zf"], to=T.FLOAT))
+    m.graph.output.append(helper.make_tensor_value_info("zf", T.FLOAT, [x.size]))
     for got in (reference.run(df.load(m).graph, [x]), df.compile(m)(x)):
-        y, z, w = got
+        y, z, w, zf = got
         assert np.array_equal(y.astype(np.int32), want.astype(np.int32)), (y, want)
         assert np.array_equal(z.astype(np.int32), want_z.astype(np.int32))
         assert w.dtype == np.int8 and np.array_equal(w, want_w)
+        np.testing.assert_array_equal(zf, want_z.astype(np.float32))
 
 
 def test_int4_weights_dequantized_into_a_matmul_match_onnxruntime():
