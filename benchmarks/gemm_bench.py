@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=1.5, help="seconds of timed runs per cell")
     ap.add_argument("--frameworks", default="dnnf,numpy,torch")
     ap.add_argument("--isa", default=None, help="avx512, avx2, scalar (default: this CPU's best)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"),
+                    help="a directory (the file is gemm-<stamp>.json in it) or a file ending in .json")
     args = ap.parse_args(argv)
 
     threads = [int(t) for t in args.threads.split(",")]
@@ -238,10 +239,10 @@ def main(argv: list[str] | None = None) -> int:
                           f"{cell['median_gflops']:7.1f} GFLOP/s (best {cell['best_gflops']:.1f})"
                           f"  load {load[0] if load else '?'}", flush=True)
 
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = out_dir / f"gemm-{stamp}.json"
+    path = Path(args.out)
+    if path.suffix != ".json":  # a directory
+        path = path / f"gemm-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
     print()
     print(table(result))
