@@ -32,10 +32,18 @@ SMALL_FLOAT_NAMES = (*SMALL_FLOATS, "f8e8m0")
 # their NumPy (ml_dtypes) names; match by name, never by prefix: "float64".startswith("float6")
 SMALL_FLOAT_NUMPY = frozenset(_NUMPY_DTYPES[t] for t in SMALL_FLOAT_NAMES)
 
+# ECG element type -> ONNX TensorProto code (cpp/ir/types.h holds the same pairs): the one
+# table the ONNX front-end, the written bodies and the rewrites read.
+ONNX_CODES: dict[str, int] = {
+    "f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9, "f16": 10, "f64": 11,
+    "u32": 12, "u64": 13, "bf16": 16, "f8e4m3fn": 17, "f8e4m3fnuz": 18, "f8e5m2": 19, "f8e5m2fnuz": 20,
+    "u4": 21, "i4": 22, "f4e2m1": 23, "f8e8m0": 24, "u2": 25, "i2": 26, "f6e2m3": 27, "f6e3m2": 28}
+
 # The narrow integers (ONNX INT4, UINT4, INT2, UINT2; ml_dtypes' int4, uint4, int2, uint2, one
 # element a byte): ECG name -> (the type compile() computes them in, lowest, highest value).
 NARROW_DTYPES: dict[str, tuple[str, int, int]] = {
     "i4": ("i8", -8, 7), "u4": ("u8", 0, 15), "i2": ("i8", -2, 1), "u2": ("u8", 0, 3)}
+NARROW_NUMPY = frozenset(_NUMPY_DTYPES[t] for t in NARROW_DTYPES)
 
 
 def numpy_dtype(dtype: str) -> np.dtype:

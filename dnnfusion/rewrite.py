@@ -14,7 +14,8 @@ import numpy as np
 
 from dnnfusion import _core
 from dnnfusion.ecg import ECG
-from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, SMALL_FLOAT_NAMES, SMALL_FLOATS, is_bfloat16, numpy_dtype
+from dnnfusion.dtypes import (HALF_DTYPES, NARROW_DTYPES, NARROW_NUMPY, ONNX_CODES, SMALL_FLOAT_NAMES, SMALL_FLOAT_NUMPY,
+                              SMALL_FLOATS, is_bfloat16, numpy_dtype)
 from dnnfusion.errors import Error, UnsupportedOperatorError
 
 # evaluator(op, inputs, attrs, num_outputs) -> outputs: the signature of reference.run_node.
@@ -164,13 +165,7 @@ def uses_narrow(ecg: ECG) -> bool:
     return any(v.dtype in NARROW_DTYPES or v.dtype in SMALL_FLOAT_NAMES for v in ecg.graph.values)
 
 
-_NARROW_CODES = {22: "i4", 21: "u4", 26: "i2", 25: "u2"}  # ONNX codes, as Cast's `to` holds them
-_SMALL_CODES = {17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 23: "f4e2m1", 24: "f8e8m0",
-                27: "f6e2m3", 28: "f6e3m2"}
-_SMALL_NUMPY = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn", "float8_e8m0fnu",
-                "float6_e2m3fn", "float6_e3m2fn")
 _ADDS_ZERO_POINT = ("f4e2m1", "f6e2m3", "f6e3m2")  # QuantizeLinear to these adds it (not to float8)
-_WIDE_CODES = {"i8": 3, "u8": 2}
 
 
 def narrow_to_wide(ecg: ECG) -> ECG:
@@ -215,6 +210,9 @@ def narrow_to_wide(ecg: ECG) -> ECG:
 
     def wide(dtype: str) -> str:
         return NARROW_DTYPES[dtype][0] if dtype in NARROW_DTYPES else "f32" if dtype in SMALL_FLOAT_NAMES else dtype
+
+    # a `to` / `dtype` attribute naming a narrow type names its wide one (Cast is written out below)
+    wide_code = {ONNX_CODES[t]: ONNX_CODES[wide(t)] for t in (*NARROW_DTYPES, *SMALL_FLOAT_NAMES)}
 
     def rounded(x: Any, t: str, saturate: bool, name: str) -> Any:
         """float32 x rounded to small float type t (see above), in float32."""
@@ -279,14 +277,11 @@ def narrow_to_wide(ecg: ECG) -> ECG:
         ins = [None if i is None else new[i.id] for i in n.inputs]
         attrs = {}
         for k, a in n.attrs.items():
-            if isinstance(a, np.ndarray) and a.dtype.kind == "V" and a.dtype.name in ("int4", "uint4", "int2", "uint2"):
-                a = a.astype(np.int8 if a.dtype.name in ("int4", "int2") else np.uint8)
-            elif isinstance(a, np.ndarray) and a.dtype.name in _SMALL_NUMPY:
-                a = a.astype(np.float32)
-            elif k in ("to", "dtype") and isinstance(a, int) and a in _NARROW_CODES:
-                a = _WIDE_CODES[NARROW_DTYPES[_NARROW_CODES[a]][0]]
-            elif k in ("to", "dtype") and isinstance(a, int) and a in _SMALL_CODES and n.op != "Cast":
-                a = 1
+            if isinstance(a, np.ndarray) and a.dtype.name in NARROW_NUMPY | SMALL_FLOAT_NUMPY:
+                a = a.astype(np.float32 if a.dtype.name in SMALL_FLOAT_NUMPY
+                             else np.int8 if a.dtype.name in ("int4", "int2") else np.uint8)
+            elif k in ("to", "dtype") and isinstance(a, int) and a in wide_code and n.op != "Cast":
+                a = wide_code[a]
             attrs[k] = a
         outs = n.outputs
         narrow_out = [o.dtype for o in outs if o.dtype in NARROW_DTYPES]
@@ -317,9 +312,9 @@ def narrow_to_wide(ecg: ECG) -> ECG:
                 keep = op("And", [op("Greater", [x, const(n.name, lo - 1, fdt)], {}, n.name),
                                   op("Less", [x, const(n.name, hi + 1, fdt)], {}, n.name)], {}, n.name)
                 x = op("Where", [keep, x, const(n.name, 0, fdt)], {}, n.name)
-                made = [op("Cast", [x], {"to": _WIDE_CODES[w]}, n.name, outs[0].name)]
+                made = [op("Cast", [x], {"to": ONNX_CODES[w]}, n.name, outs[0].name)]
             elif src == "bool":
-                made = [op("Cast", [x], {"to": _WIDE_CODES[w]}, n.name, outs[0].name)]
+                made = [op("Cast", [x], {"to": ONNX_CODES[w]}, n.name, outs[0].name)]
             else:  # the low bits, reinterpreted
                 bits = (hi - lo + 1).bit_length() - 1
                 t32 = op("Cast", [x], {"to": 6}, n.name)
@@ -327,7 +322,7 @@ def narrow_to_wide(ecg: ECG) -> ECG:
                 if lo < 0:
                     sign = const(n.name, 1 << (bits - 1), np.int32)
                     low = op("Sub", [op("BitwiseXor", [low, sign], {}, n.name), sign], {}, n.name)
-                made = [op("Cast", [low], {"to": _WIDE_CODES[w]}, n.name, outs[0].name)]
+                made = [op("Cast", [low], {"to": ONNX_CODES[w]}, n.name, outs[0].name)]
         elif n.op == "QuantizeLinear" and narrow_out:
             w, lo, hi = NARROW_DTYPES[narrow_out[0]]
             wdt = numpy_dtype(w)

@@ -71,6 +71,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnfusion.dtypes import ONNX_CODES
 from dnnfusion.errors import DTypeError, ModelFormatError, ModelWarning, ShapeError, UnsupportedOperatorError
 from dnnfusion.frontends import onnx_cache, onnx_control, onnx_functions, onnx_normalize, onnx_quantize
 from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPSET  # noqa: F401 (re-exported)
@@ -80,13 +81,7 @@ from dnnfusion.frontends.builder import GraphBuilder
 
 
 # ONNX TensorProto element-type codes -> ECG dtype names (cpp/ir/types.h).
-ONNX_DTYPES: dict[int, str] = {
-    1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
-    10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16",
-    21: "u4", 22: "i4", 25: "u2", 26: "i2",
-    17: "f8e4m3fn", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz", 23: "f4e2m1", 24: "f8e8m0",
-    27: "f6e2m3", 28: "f6e3m2",
-}
+ONNX_DTYPES: dict[int, str] = {code: name for name, code in ONNX_CODES.items()}
 
 _CHECKER_LIMIT = 2**31 - 1  # protobuf cannot serialize more; check such models by path
 

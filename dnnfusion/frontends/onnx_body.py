@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnfusion.dtypes import ONNX_CODES  # noqa: F401 - re-exported (onnx_functions, onnx_signal)
 from dnnfusion.errors import ShapeError
 
 # The opset a written body's operators are read at (at least: the model's if newer).
@@ -47,12 +48,8 @@ def function_proto(imp: Any, op: str, n_in: int, nodes: list, n_out: int = 1) ->
     return fn
 
 
-# An ECG element type -> its ONNX TensorProto code (for context-dependent bodies, which are
-# built from the node's input types).
-ONNX_CODES = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9,
-               "f16": 10, "f64": 11, "u32": 12, "u64": 13, "bf16": 16, "u4": 21, "i4": 22, "u2": 25, "i2": 26,
-               "f8e4m3fn": 17, "f8e4m3fnuz": 18, "f8e5m2": 19, "f8e5m2fnuz": 20, "f4e2m1": 23,
-               "f8e8m0": 24, "f6e2m3": 27, "f6e3m2": 28}
+# ONNX_CODES (imported above): an ECG element type -> its ONNX TensorProto code, for
+# context-dependent bodies, which are built from the node's input types.
 
 
 def const_node(imp: Any, name: str, array: np.ndarray) -> Any:
