@@ -147,9 +147,13 @@ def test_operator_in_another_domain():
 
 
 def test_old_opset():
+    """Opsets 7..12 are converted to 13 (tests/test_old_opsets.py); older ones are refused."""
     m = make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])],
                    opset=11)
-    with pytest.raises(UnsupportedOperatorError, match=r"opset 11; dnnfusion supports opsets 13\.\."):
+    assert [n.op for n in dnnfusion.load(m).nodes] == ["Relu"]
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])],
+                   opset=5)
+    with pytest.raises(UnsupportedOperatorError, match=r"opset 5; dnnfusion supports opsets 13\.\."):
         dnnfusion.load(m)
 
 

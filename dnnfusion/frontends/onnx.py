@@ -14,7 +14,11 @@ carefully and refusing what dnnfusion cannot represent. What :func:`import_onnx`
   the operators are screened so that an operator dnnfusion does not support is reported as
   such (the checker would only say "No Op registered").
 * **Opsets.** The default-domain (``''`` / ``ai.onnx``) opset must be 13 or newer, and at
-  most the newest opset the installed ``onnx`` knows. For every node the operator's schema
+  most the newest opset the installed ``onnx`` knows; a model declaring 7 to 12 (as older
+  exporters and model zoos wrote them) is checked at its own opset, converted to 13 with
+  ``onnx.version_converter`` and screened and checked again (``onnx_versions.upgrade``,
+  which also gives Upsample and Resize-10 the coordinate mapping the converter drops, and
+  refuses a conversion that changes the graph's inputs or outputs). For every node the operator's schema
   version (``onnx.defs.get_schema(op, opset).since_version``) must be one listed in
   :data:`CHECKED_VERSIONS`: the versions whose semantics were read against the ECG's. A new
   schema version (a future opset) is refused rather than silently misread. Older forms
@@ -74,9 +78,16 @@ import numpy as np
 from dnnfusion.dtypes import ONNX_CODES
 from dnnfusion.errors import DTypeError, ModelFormatError, ModelWarning, ShapeError, UnsupportedOperatorError
 from dnnfusion.frontends import onnx_cache, onnx_control, onnx_functions, onnx_normalize, onnx_quantize
-from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPSET  # noqa: F401 (re-exported)
+from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPSET, OLDEST_CONVERTED  # noqa: F401
+from dnnfusion.frontends.onnx_versions import upgrade as _upgrade
 from dnnfusion.frontends.onnx_versions import default_opset as _default_opset
+from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS
 from dnnfusion.frontends.onnx_versions import schema_version as _schema_version
+from dnnfusion.frontends.onnx_versions import unsupported_op as _unsupported_op
+
+# Operators of opsets below MIN_OPSET that onnx.version_converter replaces by ECG operators,
+# with the opset that removed them: Upsample becomes Resize, Scatter ScatterElements.
+RENAMED_BY_CONVERSION = {"Upsample": 10, "Scatter": 11}
 from dnnfusion.frontends.builder import GraphBuilder
 
 
@@ -162,7 +173,7 @@ def _read_and_check(onnx: Any, model: Any) -> Any:
                                    f"'{base}'): {_short(e)}") from None
         if recheck:
             _check_proto(onnx, proto, f"'{path}'")
-        return proto
+        return _upgraded(onnx, proto, f"'{path}'")
     if isinstance(model, (bytes, bytearray, memoryview)):
         data = bytes(model)
         if not data:
@@ -184,6 +195,19 @@ def _read_and_check(onnx: Any, model: Any) -> Any:
             raise ModelFormatError(
                 f"tensor '{t.name}' keeps its data in an external file; load the model by "
                 "its path so dnnfusion can find the data next to it")
+    _check_proto(onnx, proto, what)
+    return _upgraded(onnx, proto, what)
+
+
+def _upgraded(onnx: Any, proto: Any, what: str) -> Any:
+    """`proto`, checked at its own opset, converted to MIN_OPSET when older (onnx_versions.
+    upgrade), then screened and checked again: the importer reads only the converted model."""
+    opset = _default_opset(proto)
+    if opset is None or opset >= MIN_OPSET:
+        return proto
+    proto = _upgrade(onnx, proto, what)
+    what = f"{what} (converted from opset {opset} to {MIN_OPSET})"
+    _screen(onnx, proto, what)
     _check_proto(onnx, proto, what)
     return proto
 
@@ -264,15 +288,25 @@ def _screen(onnx: Any, proto: Any, what: str) -> None:
         raise ModelFormatError(f"{what}: graph '{g.name}' has no outputs")
     opset = _default_opset(proto)
     newest = onnx.defs.onnx_opset_version()
-    if opset is not None and not MIN_OPSET <= opset <= newest:
+    if opset is not None and not OLDEST_CONVERTED <= opset <= newest:
         raise UnsupportedOperatorError(
             f"{what} uses default-domain opset {opset}; dnnfusion supports opsets "
-            f"{MIN_OPSET}..{newest} (convert older models with "
-            f"onnx.version_converter.convert_version(model, {MIN_OPSET}))")
+            f"{MIN_OPSET}..{newest} and converts {OLDEST_CONVERTED}..{MIN_OPSET - 1} to {MIN_OPSET} "
+            "(ONNX Runtime, too, runs none older)" if opset < OLDEST_CONVERTED else
+            f"{what} uses default-domain opset {opset}; dnnfusion supports opsets "
+            f"{MIN_OPSET}..{newest} (the newest this 'onnx' package knows)")
     opsets = {o.domain: int(o.version) for o in proto.opset_import}
+    old = opset is not None and opset < MIN_OPSET
     for i, node in enumerate(g.node):
-        if not (onnx_functions.has_body(onnx, node, opset) or onnx_control.handles(node)):
-            _schema_version(onnx, node, node.name or f"{node.op_type}_{i}", opset, opsets)
+        name = node.name or f"{node.op_type}_{i}"
+        if old:  # versions are checked after the conversion (upgrade); the operator now
+            if node.domain not in DEFAULT_DOMAINS:
+                raise _unsupported_op(name, node, opsets.get(node.domain))
+            if not (node.op_type in ECG_OPS or RENAMED_BY_CONVERSION.get(node.op_type, 0) > opset
+                    or onnx_functions.has_body(onnx, node, MIN_OPSET) or onnx_control.handles(node)):
+                raise _unsupported_op(name, node, opset)
+        elif not (onnx_functions.has_body(onnx, node, opset) or onnx_control.handles(node)):
+            _schema_version(onnx, node, name, opset, opsets)
 
 
 # ------------------------------------------------------------------------------------------

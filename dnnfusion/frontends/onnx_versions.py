@@ -11,6 +11,13 @@ from dnnfusion.errors import ModelFormatError, UnsupportedOperatorError
 
 MIN_OPSET = 13
 
+# Models declaring an older default-domain opset, from OLDEST_CONVERTED (ONNX Runtime's
+# oldest) up to MIN_OPSET - 1, are converted to MIN_OPSET at import with onnx's own
+# version converter (upgrade below), which rewrites every operator whose meaning changed
+# (Softmax's 2-D coercion, Clip's bounds as attributes, Upsample into Resize...). The ECG
+# reads only the converted model.
+OLDEST_CONVERTED = 7
+
 # For every ECG operator, the ONNX schema versions (since_version) reachable from opset 13
 # on whose semantics were checked against the ECG's (the newest form). A bump not listed
 # here raises UnsupportedOperatorError until someone reads its changelog entry. Unless a
@@ -109,6 +116,116 @@ def default_opset(proto: Any) -> int | None:
         if o.domain in DEFAULT_DOMAINS:
             return int(o.version)
     return None
+
+
+def upgrade(onnx: Any, proto: Any, what: str) -> Any:
+    """`proto` at MIN_OPSET: itself when it declares MIN_OPSET or newer, else converted by
+    ``onnx.version_converter`` (the caller has screened and checked it at its own opset). A
+    conversion onnx cannot do is an UnsupportedOperatorError naming the opsets and its
+    reason."""
+    opset = default_opset(proto)
+    if opset is None or opset >= MIN_OPSET:
+        return proto
+    from onnx import version_converter
+
+    resizes = _old_resizes(onnx, proto, opset, what)
+    try:
+        out = version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as e:  # noqa: BLE001 - the converter's RuntimeError, ValueError, ...
+        msg = " ".join(str(e).split())
+        raise UnsupportedOperatorError(
+            f"{what} uses default-domain opset {opset}; dnnfusion reads opsets {MIN_OPSET} and "
+            f"newer and converts older ones with onnx.version_converter, which failed on this "
+            f"model: {msg[:300]}") from None
+    if default_opset(out) != MIN_OPSET:  # never seen; the importer must not misread it
+        raise UnsupportedOperatorError(
+            f"{what}: onnx.version_converter returned opset {default_opset(out)}, not {MIN_OPSET}")
+    _mend_resizes(onnx, out, resizes)
+    # The converted model must take and return what the model declares: the converter drops
+    # Scan-8's batch axis from the graph's inputs and outputs, for one.
+    before, after = _interface(proto), _interface(out)
+    for name, was in before.items():
+        if after.get(name) != was:
+            now = after.get(name)
+            raise UnsupportedOperatorError(
+                f"{what} uses default-domain opset {opset}; onnx.version_converter's conversion to "
+                f"opset {MIN_OPSET} changes the graph's interface ('{name}': {_spell(onnx, was)} "
+                f"becomes {_spell(onnx, now)}), so dnnfusion cannot read it")
+    return out
+
+
+def _old_resizes(onnx: Any, proto: Any, opset: int, what: str) -> dict[str, str]:
+    """Upsample (7, 9) and Resize-10 nodes: {output name: nearest_mode ('' for linear)}.
+
+    onnx.version_converter turns them into Resize-11 without a coordinate_transformation_mode,
+    i.e. half_pixel, but they map output pixel i to input i / scale ('asymmetric'), and
+    ONNX Runtime takes the nearest pixel by floor where the scale is >= 1 and by ceil where it
+    is below (measured against its Resize-13). Upsample's scales are >= 1; Resize-10's must be
+    a constant whose axes do not mix the two (else refused: nearest_mode is one for all)."""
+    if opset >= 11:
+        return {}
+    consts = {t.name: t for t in proto.graph.initializer}
+    consts.update({n.output[0]: a.t for n in proto.graph.node if n.op_type == "Constant"
+                   for a in n.attribute if a.name == "value"})
+    out = {}
+    for i, n in enumerate(proto.graph.node):
+        if n.op_type not in ("Upsample", "Resize") or not n.output:
+            continue
+        mode = next((a.s.decode() for a in n.attribute if a.name == "mode"), "nearest")
+        if mode != "nearest" or n.op_type == "Upsample":
+            out[n.output[0]] = "floor" if mode == "nearest" else ""
+            continue
+        t = consts.get(n.input[1]) if len(n.input) > 1 else None
+        if t is None:
+            raise UnsupportedOperatorError(
+                f"{what}: node '{n.name or f'Resize_{i}'}' (Resize-10, mode nearest) has scales that are "
+                "not a constant; dnnfusion converts it to Resize-13 only where they are (its rounding "
+                "depends on whether each scale is below 1)")
+        scales = [float(v) for v in onnx.numpy_helper.to_array(t).ravel() if float(v) != 1.0]
+        if scales and min(scales) < 1 <= max(scales):
+            raise UnsupportedOperatorError(
+                f"{what}: node '{n.name or f'Resize_{i}'}' (Resize-10, mode nearest) enlarges some axes "
+                "and shrinks others, which ONNX Runtime rounds differently (floor, ceil) and Resize-13 "
+                "cannot say with one nearest_mode")
+        out[n.output[0]] = "ceil" if scales and max(scales) < 1 else "floor"
+    return out
+
+
+def _mend_resizes(onnx: Any, proto: Any, resizes: dict[str, str]) -> None:
+    """Gives the converted Resize nodes of _old_resizes their coordinate mapping and rounding."""
+    for n in proto.graph.node:
+        if n.op_type != "Resize" or not n.output or n.output[0] not in resizes:
+            continue
+        nearest = resizes[n.output[0]]
+        keep = [a for a in n.attribute if a.name not in ("coordinate_transformation_mode", "nearest_mode")]
+        del n.attribute[:]
+        n.attribute.extend(keep)
+        n.attribute.append(onnx.helper.make_attribute("coordinate_transformation_mode", "asymmetric"))
+        if nearest:
+            n.attribute.append(onnx.helper.make_attribute("nearest_mode", nearest))
+
+
+def _spell(onnx: Any, sig: tuple | None) -> str:
+    if sig is None:
+        return "absent"
+    elem, dims = sig
+    name = onnx.TensorProto.DataType.Name(elem).lower() if elem in onnx.TensorProto.DataType.values() else str(elem)
+    return name + ("[?]" if dims is None else "[" + ",".join(map(str, dims)) + "]")
+
+
+def _interface(proto: Any) -> dict[str, tuple]:
+    """Each graph input and output: its element type and dims (values and symbols)."""
+    g = proto.graph
+    inits = {t.name for t in g.initializer}
+    out = {}
+    for v in [*g.input, *g.output]:
+        if v.name in inits or not v.type.HasField("tensor_type"):
+            continue
+        tt = v.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in tt.shape.dim) \
+            if tt.HasField("shape") else None
+        out[v.name] = (tt.elem_type, dims)
+    return out
 
 
 def unsupported_op(name: str, node: Any, opset: int | None) -> UnsupportedOperatorError:
