@@ -22,7 +22,7 @@ from dnnfusion import profiling as _profiling
 from dnnfusion import rewrite as _rewrite
 from dnnfusion import specialize as _specialize
 from dnnfusion.ecg import ECG, load
-from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, SMALL_FLOAT_NAMES, is_bfloat16, numpy_dtype, torch_numpy
+from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, SMALL_FLOAT_NAMES, numpy_dtype, to_torch, torch_numpy
 from dnnfusion.errors import CompileWarning, DTypeError, Error, ShapeError
 
 LAYOUTS = ("auto", "nchw", "nhwc")
@@ -99,11 +99,8 @@ class CompiledModel:
             outs = [o if d is None else o.astype(d) for o, d in zip(outs, self._f16_outputs)]
         if not torch_like:
             return outs
-        import torch
-
         device = torch_like[0].device
-        res = [torch.from_numpy(o.view(np.int16)).view(torch.bfloat16) if is_bfloat16(o.dtype)
-               else torch.from_numpy(o) for o in outs]
+        res = [to_torch(o) for o in outs]
         return res if device.type == "cpu" else [t.to(device) for t in res]
 
     def _run_arrays(self, arrays: list[np.ndarray]) -> list[np.ndarray]:

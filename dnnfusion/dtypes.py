@@ -82,13 +82,31 @@ def is_float_dtype(dtype: Any) -> bool:
 
 
 def torch_numpy(t: Any) -> np.ndarray:
-    """A CPU tensor's data as NumPy (a view where torch gives one); bfloat16, which NumPy
-    lacks, as ml_dtypes' bfloat16 over the same bits."""
-    if str(t.dtype) == "torch.bfloat16":
+    """A CPU tensor's data as NumPy (a view where torch gives one); bfloat16 and the float8
+    types, which NumPy lacks, as ml_dtypes' types over the same bits."""
+    name = str(t.dtype).replace("torch.", "")
+    if name == "bfloat16":
         import torch
 
         return t.contiguous().view(torch.int16).numpy().view(bfloat16())
+    if name in TORCH_FLOAT8:
+        import torch
+
+        return t.contiguous().view(torch.uint8).numpy().view(numpy_dtype(TORCH_DTYPES[name]))
     return t.numpy()
+
+
+def to_torch(a: np.ndarray) -> Any:
+    """A NumPy array as a CPU tensor over the same memory; ml_dtypes' bfloat16 and float8
+    arrays as torch's types."""
+    import torch
+
+    if is_bfloat16(a.dtype):
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    name = next((n for n in TORCH_FLOAT8 if _NUMPY_DTYPES[TORCH_DTYPES[n]] == a.dtype.name), None)
+    if name is not None:
+        return torch.from_numpy(a.view(np.uint8)).view(getattr(torch, name))
+    return torch.from_numpy(a)
 
 
 # The 16-bit float types compile() computes in float32 (float16="f32"), by ECG name.
@@ -99,7 +117,18 @@ HALF_DTYPES = ("f16", "bf16")
 TORCH_DTYPES: dict[str, str] = {
     "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
     "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
-    "uint64": "u64", "bool": "bool"}
+    "uint64": "u64", "bool": "bool",
+    "float8_e4m3fn": "f8e4m3fn", "float8_e4m3fnuz": "f8e4m3fnuz", "float8_e5m2": "f8e5m2",
+    "float8_e5m2fnuz": "f8e5m2fnuz", "float8_e8m0fnu": "f8e8m0"}
+
+# torch's float8 types, with whether its conversion from a wider float saturates (ONNX Cast's
+# `saturate`): float8_e4m3fn saturates (infinity too, to 448), the others give infinity or
+# NaN beyond their range (measured on torch 2.13's CPU conversion, which otherwise rounds to
+# nearest even, bit for bit as ml_dtypes). Its conversion to float8_e8m0fnu drops the sign
+# (-1000 gives 1024) where ONNX gives NaN, so it has no ONNX form: None.
+TORCH_FLOAT8: dict[str, bool | None] = {
+    "float8_e4m3fn": True, "float8_e4m3fnuz": False, "float8_e5m2": False, "float8_e5m2fnuz": False,
+    "float8_e8m0fnu": None}
 
 
 def ecg_dtype(dtype: Any) -> str:

@@ -162,3 +162,69 @@ def test_float6_casts_and_quantizes_as_the_reference(code, name):
     for got in (reference.run(df.load(m).graph, [x]), df.compile(m)(x)):
         assert _same_bits(got[0], want[0]) and _same_bits(got[2], want[2])
         np.testing.assert_array_equal(got[1], want[1])
+
+
+# PyTorch's float8 types through the FX front-end (dtypes.TORCH_FLOAT8): torch's conversions
+# become Casts with torch's own saturation, constants and inputs arrive as ml_dtypes arrays
+# over the same bytes, and outputs leave as torch's types.
+def _torch_float8_values(torch):
+    v = torch.randn(4096, generator=torch.Generator().manual_seed(3)) * 60
+    special = torch.tensor([0.0, -0.0, 448.0, 464.0, 470.0, 1000.0, -1000.0, 240.0, 57344.0, 61440.0, 1e6,
+                            float("inf"), float("-inf"), float("nan"), 1e-9, 2.0 ** -10, 2.0 ** -17])
+    return torch.cat([v, special, special / 64]).reshape(-1, 1)
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"])
+def test_torch_float8_conversions_bit_for_bit(dtype):
+    torch = pytest.importorskip("torch")
+    td = getattr(torch, dtype)
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            q = x.to(td)  # rounded, saturated or not as torch does it
+            return q, q.to(torch.float32) * 2
+
+    x = _torch_float8_values(torch)
+    cm = df.compile(M().eval(), example_inputs=(x,))
+    got, want = cm(x), M()(x)
+    assert got[0].dtype == td
+    nan = want[0].float().isnan()
+    assert torch.equal(got[0].float().isnan(), nan)  # NaN's payload may differ (e5m2: 0x7E, torch 0x7F)
+    assert torch.equal(got[0].view(torch.uint8)[~nan], want[0].view(torch.uint8)[~nan])
+    np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())  # NaN where torch has NaN
+
+
+def test_torch_float8_weights_and_inputs():
+    """A float8 weight buffer (weight-only quantization) and a float8 input, dequantized in
+    the model: the compiled model takes the float8 tensor and matches eager exactly."""
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            g = torch.Generator().manual_seed(0)
+            self.register_buffer("w8", torch.randn(16, 8, generator=g).to(torch.float8_e4m3fn))
+            self.register_buffer("s", torch.rand(8, generator=g) + 0.5)
+
+        def forward(self, x8):
+            return x8.to(torch.float32) @ (self.w8.to(torch.float32) * self.s)
+
+    m = M().eval()
+    x8 = (torch.randn(4, 16) * 8).to(torch.float8_e5m2)
+    cm = df.compile(m, example_inputs=(x8,))
+    got = cm(x8)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    np.testing.assert_allclose(got.numpy(), m(x8).numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(df.DTypeError, match="float8_e5m2"):
+        cm(x8.to(torch.float32))
+
+
+def test_torch_float8e8m0_conversion_refused():
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.to(torch.float8_e8m0fnu)
+
+    with pytest.raises(df.DTypeError, match=r"torch.float8_e8m0fnu: torch drops the sign"):
+        df.compile(M().eval(), example_inputs=(torch.rand(4),))

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from dnnfusion import _core
-from dnnfusion.dtypes import TORCH_DTYPES, ecg_dtype, numpy_dtype
+from dnnfusion.dtypes import ONNX_CODES, TORCH_DTYPES, TORCH_FLOAT8, ecg_dtype, numpy_dtype
+from dnnfusion.errors import DTypeError
 
 aten = torch.ops.aten
 Value = _core.Value
@@ -61,8 +62,7 @@ def _reg(*packets: Any) -> Callable:
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
-_ONNX = {"f32": 1, "u8": 2, "i8": 3, "u16": 4, "i16": 5, "i32": 6, "i64": 7, "bool": 9,
-         "f16": 10, "f64": 11, "u32": 12, "u64": 13, "bf16": 16}
+_ONNX = ONNX_CODES
 _TORCH = {ecg: getattr(torch, name) for name, ecg in TORCH_DTYPES.items()}
 _INT64_MIN = -(2 ** 63)
 
@@ -98,7 +98,17 @@ def _scalar(cx: Any, value: Any, dt: str, tag: str = "scalar") -> Any:
 
 
 def _cast(cx: Any, v: Any, dt: str) -> Any:
-    return v if v.dtype == dt else cx.op("Cast", [v], {"to": _ONNX[dt]})
+    if v.dtype == dt:
+        return v
+    torch_name = next((n for n, e in TORCH_DTYPES.items() if e == dt), None)
+    if torch_name in TORCH_FLOAT8:  # torch's own saturation (dtypes.TORCH_FLOAT8)
+        saturate = TORCH_FLOAT8[torch_name]
+        if saturate is None:
+            raise DTypeError(f"a conversion to torch.{torch_name}: torch drops the sign (-1000 gives 1024) "
+                             "where ONNX's Cast gives NaN, so dnnfusion does not compile it; convert with "
+                             "torch.abs first if that is what the model means, or keep the values in float32")
+        return cx.op("Cast", [v], {"to": _ONNX[dt], "saturate": int(saturate)})
+    return cx.op("Cast", [v], {"to": _ONNX[dt]})
 
 
 def _operand(cx: Any, x: Any, dt: str) -> Any:

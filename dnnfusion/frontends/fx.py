@@ -133,7 +133,7 @@ def tensor_array(t: Any, what: str) -> np.ndarray:
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    ecg_dtype(t.dtype)  # raises DTypeError for complex, float8...
+    ecg_dtype(t.dtype)  # raises DTypeError for complex, quantized...
     if t.is_conj() or t.is_neg():
         t = t.resolve_conj().resolve_neg()
     try:
