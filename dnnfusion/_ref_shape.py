@@ -258,6 +258,24 @@ def _nonzero(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     return [np.array(np.nonzero(inputs[0]), dtype=np.int64).reshape(inputs[0].ndim, -1)]
 
 
+def _unique(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
+    """ONNX Unique: the distinct values of the flattened X (or slices along `axis`), ascending
+    (sorted=1) or in order of first occurrence (sorted=0); the index of each one's first
+    occurrence, every element's (slice's) index among them, and their counts."""
+    x = inputs[0]
+    axis = attrs.get("axis")
+    a = None if axis is None else int(axis) % x.ndim
+    data = x.reshape(-1) if a is None else x
+    y, first, inverse, counts = np.unique(data, axis=a, return_index=True, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    if not int(attrs.get("sorted", 1)):
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        y, first, counts, inverse = np.take(y, order, axis=0 if a is None else a), first[order], counts[order], rank[inverse]
+    return [np.ascontiguousarray(y), first.astype(np.int64), inverse.astype(np.int64), counts.astype(np.int64)]
+
+
 def _constant_of_shape(inputs: Inputs, attrs: Attrs) -> list[np.ndarray]:
     value = np.asarray(attrs.get("value", np.zeros(1, dtype=np.float32)))
     shape = tuple(int(s) for s in inputs[0])
@@ -314,6 +332,7 @@ KERNELS = {
     "GatherElements": _gather_elements,
     "GatherND": _gather_nd,
     "NonZero": _nonzero,
+    "Unique": _unique,
     "ScatterElements": _scatter_elements,
     "ScatterND": _scatter_nd,
     "ConstantOfShape": _constant_of_shape,

@@ -1,7 +1,8 @@
 """Operators after a data-dependent output length run on the host (issue 17).
 
 NonMaxSuppression's output has as many rows as boxes survive, NonZero's as many columns as
-elements are nonzero: the data decides; the
+elements are nonzero, Unique's as many entries as the data has distinct values: the data
+decides; the
 memory plan and the generated kernels need static shapes, so code generation cannot take it or
 anything computed from it. A detection model exported with its post-processing ends that way
 (scores and boxes from a network, then NonMaxSuppression, then Gathers that pick the kept boxes).

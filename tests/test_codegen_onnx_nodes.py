@@ -38,6 +38,7 @@ NOT_COMPILED_OPS = {
     # Its output length depends on the data; the memory plan needs static shapes.
     "NonMaxSuppression": "data-dependent output shape",
     "NonZero": "data-dependent output shape",
+    "Unique": "data-dependent output shape",
 }
 
 

@@ -366,7 +366,7 @@ void BlockLowerer::epilogue(const Node& n, AnchorStage& st, const std::function<
 void BlockLowerer::emit_anchor(const Node& n) {
   const AnchorRow* row = anchor_row(n.op);
   if (!row) {
-    if (n.op == OpKind::NonMaxSuppression || n.op == OpKind::NonZero)
+    if (n.op == OpKind::NonMaxSuppression || n.op == OpKind::NonZero || n.op == OpKind::Unique)
       throw UnsupportedOperatorError(std::string("code generation does not support ") + op_info(n.op).name +
                                      " yet: the length of its output depends on the data, and the memory plan "
                                      "needs static shapes (node '" + n.name +

@@ -373,6 +373,39 @@ void nonzero_rule(InferCtx& c) {
   c.out[0] = {DType::I64, {Dim(r), Dim::sym("nonzero_count")}};
 }
 
+// Unique: Y holds U distinct values of the flattened X (no axis) or U slices of X along
+// `axis`; indices and counts are [U], inverse_indices one entry per element (or slice).
+// U is decided by the data: a symbol.
+void unique_rule(InferCtx& c) {
+  flag(c, "sorted", 1);
+  const Dim u = Dim::sym("unique_count");
+  Shape y = {u};
+  Dim per = Dim(1);
+  if (c.has_attr("axis")) {
+    const int64_t r = c.rank(0);
+    if (r < 1) c.fail("X must have rank >= 1 with an axis, got " + c.in(0).str());
+    const int64_t axis = c.axis(c.attr_int("axis", 0), r);
+    y = c.shape(0);
+    y[axis] = u;
+    per = c.shape(0)[axis];
+  } else {
+    int64_t n = 1;
+    for (const Dim& d : c.shape(0)) {
+      if (!d.is_static()) {
+        per = Dim::sym("unique_inputs");
+        n = -1;
+        break;
+      }
+      n = checked_mul(c, n, d.value);
+    }
+    if (n >= 0) per = Dim(n);
+  }
+  c.out[0] = {c.dtype(0), y};
+  if (c.num_outputs() > 1) c.out[1] = {DType::I64, {u}};
+  if (c.num_outputs() > 2) c.out[2] = {DType::I64, {per}};
+  if (c.num_outputs() > 3) c.out[3] = {DType::I64, {u}};
+}
+
 void topk_rule(InferCtx& c) {
   int64_t r = c.rank(0);
   if (r < 1) c.fail("X must have rank >= 1, got " + c.in(0).str());
@@ -486,6 +519,7 @@ void add_index_shape_rules(ShapeRuleTable& t) {
   t.set(OpKind::GatherElements, gather_elements_rule);
   t.set(OpKind::GatherND, gather_nd_rule);
   t.set(OpKind::NonZero, nonzero_rule);
+  t.set(OpKind::Unique, unique_rule);
   t.set(OpKind::ScatterElements, scatter_elements_rule);
   t.set(OpKind::ScatterND, scatter_nd_rule);
   t.set(OpKind::TopK, topk_rule);

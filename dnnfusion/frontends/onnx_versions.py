@@ -100,6 +100,8 @@ CHECKED_VERSIONS: dict[str, tuple[int, ...]] = {
     # 16 adds reduction add/mul, 18 max/min.
     "ScatterElements": (13, 16, 18), "ScatterND": (13, 16, 18),
     "GatherND": (13,), "NonZero": (13,),
+    # 28 adds bfloat16.
+    "Unique": (11, 28),
     "ConstantOfShape": (9, 20, 21, 23, 24, 25),
     # 27 adds `stash_type`, the accumulation type of float16 ranges.
     "Range": (11, 27),
