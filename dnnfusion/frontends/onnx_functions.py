@@ -473,6 +473,12 @@ def _einsum(imp: Any, node: Any) -> Any:
     return einsum(imp, node)
 
 
+def _det(imp: Any, node: Any) -> Any:
+    from dnnfusion.frontends.onnx_linalg import det
+
+    return det(imp, node)
+
+
 def _recurrent(imp: Any, node: Any) -> Any:
     from dnnfusion.frontends.onnx_recurrent import recurrent
 
@@ -480,7 +486,8 @@ def _recurrent(imp: Any, node: Any) -> Any:
 
 
 _HAND_FORMS = {"LpNormalization": lp_normalization, "Einsum": _einsum, "OneHot": one_hot, "Hardmax": hardmax,
-               "EyeLike": eye_like, "AffineGrid": affine_grid, "LRN": lrn, "LpPool": lp_pool, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent}
+               "EyeLike": eye_like, "AffineGrid": affine_grid, "LRN": lrn, "LpPool": lp_pool, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
+               "Det": _det}
 
 
 def hand_forms() -> dict[str, Any]:
