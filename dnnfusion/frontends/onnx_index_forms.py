@@ -1,5 +1,5 @@
-"""Operators written with index arithmetic (ReverseSequence, Col2Im, MaxUnpool, Compress):
-bodies of ECG gathers and scatters.
+"""Operators written with index arithmetic (ReverseSequence, Col2Im, MaxUnpool, Compress,
+TensorScatter): bodies of ECG gathers and scatters.
 
 ONNX gives these operators no function body and the ECG has no operator for them, yet each is
 pure data movement (Col2Im adds overlapping blocks): a gather or scatter at indices that are
@@ -266,5 +266,48 @@ def compress(imp: Any, node: Any) -> Any:
 
 
 # op type -> fn(imp, node) -> FunctionProto (see onnx_functions.hand_forms)
+def tensor_scatter(imp: Any, node: Any) -> Any:
+    """TensorScatter (opset 24, a KV-cache update): ScatterElements of `update` into
+    `past_cache` along `axis` at index write_indices[b] + s for update position s of sample b
+    (modulo the cache length in mode 'circular'; zero without write_indices), broadcast over the
+    other axes. Positions past the cache in mode 'linear' fail at run time, as a scatter index
+    out of range does; where 'circular' writes a position twice the later update wins, as the
+    specification's loop has it (dnnfusion's scatter applies updates in order)."""
+    h, name = imp.onnx.helper, node.name
+    cache = _static(imp, node, 0, "past_cache")
+    upd = _static(imp, node, 1, "update")
+    rank = len(cache)
+    attrs = _attrs(imp, node)
+    mode = attrs.get("mode", "linear")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("linear", "circular"):
+        raise ShapeError(f"node '{name}' (TensorScatter): mode must be 'linear' or 'circular', got {mode!r}")
+    axis = int(attrs.get("axis", -2))
+    if rank < 2 or not -rank <= axis < rank or axis % rank == 0:
+        raise ShapeError(f"node '{name}' (TensorScatter): axis {axis} must name a sequence axis after the batch "
+                         f"(1 .. {rank - 1}) of past_cache {cache}")
+    axis %= rank
+    if len(upd) != rank or any(u != c for i, (u, c) in enumerate(zip(upd, cache)) if i != axis) or upd[axis] > cache[axis]:
+        raise ShapeError(f"node '{name}' (TensorScatter): update {upd} must match past_cache {cache} except on axis "
+                         f"{axis}, where it is at most as long")
+    seq, batch = _bounded(upd[axis], "a sequence range", node), cache[0]
+    nodes = [_const(imp, "s", np.arange(seq, dtype=np.int64).reshape([seq] + [1] * (rank - 1 - axis)))]
+    if len(node.input) > 2 and node.input[2]:
+        w = imp.env[node.input[2]]
+        if list(w.shape) != [batch] or w.dtype != "i64":
+            raise ShapeError(f"node '{name}' (TensorScatter): write_indices must be int64 of shape [{batch}] (the "
+                             f"batch), got {w.dtype}{list(w.shape)}")
+        nodes += [_const(imp, "bshape", np.array([batch] + [1] * (rank - 1), np.int64)),
+                  h.make_node("Reshape", ["in2", "bshape"], ["wb"]), h.make_node("Add", ["wb", "s"], ["pos"])]
+    else:
+        nodes.append(h.make_node("Identity", ["s"], ["pos"]))
+    if mode == "circular":
+        nodes += [_const(imp, "len", np.array(cache[axis], np.int64)), h.make_node("Mod", ["pos", "len"], ["wrapped"])]
+    nodes += [_const(imp, "ushape", np.array(upd, np.int64)),
+              h.make_node("Expand", ["wrapped" if mode == "circular" else "pos", "ushape"], ["index"]),
+              h.make_node("ScatterElements", ["in0", "index", "in1"], ["out0"], axis=axis)]
+    return _hand_body(imp, "TensorScatter", 3, nodes)
+
+
 HAND_FORMS: dict[str, Any] = {"ReverseSequence": reverse_sequence, "Col2Im": col2im, "MaxUnpool": max_unpool,
-                              "Compress": compress}
+                              "Compress": compress, "TensorScatter": tensor_scatter}
