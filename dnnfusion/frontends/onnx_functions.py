@@ -479,6 +479,12 @@ def _det(imp: Any, node: Any) -> Any:
     return det(imp, node)
 
 
+def _deform_conv(imp: Any, node: Any) -> Any:
+    from dnnfusion.frontends.onnx_deform_conv import deform_conv
+
+    return deform_conv(imp, node)
+
+
 def _recurrent(imp: Any, node: Any) -> Any:
     from dnnfusion.frontends.onnx_recurrent import recurrent
 
@@ -487,7 +493,7 @@ def _recurrent(imp: Any, node: Any) -> Any:
 
 _HAND_FORMS = {"LpNormalization": lp_normalization, "Einsum": _einsum, "OneHot": one_hot, "Hardmax": hardmax,
                "EyeLike": eye_like, "AffineGrid": affine_grid, "LRN": lrn, "LpPool": lp_pool, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
-               "Det": _det}
+               "Det": _det, "DeformConv": _deform_conv}
 
 
 def hand_forms() -> dict[str, Any]:
