@@ -131,8 +131,9 @@ def test_unknown_operator_in_default_domain():
 
 
 def test_onnx_operator_outside_the_ecg():
-    m = make_model([helper.make_node("Det", ["x"], ["y"])], [vi("x", [3, 3])], [vi("y", [])])
-    with pytest.raises(UnsupportedOperatorError, match=r"node 'Det_0' uses operator 'Det'"):
+    m = make_model([helper.make_node("MaxRoiPool", ["x", "r"], ["y"], pooled_shape=[2, 2])],
+                   [vi("x", [1, 1, 4, 4]), vi("r", [1, 5])], [vi("y", [1, 1, 2, 2])])
+    with pytest.raises(UnsupportedOperatorError, match=r"node 'MaxRoiPool_0' uses operator 'MaxRoiPool'"):
         dnnfusion.load(m)
 
 

@@ -77,7 +77,7 @@ import numpy as np
 
 from dnnfusion.dtypes import ONNX_CODES
 from dnnfusion.errors import DTypeError, ModelFormatError, ModelWarning, ShapeError, UnsupportedOperatorError
-from dnnfusion.frontends import onnx_cache, onnx_control, onnx_functions, onnx_normalize, onnx_quantize
+from dnnfusion.frontends import onnx_cache, onnx_control, onnx_functions, onnx_normalize, onnx_quantize, onnx_sequence
 from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPSET, OLDEST_CONVERTED  # noqa: F401
 from dnnfusion.frontends.onnx_versions import upgrade as _upgrade
 from dnnfusion.frontends.onnx_versions import default_opset as _default_opset
@@ -303,9 +303,11 @@ def _screen(onnx: Any, proto: Any, what: str) -> None:
             if node.domain not in DEFAULT_DOMAINS:
                 raise _unsupported_op(name, node, opsets.get(node.domain))
             if not (node.op_type in ECG_OPS or RENAMED_BY_CONVERSION.get(node.op_type, 0) > opset
-                    or onnx_functions.has_body(onnx, node, MIN_OPSET) or onnx_control.handles(node)):
+                    or onnx_functions.has_body(onnx, node, MIN_OPSET) or onnx_control.handles(node)
+                    or onnx_sequence.handles(node)):
                 raise _unsupported_op(name, node, opset)
-        elif not (onnx_functions.has_body(onnx, node, opset) or onnx_control.handles(node)):
+        elif not (onnx_functions.has_body(onnx, node, opset) or onnx_control.handles(node)
+                  or onnx_sequence.handles(node)):
             _schema_version(onnx, node, name, opset, opsets)
 
 
@@ -351,6 +353,7 @@ class _Importer:
         for i, node in enumerate(self.g.node):
             self._node(node, node.name or f"{node.op_type}_{i}")
         outs = []
+        onnx_sequence.check_outputs(self, [o.name for o in self.g.output])
         for o in self.g.output:
             if o.name not in self.env:
                 raise ModelFormatError(f"graph output '{o.name}' is not computed by any node")
@@ -470,6 +473,8 @@ class _Importer:
     def _node(self, node: Any, name: str) -> None:
         if onnx_control.handles(node):  # If / Loop / Scan: rewritten into dataflow (onnx_control.py)
             return onnx_control.import_node(self, node, name)
+        if onnx_sequence.handles(node) or onnx_sequence.reads_sequence(self, node, name):
+            return onnx_sequence.import_node(self, node, name)  # lists of values at import (onnx_sequence.py)
         if onnx_functions.has_body(self.onnx, node, self.opset) or onnx_functions.double_form(self, node):
             return onnx_functions.inline(self, node, name)  # imported as the operators it is made of
         version = _schema_version(self.onnx, node, name, self.opset, self.opsets)

@@ -1,0 +1,244 @@
+"""ONNX sequences, resolved at import: a sequence is a Python list of ECG values while the
+importer reads the graph, and the ECG itself never holds one.
+
+The sequence operators (SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceErase,
+SequenceAt, SequenceLength, SplitToSequence, ConcatFromSequence, and Identity of a sequence)
+act on those lists; every position must be a constant (after the builder's folding), so the
+list is known when the graph is read, as it is in exports that build a list in a loop the
+importer unrolls (onnx_control.py) or split a tensor and join the pieces. What reads a sequence
+otherwise, or a sequence that is a graph input or output, is refused with its name: the ECG
+and the compiled model take and return tensors.
+
+SplitToSequence becomes Slices of the input (then a Squeeze of the axis where keepdims=0
+without `split`); ConcatFromSequence one Concat (each element Unsqueezed first with
+new_axis=1); SequenceAt and SequenceLength are the element and a constant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dnnfusion.errors import ModelFormatError, ShapeError, UnsupportedOperatorError
+from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS
+
+# Schema versions read (11: the operators; 22 and 24 only add element types to ConcatFromSequence's
+# and the others' constraints).
+OPS = {"SequenceEmpty": (11,), "SequenceConstruct": (11,), "SequenceInsert": (11,), "SequenceErase": (11,),
+       "SequenceAt": (11,), "SequenceLength": (11,), "SplitToSequence": (11, 24), "ConcatFromSequence": (11,)}
+
+
+@dataclass
+class Seq:
+    """A sequence being imported: its elements (ECG values) and their element type."""
+
+    items: list = field(default_factory=list)
+    elem: str | None = None
+    name: str = ""
+    # What code written for tensors reads, so that it fails with a message and not a crash.
+    is_constant: bool = False
+
+    @property
+    def dtype(self) -> str:
+        return f"sequence({self.elem or '?'})"
+
+    @property
+    def shape(self) -> tuple:
+        return ()
+
+
+def handles(node: Any) -> bool:
+    return node.op_type in OPS and node.domain in DEFAULT_DOMAINS
+
+
+def reads_sequence(imp: Any, node: Any, name: str) -> bool:
+    """An Identity of a sequence (a sequence passes through). Any other operator but the
+    sequence ones reading one is refused here."""
+    seqs = [i for i in node.input if i and isinstance(imp.env.get(i), Seq)]
+    if not seqs:
+        return False
+    if node.op_type == "Identity" and len(node.input) == 1 and len(node.output) == 1:
+        return True
+    raise UnsupportedOperatorError(
+        f"node '{name}' ({node.op_type}) reads the sequence '{seqs[0]}'; dnnfusion resolves sequences at import, "
+        "where only the sequence operators (SequenceAt, ConcatFromSequence, ...) may read them")
+
+
+def import_node(imp: Any, node: Any, name: str) -> None:
+    where = f"node '{name}' ({node.op_type})"
+    _check_version(imp, node, where)
+    if node.op_type == "Identity":
+        imp.env[node.output[0]] = imp.env[node.input[0]]
+        return
+    attrs = {a.name: imp.onnx.helper.get_attribute_value(a) for a in node.attribute}
+    ins = [imp.env.get(i) if i else None for i in node.input]
+    for i, v in zip(node.input, ins):
+        if i and v is None:
+            raise ModelFormatError(f"{where} reads '{i}', which is not defined before it")
+    out = _OPS[node.op_type](imp, where, ins, attrs, name)
+    if isinstance(out, Seq):
+        out.name = node.output[0]
+    imp.env[node.output[0]] = out
+
+
+def check_outputs(imp: Any, names: list[str]) -> None:
+    for n in names:
+        if isinstance(imp.env.get(n), Seq):
+            raise UnsupportedOperatorError(f"graph output '{n}' is a sequence; dnnfusion's compiled models return "
+                                           "tensors (a ConcatFromSequence in the model makes it one)")
+
+
+def _check_version(imp: Any, node: Any, where: str) -> None:
+    if node.op_type == "Identity":
+        return
+    version = int(imp.onnx.defs.get_schema(node.op_type, imp.opset, "").since_version)
+    if version not in OPS[node.op_type]:
+        raise UnsupportedOperatorError(f"{where}: version {version} (opset {imp.opset}); dnnfusion has checked "
+                                       f"versions {', '.join(map(str, OPS[node.op_type]))}")
+
+
+def _seq(v: Any, where: str, what: str = "input 0") -> Seq:
+    if not isinstance(v, Seq):
+        raise ModelFormatError(f"{where}: {what} must be a sequence, got a tensor")
+    return v
+
+
+def _tensor(v: Any, where: str, what: str) -> Any:
+    if v is None or isinstance(v, Seq):
+        raise ModelFormatError(f"{where}: {what} must be a tensor")
+    return v
+
+
+def _position(v: Any, n: int, where: str, default: int, insert: bool = False) -> int:
+    """A constant position in [-n, n - 1] (SequenceInsert: [-n, n]), as a non-negative index."""
+    if v is None:
+        return default
+    if not v.is_constant:
+        raise ShapeError(f"{where}: the position must be a constant (dnnfusion resolves sequences at import)")
+    a = np.asarray(v.numpy())
+    if a.size != 1 or a.dtype.kind not in "iu":
+        raise ShapeError(f"{where}: the position must be one integer, got {a.dtype}{list(a.shape)}")
+    p, hi = int(a.reshape(-1)[0]), n if insert else n - 1
+    if not -n <= p <= hi:
+        raise ShapeError(f"{where}: position {p} is outside [{-n}, {hi}] for a sequence of {n}")
+    return p + n if p < 0 else p
+
+
+def _elem(where: str, seq: Seq, v: Any) -> str:
+    if seq.elem is not None and v.dtype != seq.elem:
+        raise ModelFormatError(f"{where}: a {v.dtype} tensor in a sequence of {seq.elem}")
+    return v.dtype
+
+
+def _empty(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Seq:
+    from dnnfusion.frontends.onnx import ONNX_DTYPES
+
+    code = int(attrs.get("dtype", imp.onnx.TensorProto.FLOAT))
+    if code not in ONNX_DTYPES:
+        raise UnsupportedOperatorError(f"{where}: element type {code} is not one dnnfusion supports")
+    return Seq([], ONNX_DTYPES[code])
+
+
+def _construct(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Seq:
+    items = [_tensor(v, where, f"input {k}") for k, v in enumerate(ins)]
+    if not items:
+        raise ModelFormatError(f"{where} has no inputs")
+    if len({v.dtype for v in items}) != 1:
+        raise ModelFormatError(f"{where}: the elements' types differ ({sorted({v.dtype for v in items})})")
+    return Seq(items, items[0].dtype)
+
+
+def _insert(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Seq:
+    s, t = _seq(ins[0], where), _tensor(ins[1] if len(ins) > 1 else None, where, "the tensor (input 1)")
+    p = _position(ins[2] if len(ins) > 2 else None, len(s.items), where, len(s.items), insert=True)
+    return Seq(s.items[:p] + [t] + s.items[p:], _elem(where, s, t))
+
+
+def _erase(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Seq:
+    s = _seq(ins[0], where)
+    if not s.items:
+        raise ShapeError(f"{where}: erasing from an empty sequence")
+    p = _position(ins[1] if len(ins) > 1 else None, len(s.items), where, len(s.items) - 1)
+    return Seq(s.items[:p] + s.items[p + 1:], s.elem)
+
+
+def _at(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
+    s = _seq(ins[0], where)
+    if not s.items:
+        raise ShapeError(f"{where}: SequenceAt of an empty sequence")
+    return s.items[_position(ins[1] if len(ins) > 1 else None, len(s.items), where, 0)]
+
+
+def _length(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
+    s = _seq(ins[0], where)
+    return imp.b.constant(imp._fresh(f"{name}:length"), np.array(len(s.items), np.int64))
+
+
+def _split(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Seq:
+    x = _tensor(ins[0], where, "the input")
+    rank = len(x.shape)
+    axis = int(attrs.get("axis", 0))
+    if not -rank <= axis < rank:
+        raise ShapeError(f"{where}: axis {axis} is outside the input's rank {rank}")
+    axis %= rank
+    n = x.shape[axis]
+    if not isinstance(n, int):
+        raise ShapeError(f"{where}: the split axis must have a static size, got {list(x.shape)}")
+    split = ins[1] if len(ins) > 1 else None
+    squeeze = split is None and not int(attrs.get("keepdims", 1))
+    if split is None:
+        sizes = [1] * n
+    else:
+        if not split.is_constant:
+            raise ShapeError(f"{where}: split (input 1) must be a constant (dnnfusion resolves sequences at import)")
+        a = np.asarray(split.numpy()).astype(np.int64)
+        if a.ndim == 0:
+            c = int(a)
+            if c < 1:
+                raise ShapeError(f"{where}: a split size of {c}")
+            sizes = [c] * (n // c) + ([n % c] if n % c else [])
+        else:
+            sizes = [int(v) for v in a.reshape(-1)]
+            if any(v < 0 for v in sizes) or sum(sizes) != n:
+                raise ShapeError(f"{where}: split {sizes} must be non-negative and sum to the axis's size {n}")
+    items, start = [], 0
+    ax = imp.b.constant(imp._fresh(f"{name}:axis"), np.array([axis], np.int64))
+    for k, size in enumerate(sizes):
+        st = imp.b.constant(imp._fresh(f"{name}:start{k}"), np.array([start], np.int64))
+        en = imp.b.constant(imp._fresh(f"{name}:end{k}"), np.array([start + size], np.int64))
+        out = imp._fresh(f"{name}:part{k}")
+        v = imp.b.node("Slice", [x, st, en, ax], {}, num_outputs=1, name=out, output_names=[out])[0]
+        if squeeze:
+            sq = imp._fresh(f"{name}:item{k}")
+            v = imp.b.node("Squeeze", [v, ax], {}, num_outputs=1, name=sq, output_names=[sq])[0]
+        items.append(v)
+        start += size
+    return Seq(items, x.dtype)
+
+
+def _concat(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
+    s = _seq(ins[0], where)
+    if not s.items:
+        raise ShapeError(f"{where}: ConcatFromSequence of an empty sequence")
+    if "axis" not in attrs:
+        raise ModelFormatError(f"{where}: attribute 'axis' is required")
+    axis, new = int(attrs["axis"]), int(attrs.get("new_axis", 0))
+    items = s.items
+    if new:
+        rank = len(items[0].shape) + 1
+        if not -rank <= axis < rank:
+            raise ShapeError(f"{where}: axis {axis} is outside [{-rank}, {rank - 1}] with new_axis=1")
+        ax = imp.b.constant(imp._fresh(f"{name}:axis"), np.array([axis], np.int64))
+        items = []
+        for k, v in enumerate(s.items):
+            u = imp._fresh(f"{name}:unsqueezed{k}")
+            items.append(imp.b.node("Unsqueeze", [v, ax], {}, num_outputs=1, name=u, output_names=[u])[0])
+    if len(items) == 1:
+        return items[0]
+    out = imp._fresh(f"{name}:concat")
+    return imp.b.node("Concat", items, {"axis": axis}, num_outputs=1, name=out, output_names=[out])[0]
+
+
+_OPS = {"SequenceEmpty": _empty, "SequenceConstruct": _construct, "SequenceInsert": _insert, "SequenceErase": _erase,
+        "SequenceAt": _at, "SequenceLength": _length, "SplitToSequence": _split, "ConcatFromSequence": _concat}
