@@ -19,10 +19,10 @@ from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
 N = h.make_node
 
 
-def _model(nodes, x, outputs, inits=(), seq_outputs=()):
+def _model(nodes, x, outputs, inits=(), opset=17):
     outs = [onnx.ValueInfoProto(name=o) for o in outputs]
     g = h.make_graph(nodes, "seq", [h.make_tensor_value_info("x", T.FLOAT, x.shape)], outs, list(inits))
-    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
     m.ir_version = 8
     return onnx.shape_inference.infer_shapes(m, strict_mode=True)
 
@@ -76,11 +76,11 @@ def test_loop_builds_a_list():
     _run(_model(nodes, x, ["y"], [_i64("trips", 3)]), x)
 
 
-def _refused(nodes, outputs, inits=(), match=""):
+def _refused(nodes, outputs, inits=(), match="", opset=17):
     x = np.zeros((2, 4), np.float32)
     g = h.make_graph(nodes, "seq", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
                      [onnx.ValueInfoProto(name=o) for o in outputs], list(inits))
-    m = onnx.shape_inference.infer_shapes(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+    m = onnx.shape_inference.infer_shapes(h.make_model(g, opset_imports=[h.make_opsetid("", opset)]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(df.Error, match=match):
@@ -98,3 +98,20 @@ def test_refusals_name_what_they_refuse():
              [_i64("z", 0), _i64("p4", 4)], match=r"node 'at' \(SequenceAt\): the position must be a constant")
     _refused([split, N("SequenceAt", ["s", "far"], ["y"], name="at")], ["y"], [_i64("far", 4)],
              match=r"position 4 is outside \[-4, 3\] for a sequence of 4")
+
+
+def test_optionals():
+    """Optional(x) is x and Optional() empty: OptionalHasElement folds to a constant that a
+    Where reads; OptionalGetElement gives the element; reading an empty one is an error."""
+    x = np.random.default_rng(2).standard_normal((2, 3)).astype(np.float32)
+    nodes = [N("Optional", ["x"], ["ox"]), N("Optional", [], ["none"], type=h.make_tensor_type_proto(T.FLOAT, None)),
+             N("OptionalHasElement", ["ox"], ["has"]), N("OptionalHasElement", ["none"], ["hasnt"]),
+             N("OptionalHasElement", [], ["no_input"]),
+             N("OptionalGetElement", ["ox"], ["gx"]), N("Neg", ["gx"], ["ng"]),
+             N("Where", ["hasnt", "x", "ng"], ["y"])]
+    m = _model(nodes, x, ["y", "has", "hasnt", "no_input"], opset=18)
+    cm = _run(m, x)
+    assert [bool(v) for v in cm.run(x)[1:]] == [True, False, False]
+    _refused([N("Optional", [], ["none"], type=h.make_tensor_type_proto(T.FLOAT, None)),
+              N("OptionalGetElement", ["none"], ["y"], name="get")], ["y"],
+             match=r"node 'get' \(OptionalGetElement\): the optional is empty", opset=18)

@@ -1,5 +1,6 @@
-"""ONNX sequences, resolved at import: a sequence is a Python list of ECG values while the
-importer reads the graph, and the ECG itself never holds one.
+"""ONNX sequences and optionals, resolved at import: a sequence is a Python list of ECG values
+while the importer reads the graph, an optional its element (or :class:`Empty`), and the ECG
+itself never holds either.
 
 The sequence operators (SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceErase,
 SequenceAt, SequenceLength, SplitToSequence, ConcatFromSequence, and Identity of a sequence)
@@ -11,7 +12,10 @@ and the compiled model take and return tensors.
 
 SplitToSequence becomes Slices of the input (then a Squeeze of the axis where keepdims=0
 without `split`); ConcatFromSequence one Concat (each element Unsqueezed first with
-new_axis=1); SequenceAt and SequenceLength are the element and a constant."""
+new_axis=1); SequenceAt and SequenceLength are the element and a constant. Optional(x) is x, Optional()
+an Empty; OptionalHasElement is a constant (false for an Empty or a missing input, true for a
+tensor or sequence, as opset 18 reads it) and OptionalGetElement the element (an Empty is an
+error, which ONNX leaves undefined)."""
 
 from __future__ import annotations
 
@@ -26,26 +30,40 @@ from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS
 # Schema versions read (11: the operators; 22 and 24 only add element types to ConcatFromSequence's
 # and the others' constraints).
 OPS = {"SequenceEmpty": (11,), "SequenceConstruct": (11,), "SequenceInsert": (11,), "SequenceErase": (11,),
-       "SequenceAt": (11,), "SequenceLength": (11,), "SplitToSequence": (11, 24), "ConcatFromSequence": (11,)}
+       "SequenceAt": (11,), "SequenceLength": (11,), "SplitToSequence": (11, 24), "ConcatFromSequence": (11,),
+       # 18 lets them take a tensor or sequence (15: optionals only); 28 adds element types.
+       "Optional": (15, 28), "OptionalHasElement": (15, 18, 28), "OptionalGetElement": (15, 18, 28)}
+
+
+class _Held:
+    """A value only the importer holds (a sequence, an empty optional), with the attributes
+    code written for tensors reads, so that it fails with a message and not a crash."""
+
+    is_constant = False
+    name = ""
+
+    @property
+    def shape(self) -> tuple:
+        return ()
 
 
 @dataclass
-class Seq:
+class Seq(_Held):
     """A sequence being imported: its elements (ECG values) and their element type."""
 
     items: list = field(default_factory=list)
     elem: str | None = None
     name: str = ""
-    # What code written for tensors reads, so that it fails with a message and not a crash.
-    is_constant: bool = False
 
     @property
     def dtype(self) -> str:
         return f"sequence({self.elem or '?'})"
 
-    @property
-    def shape(self) -> tuple:
-        return ()
+
+class Empty(_Held):
+    """An optional without an element."""
+
+    dtype = "optional(empty)"
 
 
 def handles(node: Any) -> bool:
@@ -55,14 +73,16 @@ def handles(node: Any) -> bool:
 def reads_sequence(imp: Any, node: Any, name: str) -> bool:
     """An Identity of a sequence (a sequence passes through). Any other operator but the
     sequence ones reading one is refused here."""
-    seqs = [i for i in node.input if i and isinstance(imp.env.get(i), Seq)]
-    if not seqs:
+    held = [i for i in node.input if i and isinstance(imp.env.get(i), _Held)]
+    if not held:
         return False
     if node.op_type == "Identity" and len(node.input) == 1 and len(node.output) == 1:
         return True
+    what = "sequence" if isinstance(imp.env[held[0]], Seq) else "empty optional"
     raise UnsupportedOperatorError(
-        f"node '{name}' ({node.op_type}) reads the sequence '{seqs[0]}'; dnnfusion resolves sequences at import, "
-        "where only the sequence operators (SequenceAt, ConcatFromSequence, ...) may read them")
+        f"node '{name}' ({node.op_type}) reads the {what} '{held[0]}'; dnnfusion resolves sequences and optionals "
+        "at import, where only their operators (SequenceAt, ConcatFromSequence, OptionalGetElement, ...) may read "
+        "them")
 
 
 def import_node(imp: Any, node: Any, name: str) -> None:
@@ -87,12 +107,18 @@ def check_outputs(imp: Any, names: list[str]) -> None:
         if isinstance(imp.env.get(n), Seq):
             raise UnsupportedOperatorError(f"graph output '{n}' is a sequence; dnnfusion's compiled models return "
                                            "tensors (a ConcatFromSequence in the model makes it one)")
+        if isinstance(imp.env.get(n), Empty):
+            raise UnsupportedOperatorError(f"graph output '{n}' is an empty optional; dnnfusion's compiled models "
+                                           "return tensors")
 
 
 def _check_version(imp: Any, node: Any, where: str) -> None:
     if node.op_type == "Identity":
         return
-    version = int(imp.onnx.defs.get_schema(node.op_type, imp.opset, "").since_version)
+    try:
+        version = int(imp.onnx.defs.get_schema(node.op_type, imp.opset, "").since_version)
+    except Exception:  # noqa: BLE001 - not defined at this opset (Optional before 15)
+        raise UnsupportedOperatorError(f"{where}: the operator does not exist at opset {imp.opset}") from None
     if version not in OPS[node.op_type]:
         raise UnsupportedOperatorError(f"{where}: version {version} (opset {imp.opset}); dnnfusion has checked "
                                        f"versions {', '.join(map(str, OPS[node.op_type]))}")
@@ -240,5 +266,23 @@ def _concat(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
     return imp.b.node("Concat", items, {"axis": axis}, num_outputs=1, name=out, output_names=[out])[0]
 
 
+def _optional(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
+    return ins[0] if ins and ins[0] is not None else Empty()
+
+
+def _has_element(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
+    has = bool(ins) and ins[0] is not None and not isinstance(ins[0], Empty)
+    return imp.b.constant(imp._fresh(f"{name}:has"), np.array(has))
+
+
+def _get_element(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
+    if not ins or ins[0] is None:
+        raise ModelFormatError(f"{where} has no input")
+    if isinstance(ins[0], Empty):
+        raise ShapeError(f"{where}: the optional is empty (ONNX leaves reading it undefined)")
+    return ins[0]
+
+
 _OPS = {"SequenceEmpty": _empty, "SequenceConstruct": _construct, "SequenceInsert": _insert, "SequenceErase": _erase,
-        "SequenceAt": _at, "SequenceLength": _length, "SplitToSequence": _split, "ConcatFromSequence": _concat}
+        "SequenceAt": _at, "SequenceLength": _length, "SplitToSequence": _split, "ConcatFromSequence": _concat,
+        "Optional": _optional, "OptionalHasElement": _has_element, "OptionalGetElement": _get_element}

@@ -44,6 +44,7 @@ import numpy as np
 
 from dnnfusion.dtypes import is_float_dtype
 from dnnfusion.frontends.onnx import MIN_OPSET, OLDEST_CONVERTED, ONNX_DTYPES, RENAMED_BY_CONVERSION
+from dnnfusion.frontends.onnx_sequence import OPS as SEQUENCE_OPS
 
 # Covered cases that dnnfusion refuses on purpose, because an attribute (or an input acting
 # as one) asks for something the ECG does not represent. Each entry is checked: the case
@@ -235,6 +236,7 @@ def _not_covered_reason(model: Any) -> str | None:
             return f"sub-graph in {n.op_type}"
     opset = _default_opset(model)
     missing = sorted({n.op_type for n in nodes if n.op_type not in _ecg_onnx_ops() and n.op_type not in CONTROL_FLOW
+                      and n.op_type not in SEQUENCE_OPS
                       and not _has_body(n, opset) and not RENAMED_BY_CONVERSION.get(n.op_type, 0) > (opset or 99)})
     if missing:
         return "operator not in the ECG: " + ", ".join(missing)
