@@ -228,3 +228,17 @@ def test_torch_float8e8m0_conversion_refused():
 
     with pytest.raises(df.DTypeError, match=r"torch.float8_e8m0fnu: torch drops the sign"):
         df.compile(M().eval(), example_inputs=(torch.rand(4),))
+
+
+@pytest.mark.parametrize("name", ["f8e8m0", "f8e4m3fn", "f4e2m1"])
+def test_arithmetic_on_a_small_float_is_refused_as_onnx_runtime_refuses_it(name):
+    """Sigmoid and Add do not take float8 / float4 in ONNX (their schemas' type constraints;
+    the checker does not look, ONNX Runtime does). compile() would compute them in float32
+    without the rounding the reference applies after each: refused instead (found by the
+    structural fuzzer, proto_fuzz seed 11 case 300)."""
+    code = dict((n, c) for c, n in TYPES + [(T.FLOAT8E8M0, "f8e8m0")])[name]
+    m = _model([helper.make_node("Sigmoid", ["x"], ["s"], name="sig"), helper.make_node("Cast", ["s"], ["y"], to=T.FLOAT)],
+               [helper.make_tensor_value_info("x", code, [2, 3])], [helper.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    with pytest.raises(df.DTypeError, match=r"node 'sig' \(Sigmoid-13\): input 0 is float[0-9a-z]+, which the "
+                                            r"operator does not take"):
+        df.load(m)

@@ -82,6 +82,7 @@ from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPS
 from dnnfusion.frontends.onnx_versions import upgrade as _upgrade
 from dnnfusion.frontends.onnx_versions import default_opset as _default_opset
 from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS
+from dnnfusion.frontends.onnx_versions import check_input_types as _check_input_types
 from dnnfusion.frontends.onnx_versions import schema_version as _schema_version
 from dnnfusion.frontends.onnx_versions import unsupported_op as _unsupported_op
 
@@ -493,6 +494,7 @@ class _Importer:
                                        "before it (the graph must be topologically sorted)")
         while inputs and inputs[-1] is None:
             inputs.pop()
+        _check_input_types(self.onnx, node, name, [v.dtype if v is not None else None for v in inputs], self.opset)
         outputs = list(node.output)
         min_out = max(ECG_OPS[node.op_type]["min_outputs"], 1)
         while len(outputs) > min_out and not outputs[-1]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dnnfusion import _core
-from dnnfusion.errors import ModelFormatError, UnsupportedOperatorError
+from dnnfusion.errors import DTypeError, ModelFormatError, UnsupportedOperatorError
 
 MIN_OPSET = 13
 
@@ -228,6 +228,42 @@ def _interface(proto: Any) -> dict[str, tuple]:
             if tt.HasField("shape") else None
         out[v.name] = (tt.elem_type, dims)
     return out
+
+
+# The element types ONNX gives only a few operators (data movement, Cast, the quantization
+# pair): a node reading one is checked against its schema's type constraints, as ONNX Runtime
+# checks every node (which the checker does not). compile() computes them in wider types, so an
+# arithmetic operator on them would otherwise run without the rounding the reference applies.
+_CHECKED_TYPES = frozenset({"i4", "u4", "i2", "u2", "f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e8m0",
+                            "f4e2m1", "f6e2m3", "f6e3m2"})
+
+
+# Operators that convert to and from those types, which the front-end reads by its own rules
+# (onnx_quantize.py: what each opset's form takes, with its own refusals).
+_OWN_TYPE_RULES = frozenset({"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear"})
+
+
+def check_input_types(onnx: Any, node: Any, name: str, dtypes: list[str | None], opset: int | None) -> None:
+    """DTypeError when an input of a narrow or small-float type is not one the node's schema
+    takes at `opset`."""
+    if opset is None or node.op_type in _OWN_TYPE_RULES or not any(d in _CHECKED_TYPES for d in dtypes):
+        return
+    from dnnfusion.dtypes import ONNX_CODES
+
+    schema = onnx.defs.get_schema(node.op_type, opset, "")
+    allowed = {t.type_param_str: set(t.allowed_type_strs) for t in schema.type_constraints}
+    params = list(schema.inputs)
+    for i, d in enumerate(dtypes):
+        if d not in _CHECKED_TYPES or not params:
+            continue
+        p = params[min(i, len(params) - 1)]
+        ok = allowed.get(p.type_str, {p.type_str})
+        spelled = f"tensor({onnx.TensorProto.DataType.Name(ONNX_CODES[d]).lower()})"
+        if spelled not in ok:
+            raise DTypeError(
+                f"node '{name}' ({node.op_type}-{schema.since_version}): input {i} is "
+                f"{spelled[7:-1]}, which the operator does not take (ONNX Runtime refuses it too); Cast it "
+                "to float32 or an integer type first")
 
 
 def unsupported_op(name: str, node: Any, opset: int | None) -> UnsupportedOperatorError:

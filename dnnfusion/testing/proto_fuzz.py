@@ -240,7 +240,10 @@ def _m_op_type(m, rnd):
                             "NonZero", "Unique", "StringNormalizer", "TfIdfVectorizer", "NoSuchOp", "",
                             "Add", "Transpose", "Concat", "Split", "Gather", "Pad", "TopK", "Resize",
                             "Einsum", "LSTM", "GRU", "RNN", "GroupNormalization", "Celu", "OneHot", "Hardmax",
-                            "LRN", "EyeLike", "Attention", "CastLike", "LpNormalization"])
+                            "LRN", "EyeLike", "Attention", "CastLike", "LpNormalization", "Det", "DeformConv",
+                            "TensorScatter", "SplitToSequence", "SequenceAt", "ConcatFromSequence",
+                            "SequenceInsert", "SequenceEmpty", "Optional", "OptionalGetElement",
+                            "OptionalHasElement", "Upsample", "Scatter"])
 
 
 def _m_duplicate(m, rnd):
