@@ -27,9 +27,9 @@ importer's ``env``. Nested control flow takes the same path, to :data:`MAX_DEPTH
 all unrolling of one model is bounded by :data:`MAX_NODES` imported nodes. Model names only
 ever become ECG value and node names, never generated code.
 
-Known limit: onnx_functions.inline renames a function body's node inputs and outputs but not
-the names a sub-graph inside that body reads (LinearAttention's Scan reads the body's
-constants): such a name is refused, unless the model happens to define the same name itself."""
+Control flow inside a function body (LinearAttention's Scan) reads the body's values:
+onnx_functions.inline renames the names its sub-graphs read from the body, and the function's
+attribute references in them, before the node comes here."""
 
 from __future__ import annotations
 

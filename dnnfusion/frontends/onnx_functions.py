@@ -152,12 +152,7 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
     imp.opset = body_opset
     try:
         for k, b in enumerate(fn.node):
-            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in b.attribute):
-                # A sub-graph reads the body's names, which the renaming here does not reach:
-                # it would read the model's value of the same name, or none.
-                raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): its function body has control "
-                                               f"flow ({b.op_type} with a sub-graph), which dnnfusion does not "
-                                               "import inside a function body")
+            sub_graphs = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in b.attribute)
             sub = onnx.NodeProto()
             sub.CopyFrom(b)
             inner = f"{name}/{b.op_type}{k}"
@@ -183,6 +178,8 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
                     sub.attribute.append(value)
                 else:
                     sub.attribute.append(a)
+            if sub_graphs:  # control flow in the body: its sub-graphs read the body's names too
+                _bind_sub_graphs(onnx, sub, rename, attrs, f"the function body of {node.op_type} (node '{name}')")
             sub.name = inner
             if has_body(onnx, sub, imp.opset):
                 inline(imp, sub, inner, depth + 1)
@@ -194,6 +191,54 @@ def inline(imp: Any, node: Any, name: str, depth: int = 0) -> None:
     if missing:
         raise UnsupportedOperatorError(f"node '{name}' ({node.op_type}): its function body does not compute "
                                        f"{missing}")
+
+
+def _bind_sub_graphs(onnx: Any, node: Any, rename: dict[str, str], attrs: dict, where: str) -> None:
+    """Rewrites the sub-graphs of a function-body node in place: every name a sub-graph reads
+    from outside itself (a body value) becomes the name it was imported as (rename), and its
+    nodes' references to the function's attributes become the attributes' values. Names a
+    sub-graph defines (inputs, initializers, node outputs) shadow the body's, level by level."""
+    A = onnx.AttributeProto
+
+    def graph(g: Any, bound: set[str]) -> None:
+        local = bound | {v.name for v in g.input} | {t.name for t in g.initializer} | \
+            {o for n in g.node for o in n.output if o}
+        for n in g.node:
+            for j, i in enumerate(n.input):
+                if i and i not in local:
+                    if i not in rename or not rename[i]:
+                        raise ModelFormatError(f"{where}: a sub-graph reads '{i}', which the body does not define")
+                    n.input[j] = rename[i]
+            attributes(n, local)
+        for v in g.output:  # an output that is a body value passed through
+            if v.name not in local and v.name in rename and rename[v.name]:
+                v.name = rename[v.name]
+
+    def attributes(n: Any, bound: set[str]) -> None:
+        keep = []
+        for a in n.attribute:
+            if a.ref_attr_name:
+                if a.ref_attr_name not in attrs:
+                    continue
+                value = A()
+                value.CopyFrom(attrs[a.ref_attr_name])
+                value.name = a.name
+                a = value
+            if a.type == A.GRAPH:
+                graph(a.g, bound)
+            elif a.type == A.GRAPHS:
+                for g in a.graphs:
+                    graph(g, bound)
+            keep.append(a)
+        del n.attribute[:]
+        n.attribute.extend(keep)
+
+    for a in node.attribute:
+        if a.type == A.GRAPH:
+            graph(a.g, set())
+        elif a.type == A.GRAPHS:
+            for g in a.graphs:
+                graph(g, set())
 
 
 # ---- ECG operators whose kernels compute in float32, on doubles --------------------------------

@@ -109,8 +109,6 @@ CONTROL_FLOW = ("If", "Loop", "Scan")
 # fail to import, or the test suite fails and the entry has to go.
 FUNCTION_BODY_UNSUPPORTED: dict[str, str] = {
     "Bernoulli": "its body draws random numbers (RandomUniformLike)",
-    "LinearAttention": "its body has control flow (a Scan), which onnx_functions.inline refuses: the "
-                       "renaming of a body's names does not reach the names its sub-graphs read",
 }
 
 # Cases reached by control flow (their If/Loop/Scan were refused before onnx_control.py) that
