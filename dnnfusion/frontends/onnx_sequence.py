@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnfusion.dtypes import ONNX_CODES
 from dnnfusion.errors import ModelFormatError, ShapeError, UnsupportedOperatorError
 from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS
 
@@ -158,12 +159,11 @@ def _elem(where: str, seq: Seq, v: Any) -> str:
 
 
 def _empty(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Seq:
-    from dnnfusion.frontends.onnx import ONNX_DTYPES
-
     code = int(attrs.get("dtype", imp.onnx.TensorProto.FLOAT))
-    if code not in ONNX_DTYPES:
+    ecg = {c: name for name, c in ONNX_CODES.items()}.get(code)
+    if ecg is None:
         raise UnsupportedOperatorError(f"{where}: element type {code} is not one dnnfusion supports")
-    return Seq([], ONNX_DTYPES[code])
+    return Seq([], ecg)
 
 
 def _construct(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Seq:
