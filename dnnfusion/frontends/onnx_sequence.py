@@ -158,6 +158,15 @@ def _elem(where: str, seq: Seq, v: Any) -> str:
     return v.dtype
 
 
+def _const(imp: Any, base: str, array: Any) -> Any:
+    return imp.b.constant(imp._fresh(base), np.asarray(array))
+
+
+def _op(imp: Any, op: str, inputs: list, base: str, **attrs: Any) -> Any:
+    out = imp._fresh(base)
+    return imp.b.node(op, inputs, attrs, num_outputs=1, name=out, output_names=[out])[0]
+
+
 def _empty(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Seq:
     code = int(attrs.get("dtype", imp.onnx.TensorProto.FLOAT))
     ecg = {c: name for name, c in ONNX_CODES.items()}.get(code)
@@ -198,7 +207,7 @@ def _at(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
 
 def _length(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
     s = _seq(ins[0], where)
-    return imp.b.constant(imp._fresh(f"{name}:length"), np.array(len(s.items), np.int64))
+    return _const(imp, f"{name}:length", np.array(len(s.items), np.int64))
 
 
 def _split(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Seq:
@@ -229,15 +238,13 @@ def _split(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Seq:
             if any(v < 0 for v in sizes) or sum(sizes) != n:
                 raise ShapeError(f"{where}: split {sizes} must be non-negative and sum to the axis's size {n}")
     items, start = [], 0
-    ax = imp.b.constant(imp._fresh(f"{name}:axis"), np.array([axis], np.int64))
+    ax = _const(imp, f"{name}:axis", np.array([axis], np.int64))
     for k, size in enumerate(sizes):
-        st = imp.b.constant(imp._fresh(f"{name}:start{k}"), np.array([start], np.int64))
-        en = imp.b.constant(imp._fresh(f"{name}:end{k}"), np.array([start + size], np.int64))
-        out = imp._fresh(f"{name}:part{k}")
-        v = imp.b.node("Slice", [x, st, en, ax], {}, num_outputs=1, name=out, output_names=[out])[0]
+        st = _const(imp, f"{name}:start{k}", np.array([start], np.int64))
+        en = _const(imp, f"{name}:end{k}", np.array([start + size], np.int64))
+        v = _op(imp, "Slice", [x, st, en, ax], f"{name}:part{k}")
         if squeeze:
-            sq = imp._fresh(f"{name}:item{k}")
-            v = imp.b.node("Squeeze", [v, ax], {}, num_outputs=1, name=sq, output_names=[sq])[0]
+            v = _op(imp, "Squeeze", [v, ax], f"{name}:item{k}")
         items.append(v)
         start += size
     return Seq(items, x.dtype)
@@ -255,15 +262,11 @@ def _concat(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
         rank = len(items[0].shape) + 1
         if not -rank <= axis < rank:
             raise ShapeError(f"{where}: axis {axis} is outside [{-rank}, {rank - 1}] with new_axis=1")
-        ax = imp.b.constant(imp._fresh(f"{name}:axis"), np.array([axis], np.int64))
-        items = []
-        for k, v in enumerate(s.items):
-            u = imp._fresh(f"{name}:unsqueezed{k}")
-            items.append(imp.b.node("Unsqueeze", [v, ax], {}, num_outputs=1, name=u, output_names=[u])[0])
+        ax = _const(imp, f"{name}:axis", np.array([axis], np.int64))
+        items = [_op(imp, "Unsqueeze", [v, ax], f"{name}:unsqueezed{k}") for k, v in enumerate(s.items)]
     if len(items) == 1:
         return items[0]
-    out = imp._fresh(f"{name}:concat")
-    return imp.b.node("Concat", items, {"axis": axis}, num_outputs=1, name=out, output_names=[out])[0]
+    return _op(imp, "Concat", items, f"{name}:concat", axis=axis)
 
 
 def _optional(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
@@ -272,7 +275,7 @@ def _optional(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
 
 def _has_element(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
     has = bool(ins) and ins[0] is not None and not isinstance(ins[0], Empty)
-    return imp.b.constant(imp._fresh(f"{name}:has"), np.array(has))
+    return _const(imp, f"{name}:has", np.array(has))
 
 
 def _get_element(imp: Any, where: str, ins: list, attrs: dict, name: str) -> Any:
