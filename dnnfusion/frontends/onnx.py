@@ -85,10 +85,7 @@ from dnnfusion.frontends.onnx_versions import DEFAULT_DOMAINS
 from dnnfusion.frontends.onnx_versions import check_input_types as _check_input_types
 from dnnfusion.frontends.onnx_versions import schema_version as _schema_version
 from dnnfusion.frontends.onnx_versions import unsupported_op as _unsupported_op
-
-# Operators of opsets below MIN_OPSET that onnx.version_converter replaces by ECG operators,
-# with the opset that removed them: Upsample becomes Resize, Scatter ScatterElements.
-RENAMED_BY_CONVERSION = {"Upsample": 10, "Scatter": 11}
+from dnnfusion.frontends.onnx_versions import RENAMED_BY_CONVERSION  # noqa: F401 (re-exported)
 from dnnfusion.frontends.builder import GraphBuilder
 
 

@@ -17,6 +17,9 @@ MIN_OPSET = 13
 # (Softmax's 2-D coercion, Clip's bounds as attributes, Upsample into Resize...). The ECG
 # reads only the converted model.
 OLDEST_CONVERTED = 7
+# Operators of those opsets that the converter replaces by ECG operators, with the opset that
+# removed them: Upsample becomes Resize, Scatter ScatterElements.
+RENAMED_BY_CONVERSION = {"Upsample": 10, "Scatter": 11}
 
 # For every ECG operator, the ONNX schema versions (since_version) reachable from opset 13
 # on whose semantics were checked against the ECG's (the newest form). A bump not listed
