@@ -80,6 +80,7 @@ class CompiledModel:
         self._f16_inputs: dict[str, np.dtype] = {}
         self._f16_outputs: list[np.dtype | None] = [None] * len(self.output_names)
         self._tail: _host_tail.HostTail | None = None  # operators run after the kernels, on the host
+        self._padder: Any = None  # dynamic=True: a sequence.Padder runs any shorter sequence padded
 
     # Calling -----------------------------------------------------------------------------
     def __call__(self, *args: Any, **feeds: Any) -> Any:
@@ -104,6 +105,8 @@ class CompiledModel:
         return res if device.type == "cpu" else [t.to(device) for t in res]
 
     def _run_arrays(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        if self._padder is not None:
+            return self._padder.run(arrays)
         m = self
         if self._specializer is not None and any(
                 a.shape != tuple(v.shape) for a, v in zip(arrays, self.graph.inputs)):
@@ -174,6 +177,8 @@ class CompiledModel:
             raise ValueError(f"repeat must be >= 1 and warmup >= 0, got {repeat}, {warmup}")
         given = self._bind(args, feeds)
         arrays = self._arrays(given)
+        if self._padder is not None:  # the program as it runs this length: padded, length appended
+            arrays = self._padder.pad(arrays, self._padder.length(arrays))
         runs = []
         for i in range(warmup + repeat):
             _, seconds = self._exe.run_timed(arrays)
@@ -391,8 +396,16 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     samples is refused with the operator that does); it is compiled for a representative batch,
     the batch of ``example_inputs`` or ``input_shapes`` (default 1), and a call with ``n``
     samples runs that program over ``ceil(n / batch)`` chunks, the last padded, outputs joined
-    along their batch axis. Other symbolic dimensions (a sequence length) still compile a
-    specialization per size. ``stats["dynamic"]`` says what was proven and chosen.
+    along their batch axis. One more symbolic dimension (a sequence length) becomes a runtime
+    length too where :mod:`dnnfusion.sequence` proves it can: the program is compiled for the
+    length of ``example_inputs`` / ``input_shapes`` (the longest a call runs without compiling
+    again; a longer call compiles it again for its own length) and a shorter call runs padded to
+    it, the padded positions masked wherever an operator mixes positions (Softmax, the
+    contraction of a MatMul, a reduction over the sequence), so its latency is that of the
+    longest. A model that reads the length itself (``x[:, -1]``, ``x * x.shape[1]``), or other
+    symbolic dimensions, compile a specialization per size instead. ``stats["dynamic"]`` says
+    what was proven and chosen (``stats["dynamic"]["sequence"]``: the maximum, the masked
+    operands, compiles and calls, or why not).
 
     float16 and bfloat16 models (``float16``): ``"f32"`` computes them in float32 (constants
     converted exactly at import; the compiled model takes and returns float16 / bfloat16, as

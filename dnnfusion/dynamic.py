@@ -130,8 +130,17 @@ def compile_dynamic(model: Any, is_onnx: bool, example_inputs: Any, input_shapes
         raise NotSeparable(
             f"compile(..., dynamic=True) cannot prove the model batch-separable: {e}. Without dynamic=True the "
             "model compiles again for each new shape instead") from None
-    m = compile_static(model, None, input_shapes=at(rep), **kwargs)
-    if any(others.values()):
+    seq_names = sorted({d for n in names for _, d in others[n]})
+    sequence: dict[str, Any] = {}
+    m = None
+    if len(seq_names) == 1:
+        m, sequence = _compile_padded(model, names, others, at(rep), compile_static, kwargs)
+    elif seq_names:
+        sequence = {"runtime": False, "why": f"{len(seq_names)} symbolic dimensions besides the batch "
+                                              f"({', '.join(seq_names)}); a runtime length takes one"}
+    if m is None:
+        m = compile_static(model, None, input_shapes=at(rep), **kwargs)
+    if any(others.values()) and m._padder is None:
         def again(shapes: dict, arrays: list) -> Any:
             return compile_static(model, None, input_shapes={n: list(shapes[n]) for n in names}, **kwargs)
 
@@ -140,10 +149,55 @@ def compile_dynamic(model: Any, is_onnx: bool, example_inputs: Any, input_shapes
     m.stats["dynamic"] = {
         "batch": "runtime", "representative_batch": rep, "output_batch_axes": out_axes,
         "proof": f"batch-separable: the batch followed through every operator at batch {a} and {b}",
-        "specialized": sorted({d for n in names for _, d in others[n]}),
+        "specialized": [] if m._padder is not None else seq_names,
     }
+    if sequence:
+        m.stats["dynamic"]["sequence"] = sequence
     m._batcher = Batcher(rep, out_axes, m.stats["dynamic"])
     return m
+
+
+def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[int, str]]],
+                    shapes: dict[str, list[int]], compile_static: Callable[..., Any],
+                    kwargs: dict) -> tuple[Any, dict[str, Any]]:
+    """The model compiled once for its sequence length in `shapes` (the longest a call runs
+    without compiling again), shorter ones padded to it (:mod:`dnnfusion.sequence`); (None,
+    why) when the padding cannot be proven, and each length then compiles a specialization."""
+    from dnnfusion import sequence as _seq
+
+    axes = {n: {a: 0 for a, _ in others[n]} for n in names}
+    lengths = {shapes[n][a] for n in names for a in axes[n]}
+    if len(lengths) != 1:
+        raise ShapeError(f"the inputs' sequence lengths disagree: {sorted(lengths)}")
+
+    def load_at(s: int) -> Any:
+        return load(model, input_shapes={n: [s if i in axes[n] else d for i, d in enumerate(shapes[n])]
+                                         for n in names})
+
+    def build(s: int) -> tuple[Any, Any]:
+        ga, t = _seq.analyse(load_at, s, axes)
+        ecg, length_name = _seq.masked_graph(ga, t)
+        m = compile_static(ecg, None, input_shapes=None, **kwargs)
+        m.input_names = [n for n in m.input_names if n != length_name]
+        return m, t
+
+    maximum = lengths.pop()
+    try:
+        m, t = build(maximum)
+    except _seq.NotPaddable as e:
+        return None, {"runtime": False, "why": str(e)}
+    in_axes = [axes[n] for n in names]
+    out_axes = [t.pos.get(v.id, {}) for v in t.ga.outputs]
+    stats = {"runtime": True, "dimension": next(d for n in names for _, d in others[n]), "maximum": maximum, "min_length": t.min_length,
+             "masked_operands": len(t.masks) + len(t.means), "compiles": 1, "calls": 0,
+             "how": "padded to the maximum, the positions past the call's length masked where an operator mixes "
+                    "positions (dnnfusion.sequence); a longer call compiles again for its length"}
+
+    def grow(s: int) -> Any:
+        return build(s)[0]
+
+    m._padder = _seq.Padder(m, in_axes, out_axes, maximum, t.min_length, names, grow, stats)
+    return m, stats
 
 
 __all__ = ["Batcher", "compile_dynamic"]

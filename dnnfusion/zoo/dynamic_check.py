@@ -9,8 +9,10 @@ Each model is exported with its batch (and, for token inputs, sequence) axes sym
 sizes: the example, batch 2, and for token inputs a shorter and a longer sequence. Every call
 is compared with ONNX Runtime running the same dynamic file; "call s" is the first call at a
 size (a specialization's compile included), "run ms" and "ORT ms" the median of 5 calls after
-it. A call at new sizes compiles a
-specialization for them (``compile``'s dynamic shapes: ``stats["specializations"]``). One row
+it, "progs" the programs compiled so far. A call at new sizes compiles a
+specialization for them (``compile``'s dynamic shapes: ``stats["specializations"]``); with
+``--dynamic-batch`` (``dynamic=True``) every batch and every sequence up to the example's runs
+through one program, and a longer sequence compiles it again for that length. One row
 per (model, sizes); a row is OK when the relative error is <= 1e-3 and integer outputs are
 equal, n/a when ONNX Runtime refuses the size too (a model that only takes one batch, such
 as the R-CNNs' detection heads). Exit status 1 if any row fails. Reduced models unless
@@ -109,7 +111,8 @@ def check(name: str, *, reduced: bool = True, threads: int | None = None, dynami
             _, rel, same = compare_outputs(got, want)
             row.update(rel_ort=rel if same else float("inf"),
                        shapes=" ".join("x".join(map(str, np.shape(g))) for g in got),
-                       specializations=len(cm.stats.get("specializations", [])))
+                       specializations=len(cm.stats.get("specializations", [])),
+                       compiled=_compiled(cm))
             row["ok"] = row["rel_ort"] <= REL_TOL
         except Exception as e:  # report and go on with the next size
             traceback.print_exc(file=sys.stderr)
@@ -118,7 +121,14 @@ def check(name: str, *, reduced: bool = True, threads: int | None = None, dynami
     return rows
 
 
-HEADER = (f"{'model':<16} {'dynamic axes':<16} {'sizes':<18} {'output shapes':<28} {'spec':>4} "
+def _compiled(cm) -> int:
+    """Programs compiled so far: the first, each specialization, and each time dynamic=True's
+    runtime sequence length grew past the longest compiled."""
+    seq = cm.stats.get("dynamic", {}).get("sequence", {})
+    return 1 + len(cm.stats.get("specializations", [])) + max(seq.get("compiles", 1) - 1, 0)
+
+
+HEADER = (f"{'model':<16} {'dynamic axes':<16} {'sizes':<18} {'output shapes':<28} {'progs':>5} "
           f"{'call s':>7} {'run ms':>8} {'ORT ms':>8} {'rel vs ORT':>10} {'ok':>3}")
 
 
@@ -126,7 +136,7 @@ def fmt(row: dict) -> str:
     head = f"{row['model']:<16} {row.get('axes', '-'):<16} {row['sizes']:<18}"
     if "error" in row:
         return f"{head} {'n/a' if row['ok'] is None else 'ERROR'} {row['error']}"
-    return (f"{head} {row['shapes'][:28]:<28} {row['specializations']:>4} {row['call_s']:>7.2f} "
+    return (f"{head} {row['shapes'][:28]:<28} {row['compiled']:>5} {row['call_s']:>7.2f} "
             f"{row['run_ms']:>8.2f} {row['ort_ms']:>8.2f} {row['rel_ort']:>10.1e} {'yes' if row['ok'] else 'NO':>3}")
 
 
