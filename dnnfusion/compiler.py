@@ -391,7 +391,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
 
     ``dynamic=True`` (an ONNX model whose inputs share a symbolic batch dimension on axis 0, or
     a ``torch.nn.Module`` with ``example_inputs``, exported to ONNX with axis 0 of every input
-    and output symbolic): one compile serves every batch size. The model must be proven batch-separable (each
+    and output symbolic, and axis 1 of its token inputs, rank-2 integer tensors, a symbolic
+    sequence): one compile serves every batch size. The model must be proven batch-separable (each
     sample's outputs depend only on that sample, :mod:`dnnfusion.batching`; a model that mixes
     samples is refused with the operator that does); it is compiled for a representative batch,
     the batch of ``example_inputs`` or ``input_shapes`` (default 1), and a call with ``n``

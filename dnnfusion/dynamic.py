@@ -19,8 +19,9 @@ def _count(example_inputs: Any) -> int:
 
 
 def export_with_batch(module: Any, example_inputs: Any) -> tuple[bytes, list[np.ndarray]]:
-    """A PyTorch module as ONNX with axis 0 of every input and output a symbolic "batch"
-    (TorchScript exporter, as the zoo's dynamic exports), and its examples as arrays."""
+    """A PyTorch module as ONNX with axis 0 of every input and output a symbolic "batch" and
+    axis 1 of its token inputs (rank 2, integer) a symbolic "sequence" (TorchScript exporter, as
+    the zoo's dynamic exports), and its examples as arrays."""
     import io
     import warnings
 
@@ -38,6 +39,10 @@ def export_with_batch(module: Any, example_inputs: Any) -> tuple[bytes, list[np.
     ins = [f"input_{i}" for i in range(len(xs))]
     outn = [f"output_{i}" for i in range(len(outs))]
     axes = {n: {0: "batch"} for n in ins}
+    for n, x in zip(ins, xs):  # token inputs ([batch, sequence] integers: ids, masks) also
+        # get their sequence, which compile_dynamic then makes a runtime length where it can
+        if x.dim() == 2 and not x.is_floating_point() and not x.is_complex() and x.dtype != torch.bool:
+            axes[n][1] = "sequence"
     axes.update({n: {0: "batch"} for n, o in zip(outn, outs) if o.dim() > 0})
     buf = io.BytesIO()
     with torch.no_grad(), warnings.catch_warnings():

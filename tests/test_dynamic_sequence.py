@@ -194,3 +194,42 @@ def test_zoo_transformers_run_every_shorter_sequence_through_one_program(name):
             longest, n = s, n + 1
         want.append(n)
     assert [r["compiled"] for r in rows] == want
+
+
+class TokenModel(torch.nn.Module):
+    """Token ids in, a causal self-attention over their embeddings, mean-pooled out."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.att = torch.nn.Embedding(50, D), Attention()
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        s = ids.shape[1]
+        causal = torch.ones(s, s, dtype=torch.bool).tril()
+        a = torch.softmax((h @ h.transpose(1, 2)).masked_fill(~causal, float("-inf")), dim=-1)
+        return self.att(a @ h).mean(1)
+
+
+def test_a_torch_module_with_token_inputs_gets_a_runtime_sequence_too():
+    module = TokenModel().eval()
+    gen = torch.Generator().manual_seed(3)
+    m = df.compile(module, [torch.randint(0, 50, (1, 10), generator=gen)], dynamic=True, threads=1)
+    seq = m.stats["dynamic"]["sequence"]
+    assert seq["runtime"] is True and seq["maximum"] == 10, seq
+    for b, s in [(1, 10), (2, 4), (3, 9), (1, 1)]:
+        ids = torch.randint(0, 50, (b, s), generator=gen)
+        with torch.no_grad():
+            torch.testing.assert_close(m(ids), module(ids), rtol=2e-5, atol=2e-5)
+    assert seq["compiles"] == 1 and seq["calls"] >= 4
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_random_graphs_match_ort_at_every_length(case):
+    """dnnfusion/testing/sequence_fuzz.py: a random graph of the operators the proof decides
+    on, compiled once with dynamic=True, every call against ONNX Runtime (a longer run:
+    python -m dnnfusion.testing.sequence_fuzz --cases 300 --seed 3)."""
+    from dnnfusion.testing import sequence_fuzz
+
+    r = sequence_fuzz.run_case(case, seed=11)
+    assert r["worst"] <= sequence_fuzz.TOL, r
