@@ -344,7 +344,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
             isa: str | None = None, layout: str | None = None, device: str = "",
             max_specializations: int = 8, float16: str = "f32",
             horizontal: bool = False, profile: str | None = None,
-            profile_seconds: float | None = None, dynamic: bool = False) -> CompiledModel:
+            profile_seconds: float | None = None, dynamic: bool = False,
+            sequence_buckets: bool = False) -> CompiledModel:
     """Compiles a model for the CPU (``target="cpu"``, C++ over SIMD) or an OpenCL device
     (``target="opencl"``, OpenCL C; ``device``: ``""`` = ``$DNNF_OPENCL_DEVICE``, else the
     first GPU, else the first device; ``"p:d"`` or part of its name, as
@@ -406,7 +407,10 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     longest. A model that reads the length itself (``x[:, -1]``, ``x * x.shape[1]``), or other
     symbolic dimensions, compile a specialization per size instead. ``stats["dynamic"]`` says
     what was proven and chosen (``stats["dynamic"]["sequence"]``: the maximum, the masked
-    operands, compiles and calls, or why not).
+    operands, compiles and calls, or why not). ``sequence_buckets=True`` (with ``dynamic=True``)
+    trades compiles for latency: programs for half, a quarter, ... of the maximum length are
+    compiled on first use and a call runs padded to the shortest that holds it (about
+    ``log2(maximum)`` compiles in all, at most about twice the work of the call's own length).
 
     float16 and bfloat16 models (``float16``): ``"f32"`` computes them in float32 (constants
     converted exactly at import; the compiled model takes and returns float16 / bfloat16, as
@@ -414,9 +418,12 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     boundary, and ``stats["float16"]`` says so); ``"error"`` refuses them.
     """
     names, symbolic = _specialize.onnx_inputs(model) if _is_onnx(model) else ([], {})
+    if sequence_buckets and not dynamic:
+        raise Error("sequence_buckets=True is an option of dynamic=True (its runtime sequence length)")
     if dynamic:
         return _dynamic.compile_dynamic(model, _is_onnx(model), example_inputs, input_shapes, names, symbolic,
-                                         max_specializations, _compile_static, target=target, planner=planner,
+                                         max_specializations, _compile_static, sequence_buckets=sequence_buckets,
+                                         target=target, planner=planner,
                                          threads=threads, optimize=optimize, isa=isa, layout=layout,
                                          device=device, float16=float16, horizontal=horizontal, profile=profile,
                                          profile_seconds=profile_seconds)

@@ -90,7 +90,7 @@ class Batcher:
 
 def compile_dynamic(model: Any, is_onnx: bool, example_inputs: Any, input_shapes: dict | None, names: list[str],
                     symbolic: dict[str, list[tuple[int, str]]], max_specializations: int,
-                    compile_static: Callable[..., Any], **kwargs: Any) -> Any:
+                    compile_static: Callable[..., Any], sequence_buckets: bool = False, **kwargs: Any) -> Any:
     """compile(..., dynamic=True): prove the model batch-separable, compile it for the
     representative batch with `compile_static` (the compiler's static compile) and run any batch
     through it. `names`, `symbolic`: the ONNX inputs as specialize.onnx_inputs gives them."""
@@ -139,7 +139,7 @@ def compile_dynamic(model: Any, is_onnx: bool, example_inputs: Any, input_shapes
     sequence: dict[str, Any] = {}
     m = None
     if len(seq_names) == 1:
-        m, sequence = _compile_padded(model, names, others, at(rep), compile_static, kwargs)
+        m, sequence = _compile_padded(model, names, others, at(rep), compile_static, kwargs, sequence_buckets)
     elif seq_names:
         sequence = {"runtime": False, "why": f"{len(seq_names)} symbolic dimensions besides the batch "
                                               f"({', '.join(seq_names)}); a runtime length takes one"}
@@ -164,7 +164,7 @@ def compile_dynamic(model: Any, is_onnx: bool, example_inputs: Any, input_shapes
 
 def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[int, str]]],
                     shapes: dict[str, list[int]], compile_static: Callable[..., Any],
-                    kwargs: dict) -> tuple[Any, dict[str, Any]]:
+                    kwargs: dict, buckets: bool = False) -> tuple[Any, dict[str, Any]]:
     """The model compiled once for its sequence length in `shapes` (the longest a call runs
     without compiling again), shorter ones padded to it (:mod:`dnnfusion.sequence`); (None,
     why) when the padding cannot be proven, and each length then compiles a specialization."""
@@ -201,7 +201,11 @@ def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[i
     def grow(s: int) -> Any:
         return build(s)[0]
 
-    m._padder = _seq.Padder(m, in_axes, out_axes, maximum, t.min_length, names, grow, stats)
+    if buckets:
+        stats["how"] += "; sequence_buckets: a shorter call runs padded to the shortest of the lengths " \
+                        "maximum / 2^k that holds it, each compiled on its first call"
+        stats["buckets"] = [maximum]
+    m._padder = _seq.Padder(m, in_axes, out_axes, maximum, t.min_length, names, grow, stats, buckets)
     return m, stats
 
 

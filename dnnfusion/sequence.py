@@ -26,7 +26,10 @@ mixes them, and there the garbage is masked out first:
   in ``stats["dynamic"]["sequence"]``.
 
 An operator without a rule here ends the proof with its name, as in :mod:`dnnfusion.batching`.
-The cost: a short sequence computes ``S_max`` positions, so latency is that of ``S_max``."""
+The cost: a short sequence computes ``S_max`` positions, so latency is that of ``S_max``; with
+``sequence_buckets=True`` programs for ``S_max / 2``, ``S_max / 4``, ... are compiled on first use
+and a call runs padded to the shortest that holds it (at most about twice its own length's
+work, at most ``log2(S_max)`` compiles for every length)."""
 
 from __future__ import annotations
 
@@ -509,10 +512,23 @@ class Padder:
     to the maximum along their sequence axes, S appended, outputs cut back to S + offset."""
 
     def __init__(self, model: Any, in_axes: list[dict[int, int]], out_axes: list[dict[int, int]], maximum: int,
-                 min_length: int, names: Sequence[str], grow: Callable[[int], Any], stats: dict):
+                 min_length: int, names: Sequence[str], grow: Callable[[int], Any], stats: dict,
+                 buckets: bool = False):
         self.model, self.in_axes, self.out_axes = model, in_axes, out_axes
         self.maximum, self.min_length, self.names = maximum, min_length, list(names)
         self.grow, self.stats = grow, stats
+        # buckets: programs for maximum, ceil(maximum / 2), ceil(maximum / 4), ... down to 2,
+        # each compiled on its first call (sequence_buckets=True); a call runs in the
+        # shortest that holds it
+        self.buckets = buckets
+        self.programs: dict[int, Any] = {maximum: model}
+
+    def bucket(self, s: int) -> int:
+        """The compiled length a call of length s runs at (maximum without buckets)."""
+        b = self.maximum
+        while self.buckets and (b + 1) // 2 >= max(s, 2, self.min_length):
+            b = (b + 1) // 2
+        return b
 
     def length(self, arrays: list[np.ndarray]) -> int:
         got = {int(a.shape[ax]) for a, axes in zip(arrays, self.in_axes) for ax in axes if ax < a.ndim}
@@ -526,13 +542,14 @@ class Padder:
                              f"needs a sequence of at least {self.min_length}; got {s}")
         return s
 
-    def pad(self, arrays: list[np.ndarray], s: int) -> list[np.ndarray]:
+    def pad(self, arrays: list[np.ndarray], s: int, to: int | None = None) -> list[np.ndarray]:
+        to = self.maximum if to is None else to
         out = []
         for a, axes in zip(arrays, self.in_axes):
-            if axes and s != self.maximum:
+            if axes and s != to:
                 shape = list(a.shape)
                 for ax in axes:
-                    shape[ax] = self.maximum
+                    shape[ax] = to
                 p = np.zeros(shape, a.dtype)
                 p[tuple(slice(0, d) for d in a.shape)] = a
                 a = p
@@ -543,15 +560,22 @@ class Padder:
         s = self.length(arrays)
         if s > self.maximum:
             self.model, self.maximum = self.grow(s), s
+            self.programs[s] = self.model
             self.stats["compiles"] += 1
             self.stats["maximum"] = s
-        padded = self.pad(arrays, s)
-        m = self.model
+        b = self.bucket(s)
+        if b not in self.programs:
+            self.programs[b] = self.grow(b)
+            self.stats["compiles"] += 1
+        if self.buckets:
+            self.stats["buckets"] = sorted(self.programs)
+        padded = self.pad(arrays, s, b)
+        m = self.programs[b]
         outs = m._exe.run(padded)
         if m._tail is not None:
             outs = m._tail.run(padded, outs)
         self.stats["calls"] += 1
-        if s == self.maximum:
+        if s == b:
             return outs
         return [o[tuple(slice(0, s + axes[d]) if d in axes else slice(None) for d in range(o.ndim))]
                 if axes else o for o, axes in zip(outs, self.out_axes)]

@@ -233,3 +233,20 @@ def test_random_graphs_match_ort_at_every_length(case):
 
     r = sequence_fuzz.run_case(case, seed=11)
     assert r["worst"] <= sequence_fuzz.TOL, r
+
+
+def test_sequence_buckets_compile_a_shorter_program_once_per_halving(tmp_path):
+    """sequence_buckets=True: a call runs padded to the shortest of 12, 6, 3, 2 that holds it,
+    each compiled on its first call; the numbers are ORT's at the call's own length."""
+    path = export(Attention(), torch.randn(1, 12, D), tmp_path / "m.onnx")
+    m = df.compile(path, [_x(1, 12)], dynamic=True, sequence_buckets=True, threads=1)
+    seq = m.stats["dynamic"]["sequence"]
+    assert m._padder.bucket(12) == 12 and m._padder.bucket(7) == 12 and m._padder.bucket(6) == 6
+    assert m._padder.bucket(4) == 6 and m._padder.bucket(3) == 3 and m._padder.bucket(1) == 2
+    for b, s, compiles in [(1, 12, 1), (2, 5, 2), (1, 6, 2), (1, 1, 3), (3, 2, 3), (1, 9, 3)]:
+        x = _x(b, s)
+        np.testing.assert_allclose(m(x), _ort(path, x), rtol=2e-5, atol=2e-5, err_msg=f"batch {b}, seq {s}")
+        assert seq["compiles"] == compiles, (s, seq)
+    assert seq["buckets"] == [2, 6, 12]
+    with pytest.raises(df.Error, match="option of dynamic=True"):
+        df.compile(path, [_x(1, 12)], sequence_buckets=True)
