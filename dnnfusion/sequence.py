@@ -490,12 +490,15 @@ def masked_graph(ga: Any, tracker: _Tracker) -> tuple[Any, str]:
             x = n.inputs[0]
             ins[0] = masked(x, tracker.means[k], 0.0)
             s = out.add_node("ReduceSum", ins, dict(n.attrs), 1, name("sum"), [name("sum")])[0]
-            count = None
+            # the count: the valid positions of each reduced sequence axis times the size of
+            # each other reduced axis
+            rank = len(x.shape)
+            others = [int(x.shape[a]) for a in (_axes(n, rank) or []) if a not in tracker.means[k]]
+            count = out.add_constant(name("size"), np.array(int(np.prod(others, dtype=np.int64)), np.int64))
             for a, c in tracker.means[k].items():
                 t = out.add_node("Sub", [length, out.add_constant(name("off"), np.array(-c, np.int64))], {}, 1,
                                  name("count"), [name("count")])[0]
-                count = t if count is None else out.add_node("Mul", [count, t], {}, 1, name("count"),
-                                                             [name("count")])[0]
+                count = out.add_node("Mul", [count, t], {}, 1, name("count"), [name("count")])[0]
             countf = out.add_node("Cast", [count], {"to": _FLOAT_CODES[x.dtype]}, 1,
                                   name("countf"), [name("countf")])[0]
             made = out.add_node("Div", [s, countf], {}, 1, n.name, [n.outputs[0].name])

@@ -55,8 +55,8 @@ class Attention(torch.nn.Module):
 
 
 class Pooling(torch.nn.Module):
-    """Reductions over the sequence: mean pooling (a masked sum over the runtime count), max
-    and sum, and a LogSumExp through logsumexp's Reduce ops."""
+    """Reductions over the sequence: mean pooling (a masked sum over the runtime count, also
+    over the sequence and D together), max, min and sum."""
 
     def __init__(self):
         super().__init__()
@@ -64,7 +64,8 @@ class Pooling(torch.nn.Module):
 
     def forward(self, x):
         h = torch.tanh(self.l(x)) + 1.5  # nonzero at padded positions
-        return torch.cat([h.mean(1), h.amax(1), h.sum(1), (-h).amin(1)], dim=-1)
+        both = h.mean((1, 2), keepdim=True).squeeze(1)  # over the sequence and D: count S * D
+        return torch.cat([h.mean(1), h.amax(1), h.sum(1), (-h).amin(1), h.mean(1) * both], dim=-1)
 
 
 class Shift(torch.nn.Module):

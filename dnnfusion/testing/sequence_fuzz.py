@@ -77,7 +77,11 @@ def case_model(rng: random.Random) -> tuple[bytes, list[str]]:
                 node(rng.choice(["Softmax", "LogSoftmax"]), [x], "bsd", axis=rng.choice([1, 2]))
         elif choice == "reduce":
             op = rng.choice(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceLogSumExp"])
-            node(op, [x, const(np.array([1], np.int64))], "bd1", keepdims=1)
+            if rng.random() < 0.3:  # over the sequence and D together: [B, 1, 1], broadcast back
+                node(op, [x, const(np.array([1, 2], np.int64))], "b11", keepdims=1)
+                node("Add", [pick("bsd"), vals[-1][0]], "bsd")
+            else:
+                node(op, [x, const(np.array([1], np.int64))], "bd1", keepdims=1)
         elif choice == "attend":
             t = fresh("t")
             nodes.append(h.make_node("Transpose", [x], [t], perm=[0, 2, 1]))
@@ -119,7 +123,8 @@ def case_model(rng: random.Random) -> tuple[bytes, list[str]]:
         elif choice == "linear":
             node("MatMul", [x, const(nrng.standard_normal((D, D)).astype(np.float32) * 0.5)], "bsd")
     outs = [vals[-1]] + ([rng.choice(vals[1:-1])] if len(vals) > 2 and rng.random() < 0.5 else [])
-    shapes = {"bsd": ["batch", "seq", D], "bss": ["batch", "seq", "seq"], "bd1": ["batch", 1, D]}
+    shapes = {"bsd": ["batch", "seq", D], "bss": ["batch", "seq", "seq"], "bd1": ["batch", 1, D],
+              "b11": ["batch", 1, 1]}
     graph = h.make_graph(nodes, "seqfuzz", [h.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", D])],
                          [h.make_tensor_value_info(n, T.FLOAT, shapes[k]) for n, k in outs], inits)
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
