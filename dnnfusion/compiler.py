@@ -14,6 +14,7 @@ import numpy as np
 
 from dnnfusion import _core
 from dnnfusion import dynamic as _dynamic
+from dnnfusion.frontends import onnx_random as _onnx_random
 from dnnfusion import host_tail as _host_tail
 from dnnfusion._paths import prelude_dir
 from dnnfusion._threads import default_threads
@@ -81,6 +82,10 @@ class CompiledModel:
         self._f16_outputs: list[np.dtype | None] = [None] * len(self.output_names)
         self._tail: _host_tail.HostTail | None = None  # operators run after the kernels, on the host
         self._padder: Any = None  # dynamic=True: a sequence.Padder runs any shorter sequence padded
+        # RandomUniform / RandomNormal nodes: hidden inputs drawn anew before every call
+        self._draws = _onnx_random.Draws(graph.inputs)
+        if self._draws:
+            self.input_names = [n for i, n in enumerate(self.input_names) if i not in self._draws.positions]
 
     # Calling -----------------------------------------------------------------------------
     def __call__(self, *args: Any, **feeds: Any) -> Any:
@@ -92,6 +97,8 @@ class CompiledModel:
         given = self._bind(args, feeds)
         torch_like = [a for a in given if _is_torch(a)]
         arrays = self._arrays(given)
+        if self._draws:
+            arrays = self._draws.fill(arrays)
         if self._batcher is not None:
             outs = self._batcher.run(arrays, self.input_names, self._run_arrays)
         else:
@@ -177,6 +184,8 @@ class CompiledModel:
             raise ValueError(f"repeat must be >= 1 and warmup >= 0, got {repeat}, {warmup}")
         given = self._bind(args, feeds)
         arrays = self._arrays(given)
+        if self._draws:
+            arrays = self._draws.fill(arrays)
         if self._padder is not None:  # the program as it runs this length: padded, length appended
             arrays = self._padder.pad(arrays, self._padder.length(arrays))
         runs = []

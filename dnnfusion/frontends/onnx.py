@@ -77,7 +77,8 @@ import numpy as np
 
 from dnnfusion.dtypes import ONNX_CODES
 from dnnfusion.errors import DTypeError, ModelFormatError, ModelWarning, ShapeError, UnsupportedOperatorError
-from dnnfusion.frontends import onnx_cache, onnx_control, onnx_functions, onnx_normalize, onnx_quantize, onnx_sequence
+from dnnfusion.frontends import (onnx_cache, onnx_control, onnx_functions, onnx_normalize, onnx_quantize, onnx_random,
+                                 onnx_sequence)
 from dnnfusion.frontends.onnx_versions import CHECKED_VERSIONS, ECG_OPS, MIN_OPSET, OLDEST_CONVERTED  # noqa: F401
 from dnnfusion.frontends.onnx_versions import upgrade as _upgrade
 from dnnfusion.frontends.onnx_versions import default_opset as _default_opset
@@ -302,10 +303,10 @@ def _screen(onnx: Any, proto: Any, what: str) -> None:
                 raise _unsupported_op(name, node, opsets.get(node.domain))
             if not (node.op_type in ECG_OPS or RENAMED_BY_CONVERSION.get(node.op_type, 0) > opset
                     or onnx_functions.has_body(onnx, node, MIN_OPSET) or onnx_control.handles(node)
-                    or onnx_sequence.handles(node)):
+                    or onnx_sequence.handles(node) or onnx_random.handles(node)):
                 raise _unsupported_op(name, node, opset)
         elif not (onnx_functions.has_body(onnx, node, opset) or onnx_control.handles(node)
-                  or onnx_sequence.handles(node)):
+                  or onnx_sequence.handles(node) or onnx_random.handles(node)):
             _schema_version(onnx, node, name, opset, opsets)
 
 
@@ -386,6 +387,8 @@ class _Importer:
     def _inputs(self) -> None:
         graph_inputs = [v for v in self.g.input if v.name not in self.env]
         names = [v.name for v in graph_inputs]
+        for n in names:
+            onnx_random.check_input_name(n)
         unknown = [k for k in self.input_shapes if k not in names]
         if unknown:
             raise ShapeError(f"input_shapes names {unknown}, which are not graph inputs; the "
@@ -471,6 +474,8 @@ class _Importer:
     def _node(self, node: Any, name: str) -> None:
         if onnx_control.handles(node):  # If / Loop / Scan: rewritten into dataflow (onnx_control.py)
             return onnx_control.import_node(self, node, name)
+        if onnx_random.handles(node):  # drawn on the host before each call (onnx_random.py)
+            return onnx_random.import_node(self, node, name)
         if onnx_sequence.handles(node) or onnx_sequence.reads_sequence(self, node, name):
             return onnx_sequence.import_node(self, node, name)  # lists of values at import (onnx_sequence.py)
         if onnx_functions.has_body(self.onnx, node, self.opset) or onnx_functions.double_form(self, node):
