@@ -24,6 +24,7 @@ from dnnfusion.errors import ModelFormatError, ShapeError
 
 OPS = ("RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike")
 PREFIX = "__dnnf_random__"
+MAX_DRAWS = 1 << 31  # numbers one node draws a call (8 GiB of float32)
 _NAME = re.compile(rf"^{re.escape(PREFIX)}\.(uniform|normal)\.(none|[0-9a-f]{{8}})\.\d+$")
 
 
@@ -61,6 +62,9 @@ def import_node(imp: Any, node: Any, name: str) -> None:
     if dtype not in ("f16", "bf16", "f32", "f64"):
         raise ModelFormatError(f"node '{name}' ({node.op_type}) draws {dtype}; ONNX defines it for float16, "
                                "float, double and bfloat16")
+    if int(np.prod(shape, dtype=np.float64)) > MAX_DRAWS:
+        raise ShapeError(f"node '{name}' ({node.op_type}) would draw {int(np.prod(shape, dtype=np.float64))} numbers a "
+                         f"call (shape {shape}); dnnfusion draws at most {MAX_DRAWS} per node")
     normal = "Normal" in node.op_type
     seed = attrs.get("seed")
     tag = "none" if seed is None else struct.pack(">f", float(seed)).hex()
