@@ -86,3 +86,26 @@ def test_an_input_with_the_reserved_name_is_refused():
                   [h.make_tensor_value_info("y", T.FLOAT, [3])])
     with pytest.raises(df.ModelFormatError, match="reserves"):
         df.load(data)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_dropout_in_training_mode_matches_onnx_runtime(training):
+    """Monte Carlo dropout: training_mode a runtime input; kept elements scaled by
+    1 / (1 - ratio), the mask true where kept (all true outside training)."""
+    data = _model([h.make_node("Dropout", ["x", "r", "t"], ["y", "z"], seed=3)],
+                  [h.make_tensor_value_info("x", T.FLOAT, [N]), h.make_tensor_value_info("r", T.FLOAT, []),
+                   h.make_tensor_value_info("t", T.BOOL, [])],
+                  [h.make_tensor_value_info("y", T.FLOAT, [N]), h.make_tensor_value_info("z", T.BOOL, [N])])
+    m = df.compile(data, threads=1)
+    x = np.linspace(1, 2, N, dtype=np.float32)
+    feeds = [x, np.array(0.25, np.float32), np.array(training)]
+    y, z = m(*feeds)
+    yo, zo = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, dict(zip("xrt", feeds)))
+    if not training:
+        np.testing.assert_array_equal(y, x)
+        assert z.all() and zo.all()
+        return
+    np.testing.assert_allclose(y[z], x[z] / 0.75, rtol=1e-6)
+    assert (y[~z] == 0).all()
+    assert abs(z.mean() - zo.mean()) < 0.01 and abs(z.mean() - 0.75) < 0.01
+    assert not np.array_equal(z, m(*feeds)[1])  # a new mask every call

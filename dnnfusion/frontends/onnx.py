@@ -31,9 +31,9 @@ carefully and refusing what dnnfusion cannot represent. What :func:`import_onnx`
   naming the node, the operator, the domain and the opset. So do attribute values the ECG
   does not represent, naming the node and the attribute: sub-graphs (but If, Loop and Scan
   are unrolled or selected at import: onnx_control.py), sparse tensors,
-  string-tensor attributes (``Constant`` strings), BatchNormalization in training mode,
-  Dropout whose ``training_mode`` input is not a constant (or is true with a ratio other
-  than the constant 0: random). Element types outside the ECG's (string, complex...; the
+  string-tensor attributes (``Constant`` strings), BatchNormalization in training mode.
+  (Dropout in training mode and the random operators draw on the host: onnx_random.py.)
+  Element types outside the ECG's (string, complex...; the
   ECG holds int4, uint4, int2, uint2, float8, float6 and float4 a byte an element, as ml_dtypes
   does) in graph inputs, initializers, tensor attributes or Cast
   targets raise :class:`DTypeError` naming the tensor (and the Quantize/DequantizeLinear nodes
@@ -476,6 +476,8 @@ class _Importer:
             return onnx_control.import_node(self, node, name)
         if onnx_random.handles(node):  # drawn on the host before each call (onnx_random.py)
             return onnx_random.import_node(self, node, name)
+        if onnx_random.training_dropout(self, node):  # likewise its mask
+            return onnx_random.import_dropout(self, node, name)
         if onnx_sequence.handles(node) or onnx_sequence.reads_sequence(self, node, name):
             return onnx_sequence.import_node(self, node, name)  # lists of values at import (onnx_sequence.py)
         if onnx_functions.has_body(self.onnx, node, self.opset) or onnx_functions.double_form(self, node):

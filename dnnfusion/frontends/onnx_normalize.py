@@ -55,19 +55,15 @@ def _batch_norm(imp: Any, n: Any) -> None:
 
 
 def _dropout(imp: Any, n: Any) -> None:
+    """A Dropout here is the identity: a training_mode that may be true with a ratio that may
+    be nonzero was imported as its random mask (onnx_random.import_dropout) before this."""
     training = n.inputs[2] if len(n.inputs) > 2 else None
-    if training is None:
-        return
     ratio = n.inputs[1] if len(n.inputs) > 1 else None
     const = (lambda v: v is not None and v.is_constant)
-    if const(training) and not np.asarray(training.numpy()).any():
-        return
-    if const(training) and const(ratio) and not np.asarray(ratio.numpy()).any():
-        return  # training with ratio 0 keeps every element
-    raise UnsupportedOperatorError(
-        f"node '{n.name}' (Dropout): input training_mode ('{training.name}') may be true, and "
-        "training-mode dropout is random; dnnfusion compiles inference graphs (only a "
-        "constant-false training_mode, or a constant ratio of 0, is supported)")
+    if training is not None and not (const(training) and not np.asarray(training.numpy()).any()) and not (
+            const(ratio) and not np.asarray(ratio.numpy()).any()):
+        raise UnsupportedOperatorError(f"node '{n.name}' (Dropout): a training_mode that may be true reached the "
+                                       "identity form (onnx_random.training_dropout should have taken it)")
 
 
 NORMALIZE = {

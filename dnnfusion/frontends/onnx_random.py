@@ -1,6 +1,6 @@
 """RandomUniform, RandomNormal, RandomUniformLike and RandomNormalLike (and so Bernoulli, whose
-function body draws with RandomUniformLike) as ONNX Runtime runs them: new numbers on every
-call.
+function body draws with RandomUniformLike), and Dropout in training mode (Monte Carlo dropout
+at inference), as ONNX Runtime runs them: new numbers on every call.
 
 Each becomes a hidden graph input holding standard draws (uniform on [0, 1) or standard
 normal) of the output's shape, scaled and shifted in the graph (``low + (high - low) * u``,
@@ -62,18 +62,12 @@ def import_node(imp: Any, node: Any, name: str) -> None:
     if dtype not in ("f16", "bf16", "f32", "f64"):
         raise ModelFormatError(f"node '{name}' ({node.op_type}) draws {dtype}; ONNX defines it for float16, "
                                "float, double and bfloat16")
-    if int(np.prod(shape, dtype=np.float64)) > MAX_DRAWS:
-        raise ShapeError(f"node '{name}' ({node.op_type}) would draw {int(np.prod(shape, dtype=np.float64))} numbers a "
-                         f"call (shape {shape}); dnnfusion draws at most {MAX_DRAWS} per node")
     normal = "Normal" in node.op_type
     seed = attrs.get("seed")
-    tag = "none" if seed is None else struct.pack(">f", float(seed)).hex()
-    base = f"{PREFIX}.{'normal' if normal else 'uniform'}.{tag}"
-    k = 0
-    while f"{base}.{k}" in imp.taken or imp.b.graph.value(f"{base}.{k}") is not None:
-        k += 1
-    draws = imp.b.input(f"{base}.{k}", "f32", shape)
-    imp.taken.add(f"{base}.{k}")
+    try:
+        draws = _hidden(imp, "normal" if normal else "uniform", None if seed is None else float(seed), shape)
+    except ShapeError as e:
+        raise ShapeError(f"node '{name}' ({node.op_type}): {e}") from None
     a, b = (float(attrs.get("mean", 0.0)), float(attrs.get("scale", 1.0))) if normal else (
         float(attrs.get("low", 0.0)), float(attrs.get("high", 1.0)) - float(attrs.get("low", 0.0)))
     scaled = imp.b.node("Mul", [draws, imp.b.constant(imp._fresh(f"{name}:scale"), np.array(b, np.float32))],
@@ -87,6 +81,71 @@ def import_node(imp: Any, node: Any, name: str) -> None:
         out = imp.b.node("Cast", [out], {"to": ONNX_CODES[dtype]}, num_outputs=1, name=imp._fresh(f"{name}:cast"),
                          output_names=[node.output[0]])[0]
     imp.env[node.output[0]] = out
+
+
+def training_dropout(imp: Any, node: Any) -> bool:
+    """A Dropout whose training_mode may be true with a ratio that may be nonzero: random."""
+    if node.op_type != "Dropout" or node.domain not in ("", "ai.onnx") or len(node.input) < 3 or not node.input[2]:
+        return False
+    training, ratio = imp.env.get(node.input[2]), imp.env.get(node.input[1]) if node.input[1] else None
+    const = (lambda v: v is not None and v.is_constant)
+    if const(training) and not np.asarray(training.numpy()).any():
+        return False
+    return not (const(ratio) and not np.asarray(ratio.numpy()).any())
+
+
+def import_dropout(imp: Any, node: Any, name: str) -> None:
+    """Dropout in training mode, as ONNX defines it: mask = u >= ratio for u uniform on
+    [0, 1), y = x * mask / (1 - ratio) where training_mode is true, else y = x and the mask
+    all true."""
+    from dnnfusion.frontends.onnx import ONNX_CODES
+
+    x = imp.env.get(node.input[0])
+    ratio = imp.env.get(node.input[1]) if node.input[1] else None
+    training = imp.env.get(node.input[2])
+    if x is None or training is None or (node.input[1] and ratio is None):
+        raise ModelFormatError(f"node '{name}' (Dropout) reads a value that is not defined before it")
+    if x.dtype not in ("f16", "bf16", "f32", "f64"):
+        raise ModelFormatError(f"node '{name}' (Dropout) drops {x.dtype} elements; ONNX defines it for floats")
+    seed = next((a.i for a in node.attribute if a.name == "seed"), None)
+    b = imp.b
+
+    def op(kind: str, ins: list, out: str | None = None, **attrs) -> Any:
+        return b.node(kind, ins, attrs, num_outputs=1, name=imp._fresh(f"{name}:{kind.lower()}"),
+                      output_names=[out or imp._fresh(f"{name}:{kind.lower()}")])[0]
+
+    def const(v: float, dtype: str) -> Any:
+        from dnnfusion.dtypes import numpy_dtype
+
+        return b.constant(imp._fresh(f"{name}:c"), np.array(v, numpy_dtype(dtype)))
+
+    u = _hidden(imp, "uniform", None if seed is None else float(seed), [int(d) for d in x.shape])
+    r32 = const(0.5, "f32") if ratio is None else (ratio if ratio.dtype == "f32" else op("Cast", [ratio], to=1))
+    keep = op("GreaterOrEqual", [u, r32])
+    rx = r32 if x.dtype == "f32" else op("Cast", [r32], to=ONNX_CODES[x.dtype])
+    scale = op("Div", [const(1.0, x.dtype), op("Sub", [const(1.0, x.dtype), rx])])
+    outs = list(node.output) + [""] * (2 - len(node.output))
+    always = training.is_constant  # (a constant false does not come here)
+    dropped = op("Where", [keep, op("Mul", [x, scale]), const(0.0, x.dtype)], None if not always else outs[0] or None)
+    y = dropped if always else op("Where", [training, dropped, x], outs[0] or None)
+    imp.env[outs[0]] = y
+    if outs[1]:
+        imp.env[outs[1]] = op("Identity", [keep], outs[1]) if always else op(
+            "Or", [keep, op("Not", [training])], outs[1])
+
+
+def _hidden(imp: Any, kind: str, seed: float | None, shape: list[int]) -> Any:
+    """A new hidden input of standard `kind` draws of `shape` (see the module docstring)."""
+    if int(np.prod(shape, dtype=np.float64)) > MAX_DRAWS:
+        raise ShapeError(f"a random operator would draw {int(np.prod(shape, dtype=np.float64))} numbers a call "
+                         f"(shape {shape}); dnnfusion draws at most {MAX_DRAWS} per node")
+    tag = "none" if seed is None else struct.pack(">f", float(seed)).hex()
+    base = f"{PREFIX}.{kind}.{tag}"
+    k = 0
+    while f"{base}.{k}" in imp.taken or imp.b.graph.value(f"{base}.{k}") is not None:
+        k += 1
+    imp.taken.add(f"{base}.{k}")
+    return imp.b.input(f"{base}.{k}", "f32", shape)
 
 
 class Draws:
@@ -119,4 +178,5 @@ class Draws:
         return out
 
 
-__all__ = ["Draws", "OPS", "PREFIX", "check_input_name", "handles", "import_node"]
+__all__ = ["Draws", "OPS", "PREFIX", "check_input_name", "handles", "import_dropout", "import_node",
+           "training_dropout"]

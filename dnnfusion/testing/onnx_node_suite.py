@@ -59,14 +59,6 @@ UNSUPPORTED_ATTRIBUTE: dict[str, str] = {
     # dnnfusion compiles inference graphs.
     "test_batchnorm_epsilon_training_mode": "BatchNormalization training_mode=1",
     "test_batchnorm_example_training_mode": "BatchNormalization training_mode=1",
-    # Dropout whose training_mode is a graph input: random when true; only a constant-false
-    # training_mode (or a constant ratio of 0) is supported.
-    "test_training_dropout": "Dropout training_mode input",
-    "test_training_dropout_default": "Dropout training_mode input",
-    "test_training_dropout_default_mask": "Dropout training_mode input",
-    "test_training_dropout_mask": "Dropout training_mode input",
-    "test_training_dropout_zero_ratio": "Dropout training_mode input",
-    "test_training_dropout_zero_ratio_mask": "Dropout training_mode input",
 }
 
 # dnnfusion compiles for static shapes: an operand that fixes the shape of a result must be
@@ -110,6 +102,11 @@ CONTROL_FLOW = ("If", "Loop", "Scan")
 # ({0, 1} for Bernoulli), not compared number by number; tests/test_onnx_random.py compares
 # their statistics with ONNX Runtime's.
 RANDOM_OPS = ("Bernoulli", "RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike")
+# Dropout with a training_mode input that is true: the mask is drawn the same way (checked:
+# each output is 0 or x / (1 - ratio), the mask true where it is not 0)
+TRAINING_DROPOUT = ("test_training_dropout", "test_training_dropout_default", "test_training_dropout_default_mask",
+                    "test_training_dropout_mask", "test_training_dropout_zero_ratio",
+                    "test_training_dropout_zero_ratio_mask")
 
 # Cases reached by control flow (their If/Loop/Scan were refused before onnx_control.py) that
 # fail to import for a reason of their own: not covered, with that reason. Checked by
@@ -430,14 +427,24 @@ def run_case(case: Case) -> Outcome:
             got = reference.run(g.graph, feeds)
         except Exception as e:  # noqa: BLE001
             return Outcome("failed", f"run: {type(e).__name__}: {e}", e)
-        if any(n.op_type in RANDOM_OPS for n in case.model.graph.node):
+        ops = {n.op_type for n in case.model.graph.node}
+        if ops & set(RANDOM_OPS) or case.name in TRAINING_DROPOUT:
             for name, x, want in zip(output_names, got, outputs):
                 x, want = np.asarray(x), _array(want)
                 if x.dtype != want.dtype or x.shape != want.shape:
                     return Outcome("failed", f"output '{name}': {x.dtype}{list(x.shape)}, expected "
                                              f"{want.dtype}{list(want.shape)}")
-                if "Bernoulli" in {n.op_type for n in case.model.graph.node} and not np.isin(x, [0, 1]).all():
+                if "Bernoulli" in ops and not np.isin(x, [0, 1]).all():
                     return Outcome("failed", f"output '{name}': Bernoulli values other than 0 and 1")
+            if case.name in TRAINING_DROPOUT:  # y is 0 or x / (1 - ratio), the mask where it is not 0
+                given = dict(zip(input_names, (_array(v) for v in inputs)))
+                x, r = given["x"], float(given["r"]) if "r" in given else 0.5
+                y = np.asarray(got[0])
+                kept = np.isclose(y, x / (1 - r), rtol=1e-6) if r else np.isclose(y, x, rtol=0)
+                if not (kept | (y == 0)).all() or (r and not 0.2 < kept.mean() / (1 - r) < 5):
+                    return Outcome("failed", "training-mode Dropout: outputs other than 0 and x / (1 - ratio)")
+                if len(got) > 1 and not (np.asarray(got[1]) == (kept | (r == 0))).all():
+                    return Outcome("failed", "training-mode Dropout: the mask disagrees with the output")
             continue
         if case.name in EXPECTED_FROM_ORT:
             outputs = _expected_from_ort(case.model, {n: _array(x) for n, x in zip(input_names, inputs)})
