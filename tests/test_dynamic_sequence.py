@@ -251,3 +251,23 @@ def test_sequence_buckets_compile_a_shorter_program_once_per_halving(tmp_path):
     assert seq["buckets"] == [2, 6, 12]
     with pytest.raises(df.Error, match="option of dynamic=True"):
         df.compile(path, [_x(1, 12)], sequence_buckets=True)
+
+
+def test_a_torch_export_dynamic_dim_is_a_runtime_length_too():
+    """The dynamo exporter (torch.export with dynamic_shapes) writes other shape arithmetic than
+    the TorchScript one; the same proof takes it."""
+    module = TokenModel().eval()
+    ex = torch.randint(0, 50, (1, 12), generator=torch.Generator().manual_seed(5))
+    dims = ({0: torch.export.Dim("batch", max=64), 1: torch.export.Dim("seq", min=2, max=512)},)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = torch.onnx.export(module, (ex,), dynamo=True, dynamic_shapes=dims, input_names=["x"]
+                                 ).model_proto.SerializeToString()
+    m = df.compile(data, [ex.numpy()], dynamic=True, threads=1)
+    seq = m.stats["dynamic"]["sequence"]
+    assert seq["runtime"] is True and seq["dimension"] == "seq", seq
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    for b, s in [(1, 12), (2, 5), (3, 3)]:
+        ids = np.random.default_rng(b * s).integers(0, 50, (b, s))
+        np.testing.assert_allclose(m(ids), sess.run(None, {"x": ids})[0], rtol=2e-5, atol=2e-5)
+    assert seq["compiles"] == 1
