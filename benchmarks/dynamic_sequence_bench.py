@@ -17,15 +17,6 @@ import time
 import numpy as np
 
 
-def _median_ms(fn, repeat: int = 7) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times)) * 1e3
-
-
 def _compiles(m) -> int:
     seq = m.stats.get("dynamic", {}).get("sequence", {})
     return len(m.stats.get("specializations", [])) + seq.get("compiles", 1)
@@ -42,7 +33,7 @@ def main() -> None:
     import dnnfusion as df
     from dnnfusion import _core
     from dnnfusion.zoo import registry
-    from dnnfusion.zoo.dynamic_check import _resize
+    from dnnfusion.zoo.dynamic_check import _median_ms, _resize
 
     lengths = [int(s) for s in args.lengths.split(",")]
     print(f"# {platform.processor() or platform.machine()}, isa {_core.cpu_features()['isa']}, "
@@ -67,9 +58,9 @@ def main() -> None:
                 t = time.perf_counter()
                 got = m.run(*feeds)
                 first = time.perf_counter() - t
-                ms = _median_ms(lambda: m.run(*feeds))
+                ms = _median_ms(lambda: m.run(*feeds), 7)  # noqa: B023 (called at once)
                 want = sess.run(None, dict(zip(names, feeds)))
-                ort_ms = _median_ms(lambda: sess.run(None, dict(zip(names, feeds))))
+                ort_ms = _median_ms(lambda: sess.run(None, dict(zip(names, feeds))), 7)
                 rel = max(float(np.abs(g - w).max() / max(np.abs(w).max(), 1e-30)) for g, w in zip(got, want))
                 print(f"{name:<10} {mode:<22} {s:>4} {first:>8.2f} {ms:>8.2f} {ort_ms:>8.2f} {_compiles(m):>8} "
                       f"{rel:>10.1e}", flush=True)
