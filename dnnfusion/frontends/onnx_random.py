@@ -20,9 +20,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dnnfusion.dtypes import ONNX_CODES
 from dnnfusion.errors import ModelFormatError, ShapeError
 
 OPS = ("RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike")
+ONNX_DTYPES = {code: name for name, code in ONNX_CODES.items()}
 PREFIX = "__dnnf_random__"
 MAX_DRAWS = 1 << 31  # numbers one node draws a call (8 GiB of float32)
 _NAME = re.compile(rf"^{re.escape(PREFIX)}\.(uniform|normal)\.(none|[0-9a-f]{{8}})\.\d+$")
@@ -39,8 +41,6 @@ def check_input_name(name: str) -> None:
 
 
 def import_node(imp: Any, node: Any, name: str) -> None:
-    from dnnfusion.frontends.onnx import ONNX_DTYPES
-
     attrs = {a.name: imp._attr(a, node, name) for a in node.attribute}
     like = node.op_type.endswith("Like")
     if len(node.output) != 1 or not node.output[0] or len(node.input) != (1 if like else 0):
@@ -76,8 +76,6 @@ def import_node(imp: Any, node: Any, name: str) -> None:
                      num_outputs=1, name=imp._fresh(f"{name}:add"),
                      output_names=[node.output[0] if dtype == "f32" else imp._fresh(f"{name}:a")])[0]
     if dtype != "f32":
-        from dnnfusion.frontends.onnx import ONNX_CODES
-
         out = imp.b.node("Cast", [out], {"to": ONNX_CODES[dtype]}, num_outputs=1, name=imp._fresh(f"{name}:cast"),
                          output_names=[node.output[0]])[0]
     imp.env[node.output[0]] = out
@@ -98,8 +96,6 @@ def import_dropout(imp: Any, node: Any, name: str) -> None:
     """Dropout in training mode, as ONNX defines it: mask = u >= ratio for u uniform on
     [0, 1), y = x * mask / (1 - ratio) where training_mode is true, else y = x and the mask
     all true."""
-    from dnnfusion.frontends.onnx import ONNX_CODES
-
     x = imp.env.get(node.input[0])
     ratio = imp.env.get(node.input[1]) if node.input[1] else None
     training = imp.env.get(node.input[2])
