@@ -119,6 +119,8 @@ class CompiledModel:
                 a.shape != tuple(v.shape) for a, v in zip(arrays, self.graph.inputs)):
             shapes = {name: a.shape for name, a in zip(self.input_names, arrays)}
             m = self._specializer.get(self, shapes, arrays)
+            if m.stats["threads"] != self.stats["threads"]:  # set_num_threads since it was compiled
+                m.set_num_threads(self.stats["threads"])
         outs = m._exe.run(arrays)
         return outs if m._tail is None else m._tail.run(arrays, outs)
 

@@ -525,6 +525,7 @@ class Padder:
         # shortest that holds it
         self.buckets = buckets
         self.programs: dict[int, Any] = {maximum: model}
+        self.first = maximum  # the program compiled first is the model the caller holds
 
     def bucket(self, s: int) -> int:
         """The compiled length a call of length s runs at (maximum without buckets)."""
@@ -574,6 +575,9 @@ class Padder:
             self.stats["buckets"] = sorted(self.programs)
         padded = self.pad(arrays, s, b)
         m = self.programs[b]
+        threads = self.programs[self.first].stats["threads"]  # the caller's model: set_num_threads
+        if m.stats["threads"] != threads:
+            m.set_num_threads(threads)
         outs = m._exe.run(padded)
         if m._tail is not None:
             outs = m._tail.run(padded, outs)

@@ -271,3 +271,14 @@ def test_a_torch_export_dynamic_dim_is_a_runtime_length_too():
         ids = np.random.default_rng(b * s).integers(0, 50, (b, s))
         np.testing.assert_allclose(m(ids), sess.run(None, {"x": ids})[0], rtol=2e-5, atol=2e-5)
     assert seq["compiles"] == 1
+
+
+def test_set_num_threads_reaches_the_programs_compiled_later(tmp_path):
+    path = export(Attention(), torch.randn(1, 8, D), tmp_path / "m.onnx")
+    m = df.compile(path, [_x(1, 8)], dynamic=True, sequence_buckets=True, threads=1)
+    m(_x(1, 3))  # compiles the bucket of 4 at one thread
+    m.set_num_threads(2)
+    x = _x(1, 3)
+    np.testing.assert_allclose(m(x), _ort(path, x), rtol=2e-5, atol=2e-5)
+    m(_x(1, 11))  # grows: compiled again, then run at the caller's threads
+    assert {p.stats["threads"] for p in m._padder.programs.values()} == {2}

@@ -115,3 +115,14 @@ def test_a_torch_module_called_with_new_shapes_is_exported_again():
     with torch.no_grad():
         np.testing.assert_allclose(c(x).numpy(), cnn(x).numpy(), rtol=1e-4, atol=1e-5)
     assert c.stats["specializations"] == [{"x": [6, 3, 8, 8]}]
+
+
+def test_set_num_threads_reaches_the_specializations(tmp_path):
+    path = export(ConvLinear(), (torch.randn(2, 3, 8, 8),), tmp_path / "m.onnx", ["x"], {"x": {0: "batch"}})
+    m = df.compile(path, example_inputs=[np.zeros((2, 3, 8, 8), np.float32)], threads=1)
+    m(np.zeros((3, 3, 8, 8), np.float32))  # a specialization, compiled at one thread
+    m.set_num_threads(2)
+    x = np.random.default_rng(0).standard_normal((3, 3, 8, 8)).astype(np.float32)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(m(x), want, rtol=1e-4, atol=1e-5)
+    assert {s.stats["threads"] for s in m._specializer.compiled.values()} == {2}
