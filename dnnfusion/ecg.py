@@ -126,10 +126,22 @@ class ECG:
         """Runs the graph with the NumPy reference interpreter (the oracle)."""
         from dnnfusion import reference
 
+        from dnnfusion.frontends.onnx_random import Draws
+
         if args and feeds:
             raise TypeError("pass inputs positionally or by name, not both")
         if len(args) == 1 and isinstance(args[0], dict):
-            return reference.run(self.graph, args[0])
+            feeds, args = dict(args[0]), ()
+        draws = Draws(self.graph.inputs)
+        if draws:  # random operators' hidden inputs, drawn here unless given
+            names = [v.name for v in self.graph.inputs]
+            hidden = [names[i] for i in sorted(draws.positions)]
+            if feeds and not all(n in feeds for n in hidden):
+                own = [feeds.get(n) for i, n in enumerate(names) if i not in draws.positions]
+                if all(a is not None for a in own):
+                    feeds = dict(zip(names, draws.fill(own)))
+            elif args and len(args) == len(names) - len(hidden):
+                args = tuple(draws.fill(list(args)))
         return reference.run(self.graph, feeds if feeds else list(args))
 
     def __repr__(self) -> str:

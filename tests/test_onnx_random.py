@@ -109,3 +109,10 @@ def test_dropout_in_training_mode_matches_onnx_runtime(training):
     assert (y[~z] == 0).all()
     assert abs(z.mean() - zo.mean()) < 0.01 and abs(z.mean() - 0.75) < 0.01
     assert not np.array_equal(z, m(*feeds)[1])  # a new mask every call
+
+
+def test_the_reference_draws_the_hidden_inputs_itself():
+    g = df.load(_normal_model(seed=4))
+    x = np.zeros(N, np.float32)
+    for y in (g.run_reference(x)[0], g.run_reference(x=x)[0], g.run_reference({"x": x})[0]):
+        assert abs(y.mean() - 2.0) < 0.05 and abs(y.std() - 3.0) < 0.05
