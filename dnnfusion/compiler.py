@@ -99,6 +99,8 @@ class CompiledModel:
         arrays = self._arrays(given)
         if self._draws:
             arrays = self._draws.fill(arrays)
+        if self._padder is not None:  # the call as given, before the batch is cut into chunks
+            self._padder.check(arrays, any_batch=self._batcher is not None)
         if self._batcher is not None:
             outs = self._batcher.run(arrays, self.input_names, self._run_arrays)
         else:

@@ -463,7 +463,8 @@ def masked_graph(ga: Any, tracker: _Tracker) -> tuple[Any, str]:
         """bool [dim, 1 x trailing]: position i < S + offset."""
         key = (dim, offset, trailing)
         if key not in valid_cache:
-            pos = out.add_constant(name("pos"), (np.arange(dim, dtype=np.int64) - offset).reshape([dim] + [1] * trailing))
+            positions = (np.arange(dim, dtype=np.int64) - offset).reshape([dim] + [1] * trailing)
+            pos = out.add_constant(name("pos"), positions)
             valid_cache[key] = out.add_node("Less", [pos, length], {}, 1, name("valid"), [name("valid")])[0]
         return valid_cache[key]
 
@@ -534,10 +535,34 @@ class Padder:
             b = (b + 1) // 2
         return b
 
+    def _takes(self, i: int, any_batch: bool = False) -> str:
+        """Input i's type with its sequence axes as 'S' and, with `any_batch`, axis 0 as 'B'."""
+        v = self.model.graph.inputs[i]
+        dims = ["S" if a in self.in_axes[i] else "B" if any_batch and a == 0 else str(int(d))
+                for a, d in enumerate(v.shape)]
+        return f"{v.dtype}[{','.join(dims)}]"
+
+    def check(self, arrays: list[np.ndarray], any_batch: bool = False) -> None:
+        """ShapeError / DTypeError naming the input and what the model takes (its sequence axes
+        any length; with `any_batch`, axis 0 too: the call before dynamic=True's batching cuts
+        it) for a call that differs elsewhere."""
+        from dnnfusion.dtypes import numpy_dtype
+        from dnnfusion.errors import DTypeError
+
+        for i, (a, name) in enumerate(zip(arrays, self.names)):
+            v = self.model.graph.inputs[i]
+            takes = self._takes(i, any_batch) + (" (S: any sequence length" + (", B: any batch)" if any_batch else ")"))
+            if a.dtype != numpy_dtype(v.dtype):
+                raise DTypeError(f"input '{name}': expected {takes}, got {a.dtype} {list(a.shape)}")
+            if a.ndim != len(v.shape) or any(int(d) != int(w) for k, (d, w) in enumerate(zip(a.shape, v.shape))
+                                             if k not in self.in_axes[i] and not (any_batch and k == 0)):
+                raise ShapeError(f"input '{name}': expected {takes}, got {list(a.shape)}")
+
     def length(self, arrays: list[np.ndarray]) -> int:
-        got = {int(a.shape[ax]) for a, axes in zip(arrays, self.in_axes) for ax in axes if ax < a.ndim}
-        if len(got) != 1 or any(a.ndim != len(self.model.graph.inputs[i].shape)
-                                for i, a in enumerate(arrays)):
+        """The call's sequence length (check() first)."""
+        self.check(arrays)
+        got = {int(a.shape[ax]) for a, axes in zip(arrays, self.in_axes) for ax in axes}
+        if len(got) != 1:
             raise ShapeError("dynamic=True: the inputs' sequence axes must agree; got "
                              + ", ".join(f"'{n}' {tuple(a.shape)}" for n, a in zip(self.names, arrays)))
         s = got.pop()

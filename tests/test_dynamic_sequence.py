@@ -159,6 +159,22 @@ def test_a_model_that_reads_the_length_is_specialized_instead(tmp_path, module, 
     assert len(m.stats["specializations"]) == 2
 
 
+def test_a_wrong_call_names_what_the_model_takes(tmp_path):
+    """Errors describe the call and the model (its sequence axis any length), not the padded
+    arrays the program runs."""
+    path = export(Attention(), torch.randn(1, 8, D), tmp_path / "m.onnx")
+    m = df.compile(path, [_x(1, 8)], dynamic=True, threads=1)
+    with pytest.raises(df.DTypeError, match=r"expected f32\[B,S,16\] \(S: any sequence length, B: any batch\), "
+                                            r"got float64 \[2, 4, 16\]"):
+        m(_x(2, 4).astype(np.float64))
+    with pytest.raises(ShapeError, match=r"expected f32\[B,S,16\] .*got \[1, 4, 17\]"):
+        m(np.zeros((1, 4, D + 1), np.float32))
+    with pytest.raises(ShapeError, match=r"expected f32\[B,S,16\] .*got \[4, 16\]"):
+        m(np.zeros((4, D), np.float32))
+    with pytest.raises(ShapeError, match="at least 1; got 0"):
+        m(np.zeros((1, 0, D), np.float32))
+
+
 def test_inputs_whose_lengths_disagree_are_refused(tmp_path):
     class Two(torch.nn.Module):
         def forward(self, a, b):
