@@ -19,7 +19,7 @@ data files. Every case gets a status:
 :func:`run_case` freezes the graph inputs that must be constants for static shapes
 (:data:`STATIC_OPERANDS`) into initializers holding the case's data, loads the model with
 :func:`dnnfusion.load`, runs it with
-:func:`dnnfusion.reference.run` and compares every output with the expected one: dtypes and
+:func:`dnnfusion.reference.run` (``ECG.run_reference``) and compares every output with the expected one: dtypes and
 shapes must match; floats within ``rtol``/``atol`` (:data:`TOLERANCES`, NaN matching NaN);
 integers and bools exactly (a few hand-rounded expected outputs: :data:`ROUNDED_EXPECTED`).
 
@@ -399,7 +399,6 @@ def run_case(case: Case) -> Outcome:
     :func:`static_inputs`), runs the reference interpreter on each data set and compares
     with the expected outputs. Never raises."""
     import dnnfusion
-    from dnnfusion import reference
 
     initializers = {t.name for t in case.model.graph.initializer}
     input_names = [v.name for v in case.model.graph.input if v.name not in initializers]
@@ -417,14 +416,8 @@ def run_case(case: Case) -> Outcome:
             return Outcome("failed", f"import: UnsupportedOperatorError: {e}", e)
         except Exception as e:  # noqa: BLE001 - any other error is a failure to report
             return Outcome("failed", f"import: {type(e).__name__}: {e}", e)
-        from dnnfusion.frontends.onnx_random import Draws
-
-        draws = Draws(g.graph.inputs)
-        if draws:  # the hidden inputs of random operators, drawn as a compiled model draws them
-            given = [feeds[v.name] for i, v in enumerate(g.graph.inputs) if i not in draws.positions]
-            feeds = dict(zip([v.name for v in g.graph.inputs], draws.fill(given)))
         try:
-            got = reference.run(g.graph, feeds)
+            got = g.run_reference(feeds)  # (random operators' hidden inputs drawn there)
         except Exception as e:  # noqa: BLE001
             return Outcome("failed", f"run: {type(e).__name__}: {e}", e)
         ops = {n.op_type for n in case.model.graph.node}
