@@ -14,6 +14,7 @@ import numpy as np
 
 from dnnfusion import _core
 from dnnfusion import dynamic as _dynamic
+from dnnfusion.kernel_profile import KernelProfile
 from dnnfusion.frontends import onnx_random as _onnx_random
 from dnnfusion import host_tail as _host_tail
 from dnnfusion._paths import prelude_dir
@@ -81,7 +82,7 @@ class CompiledModel:
         self._f16_inputs: dict[str, np.dtype] = {}
         self._f16_outputs: list[np.dtype | None] = [None] * len(self.output_names)
         self._tail: _host_tail.HostTail | None = None  # operators run after the kernels, on the host
-        self._padder: Any = None  # dynamic=True: a sequence.Padder runs any shorter sequence padded
+        self._padder: Any = None  # dynamic=True: a padded.Padder runs any shorter sequence padded
         # RandomUniform / RandomNormal nodes: hidden inputs drawn anew before every call
         self._draws = _onnx_random.Draws(graph.inputs)
         if self._draws:
@@ -292,41 +293,6 @@ _CODE_LEGEND = {
 
 def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} KB"
-
-
-class KernelProfile:
-    """Per-kernel median times of a :meth:`CompiledModel.profile` run: ``rows`` (one dict per
-    kernel in execution order: function, block, stages, ms), ``total_ms``, and ``top(n)``."""
-
-    def __init__(self, rows: list[dict], repeat: int, threads: int):
-        self.rows = rows
-        self.repeat = repeat
-        self.threads = threads
-
-    @property
-    def total_ms(self) -> float:
-        return sum(r["ms"] for r in self.rows)
-
-    def top(self, n: int = 10) -> list[dict]:
-        return sorted(self.rows, key=lambda r: -r["ms"])[:n]
-
-    def table(self, n: int | None = 20) -> str:
-        total = self.total_ms or 1.0
-        rows = self.top(n) if n else self.rows
-        lines = [f"{len(self.rows) - 1} kernels, {self.total_ms:.3f} ms in all (median of "
-                 f"{self.repeat} runs, {self.threads} threads)"
-                 + (f"; the {len(rows)} slowest:" if n else ":"),
-                 f"{'kernel':<16} {'block':>5} {'ms':>9} {'share':>6}  stages"]
-        for r in rows:
-            stages = "; ".join(r["stages"])
-            if len(stages) > 90:
-                stages = stages[:87] + "..."
-            lines.append(f"{r['function']:<16} {r['block']:>5} {r['ms']:>9.3f} "
-                         f"{100 * r['ms'] / total:>5.1f}%  {stages}")
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.table()
 
 
 def _is_torch(a: Any) -> bool:

@@ -168,6 +168,7 @@ def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[i
     """The model compiled once for its sequence length in `shapes` (the longest a call runs
     without compiling again), shorter ones padded to it (:mod:`dnnfusion.sequence`); (None,
     why) when the padding cannot be proven, and each length then compiles a specialization."""
+    from dnnfusion import padded as _padded
     from dnnfusion import sequence as _seq
 
     axes = {n: {a: 0 for a, _ in others[n]} for n in names}
@@ -181,7 +182,7 @@ def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[i
 
     def build(s: int) -> tuple[Any, Any]:
         ga, t = _seq.analyse(load_at, s, axes)
-        ecg, length_name = _seq.masked_graph(ga, t)
+        ecg, length_name = _padded.masked_graph(ga, t)
         m = compile_static(ecg, None, input_shapes=None, **kwargs)
         m.input_names = [n for n in m.input_names if n != length_name]
         return m, t
@@ -205,7 +206,7 @@ def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[i
         stats["how"] += "; sequence_buckets: a shorter call runs padded to the shortest of the lengths " \
                         "maximum / 2^k that holds it, each compiled on its first call"
         stats["buckets"] = [maximum]
-    m._padder = _seq.Padder(m, in_axes, out_axes, maximum, t.min_length, names, grow, stats, buckets)
+    m._padder = _padded.Padder(m, in_axes, out_axes, maximum, t.min_length, names, grow, stats, buckets)
     return m, stats
 
 

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
 import dnnfusion as df  # noqa: E402
-from dnnfusion import sequence  # noqa: E402
+from dnnfusion import padded, sequence  # noqa: E402
 from dnnfusion.errors import ShapeError  # noqa: E402
 from dnnfusion.zoo import dynamic_check  # noqa: E402
 
@@ -122,13 +122,13 @@ def test_the_masks_are_what_makes_it_right(tmp_path):
     ga, t = sequence.analyse(load_at, 12, {"x": {1: 0}})
     assert len(t.masks) == 3  # Softmax's input, and both operands of the weighted sum
     x = _x(1, 5)
-    padded = np.concatenate([x, np.zeros((1, 7, D), np.float32)], axis=1)
+    xpad = np.concatenate([x, np.zeros((1, 7, D), np.float32)], axis=1)
     want = _ort(path, x)
-    masked, _ = sequence.masked_graph(ga, t)
-    np.testing.assert_allclose(df.compile(masked)(padded, np.array(5))[:, :5], want, rtol=2e-5, atol=2e-5)
+    masked, _ = padded.masked_graph(ga, t)
+    np.testing.assert_allclose(df.compile(masked)(xpad, np.array(5))[:, :5], want, rtol=2e-5, atol=2e-5)
     t.masks.clear()
-    bare, _ = sequence.masked_graph(ga, t)
-    assert np.abs(df.compile(bare)(padded, np.array(5))[:, :5] - want).max() > 1e-3
+    bare, _ = padded.masked_graph(ga, t)
+    assert np.abs(df.compile(bare)(xpad, np.array(5))[:, :5] - want).max() > 1e-3
 
 
 def test_a_longer_sequence_compiles_again_for_its_length(tmp_path):
