@@ -536,7 +536,40 @@ def _recurrent(imp: Any, node: Any) -> Any:
     return recurrent(imp, node)
 
 
-_HAND_FORMS = {"LpNormalization": lp_normalization, "Einsum": _einsum, "OneHot": one_hot, "Hardmax": hardmax,
+def log_sum_exp(imp: Any, node: Any) -> Any:
+    """ReduceLogSumExp on floats as ONNX Runtime computes it, not as its schema's body (log of
+    a sum of exps, which overflows from 89 in float32, 710 in the body's double): the maximum
+    m taken out first, log(sum(exp(x - m))) + m, with m = 0 where it is infinite (all -inf:
+    -inf; any +inf: +inf). Other element types keep the schema's body (None)."""
+    x = imp.env.get(node.input[0]) if node.input and node.input[0] else None
+    if x is None or x.dtype not in ("f32", "f64", "f16", "bf16"):
+        return None
+    h = imp.onnx.helper
+    attrs = {a.name: h.get_attribute_value(a) for a in node.attribute}
+    keep, common = int(attrs.get("keepdims", 1)), {}
+    if "noop_with_empty_axes" in attrs:
+        common["noop_with_empty_axes"] = int(attrs["noop_with_empty_axes"])
+    nodes, axes = [], []
+    if "axes" in attrs:  # an opset below 18: the attribute; the body's opset takes them as an input
+        nodes.append(_const(imp, "axes", np.array(list(attrs["axes"]), np.int64)))
+        axes = ["axes"]
+    elif len(node.input) > 1 and node.input[1]:
+        axes = ["in1"]
+    zero = np.array(0, _np_dtype(x.dtype))
+    nodes += [h.make_node("ReduceMax", ["in0"] + axes, ["m"], keepdims=1, **common),
+              h.make_node("IsInf", ["m"], ["inf"]), _const(imp, "zero", zero),
+              h.make_node("Where", ["inf", "zero", "m"], ["ms"]), h.make_node("Sub", ["in0", "ms"], ["d"]),
+              h.make_node("Exp", ["d"], ["e"]), h.make_node("ReduceSum", ["e"] + axes, ["s"], keepdims=keep, **common),
+              h.make_node("Log", ["s"], ["l"])]
+    if keep:
+        nodes.append(h.make_node("Add", ["l", "ms"], ["out0"]))
+    else:
+        nodes += [h.make_node("ReduceMax", ["ms"] + axes, ["mk"], keepdims=0, **common),
+                  h.make_node("Add", ["l", "mk"], ["out0"])]
+    return function_proto(imp, "ReduceLogSumExp", len(node.input), nodes)
+
+
+_HAND_FORMS = {"ReduceLogSumExp": log_sum_exp, "LpNormalization": lp_normalization, "Einsum": _einsum, "OneHot": one_hot, "Hardmax": hardmax,
                "EyeLike": eye_like, "AffineGrid": affine_grid, "LRN": lrn, "LpPool": lp_pool, "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
                "Det": _det, "DeformConv": _deform_conv}
 
