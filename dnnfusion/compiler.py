@@ -429,11 +429,49 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     return m
 
 
+def _prepare(model: Any, example_inputs: Sequence[Any] | None, input_shapes: dict | None, optimize: bool,
+             layout: str, float16: str) -> tuple:
+    """Import, the float16 / narrow-integer conversions, the rewrites, the layout and the host
+    tail: the graph that is planned (dynamic=True's runtime extents run it twice, at two
+    sequence lengths). Returns (ecg, operators_before, f16_in, f16_out, halves, t_loaded,
+    report, layout_report, tail)."""
+    ecg = load(model, example_inputs, input_shapes=input_shapes)
+    operators_before = len(ecg)
+    f16_in: dict[str, np.dtype] = {}
+    f16_out: list[np.dtype | None] = []
+    if _rewrite.uses_float16(ecg):
+        if float16 == "error":
+            raise DTypeError("the model computes in float16 or bfloat16 and compile(..., float16='error') "
+                             "refuses it; float16='f32' (the default) computes it in float32")
+        f16_in = {v.name: numpy_dtype(v.dtype) for v in ecg.inputs if v.dtype in HALF_DTYPES}
+        f16_out = [numpy_dtype(v.dtype) if v.dtype in HALF_DTYPES else None for v in ecg.outputs]
+        ecg = _rewrite.float16_to_float32(ecg)
+    halves = bool(f16_out)
+    if _rewrite.uses_narrow(ecg):  # int4, uint4, int2, uint2: computed in int8 / uint8, exactly
+        small = set(NARROW_DTYPES) | set(SMALL_FLOAT_NAMES)
+        f16_in.update({v.name: numpy_dtype(v.dtype) for v in ecg.inputs if v.dtype in small})
+        f16_out = [numpy_dtype(v.dtype) if v.dtype in small else (f16_out[i] if f16_out else None)
+                   for i, v in enumerate(ecg.outputs)]
+        ecg = _rewrite.narrow_to_wide(ecg)
+    t_loaded = time.perf_counter()
+    report = None
+    if optimize:
+        ecg, report = _rewrite.rewrite(ecg)
+    ecg, layout_report = _rewrite.select_layout(ecg, layout)
+    layout_report["mode"] = layout
+    ecg, tail = _host_tail.split(ecg)  # what follows a data-dependent output length (NMS)
+    return ecg, operators_before, f16_in, f16_out, halves, t_loaded, report, layout_report, tail
+
+
 def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: str, planner: str,
                     threads: int | None, input_shapes: dict[str, Sequence[int]] | None,
                     optimize: bool, isa: str | None, layout: str | None, device: str,
                     float16: str = "f32", horizontal: bool = False, profile: str | None = None,
-                    profile_seconds: float | None = None) -> CompiledModel:
+                    profile_seconds: float | None = None, seq_rows: Any = None) -> CompiledModel:
+    """compile() for one set of shapes. `seq_rows` (dynamic=True's runtime sequence length):
+    called with the planned ECG and a function that runs the same import, rewrites and layout
+    on another ECG, it returns ({value id: {axis: offset}}, the length input's index) for
+    generate_cpu (:mod:`dnnfusion.seq_extents`)."""
     if target not in TARGETS:
         raise Error(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     if target == "opencl":  # channels-last convolutions are CPU kernels; OpenCL runs NCHW
@@ -462,31 +500,8 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         ocl_device = _core.opencl_select_device(device)
 
     t_start = time.perf_counter()
-    ecg = load(model, example_inputs, input_shapes=input_shapes)
-    operators_before = len(ecg)
-    f16_in: dict[str, np.dtype] = {}
-    f16_out: list[np.dtype | None] = []
-    if _rewrite.uses_float16(ecg):
-        if float16 == "error":
-            raise DTypeError("the model computes in float16 or bfloat16 and compile(..., float16='error') "
-                             "refuses it; float16='f32' (the default) computes it in float32")
-        f16_in = {v.name: numpy_dtype(v.dtype) for v in ecg.inputs if v.dtype in HALF_DTYPES}
-        f16_out = [numpy_dtype(v.dtype) if v.dtype in HALF_DTYPES else None for v in ecg.outputs]
-        ecg = _rewrite.float16_to_float32(ecg)
-    halves = bool(f16_out)
-    if _rewrite.uses_narrow(ecg):  # int4, uint4, int2, uint2: computed in int8 / uint8, exactly
-        small = set(NARROW_DTYPES) | set(SMALL_FLOAT_NAMES)
-        f16_in.update({v.name: numpy_dtype(v.dtype) for v in ecg.inputs if v.dtype in small})
-        f16_out = [numpy_dtype(v.dtype) if v.dtype in small else (f16_out[i] if f16_out else None)
-                   for i, v in enumerate(ecg.outputs)]
-        ecg = _rewrite.narrow_to_wide(ecg)
-    t_loaded = time.perf_counter()
-    report = None
-    if optimize:
-        ecg, report = _rewrite.rewrite(ecg)
-    ecg, layout_report = _rewrite.select_layout(ecg, layout)
-    layout_report["mode"] = layout
-    ecg, tail = _host_tail.split(ecg)  # what follows a data-dependent output length (NMS)
+    ecg, operators_before, f16_in, f16_out, halves, t_loaded, report, layout_report, tail = _prepare(
+        model, example_inputs, input_shapes, optimize, layout, float16)
     t_rewritten = time.perf_counter()
     # Yellow cells measured on this machine: only the DNNFusion planner on the CPU asks for
     # them (the OpenCL target keeps the estimate: its candidates would need the device's
@@ -518,7 +533,10 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     yellow = _profiling.annotate(fusion, profiled, profile_seconds)
     t_planned = time.perf_counter()
     if target == "cpu":
-        generated = _core.generate_cpu(ecg.graph, fusion, isa)
+        rows, length_input = {}, -1
+        if seq_rows is not None:
+            rows, length_input = seq_rows(ecg, lambda e: _prepare(e, None, None, optimize, layout, float16)[0])
+        generated = _core.generate_cpu(ecg.graph, fusion, isa, seq_rows=rows, length_input=length_input)
         t_generated = time.perf_counter()
         exe = _core.CpuExecutable(ecg.graph, generated, isa, threads, prelude)
     else:

@@ -4,6 +4,7 @@ over chunks of that program."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -169,6 +170,7 @@ def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[i
     without compiling again), shorter ones padded to it (:mod:`dnnfusion.sequence`); (None,
     why) when the padding cannot be proven, and each length then compiles a specialization."""
     from dnnfusion import padded as _padded
+    from dnnfusion import seq_extents as _seq_extents
     from dnnfusion import sequence as _seq
 
     axes = {n: {a: 0 for a, _ in others[n]} for n in names}
@@ -180,11 +182,28 @@ def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[i
         return load(model, input_shapes={n: [s if i in axes[n] else d for i, d in enumerate(shapes[n])]
                                          for n in names})
 
+    rows_info: dict[str, Any] = {}
+
     def build(s: int) -> tuple[Any, Any]:
         ga, t = _seq.analyse(load_at, s, axes)
         ecg, length_name = _padded.masked_graph(ga, t)
-        m = compile_static(ecg, None, input_shapes=None, **kwargs)
+
+        def rows_of(planned: Any, prepare: Callable[[Any], Any]) -> tuple[dict, int]:
+            # the planned graph's proof again, against its twin one position shorter: the
+            # values whose padded positions the kernels need not compute (seq_extents)
+            if kwargs.get("target", "cpu") != "cpu" or os.environ.get("DNNF_SEQ_ROWS", "1") == "0":
+                rows_info.update(values=0, why="off (DNNF_SEQ_ROWS=0)")
+                return {}, -1
+            twin = prepare(_padded.masked_graph(t.gb, t)[0])
+            rows, why = _seq_extents.runtime_rows(planned, s, twin, s - 1, length_name, axes)
+            rows_info.update(values=len(rows), why=why)
+            names_in = [v.name for v in planned.inputs]
+            return rows, names_in.index(length_name) if rows else -1
+
+        m = compile_static(ecg, None, input_shapes=None, seq_rows=rows_of, **kwargs)
         m.input_names = [n for n in m.input_names if n != length_name]
+        limited = sum(int(k.get("seq_rows_stages", 0)) for k in m.kernels)
+        rows_info.update(stages=limited, of=sum(len(k["stages"]) for k in m.kernels))
         return m, t
 
     maximum = lengths.pop()
@@ -196,6 +215,8 @@ def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[i
     out_axes = [t.pos.get(v.id, {}) for v in t.ga.outputs]
     stats = {"runtime": True, "dimension": next(d for n in names for _, d in others[n]), "maximum": maximum, "min_length": t.min_length,
              "masked_operands": len(t.masks) + len(t.means), "compiles": 1, "calls": 0,
+             # the stages whose rows follow the call's length (of all stages), and why none if none
+             "runtime_rows": rows_info,
              "how": "padded to the maximum, the positions past the call's length masked where an operator mixes "
                     "positions (dnnfusion.sequence); a longer call compiles again for its length"}
 

@@ -25,6 +25,14 @@ pytestmark = [pytest.mark.filterwarnings("ignore:You are using the legacy TorchS
 D = 16
 
 
+@pytest.fixture(autouse=True)
+def _poisoned_arena(monkeypatch):
+    """Every program here runs with its arena and outputs filled with NaN first
+    (DNNF_POISON_ARENA): the padded rows the kernels leave uncomputed (seq_extents) must not
+    reach a valid output, and stale memory from an earlier, longer call must not hide it."""
+    monkeypatch.setenv("DNNF_POISON_ARENA", "1")
+
+
 def export(module, example, path):
     """`module` as ONNX with axis 0 of its input "batch" and axis 1 "seq", output likewise
     where it has them."""

@@ -39,6 +39,7 @@ py::list kernels_of(const GeneratedModule& gm) {
     kd["scratch_bytes"] = k.scratch_bytes;
     kd["passes"] = k.passes;
     kd["intermediate_bytes_written"] = k.intermediate_bytes_written;
+    kd["seq_rows_stages"] = k.seq_rows_stages;
     ks.append(kd);
   }
   return ks;
@@ -67,13 +68,32 @@ py::dict generated_dict(const Generated& g) {
 }
 
 std::shared_ptr<Generated> generate(const py::object& graph, const py::object& plan, const std::string& isa,
-                                    bool prologues = true) {
+                                    bool prologues = true,
+                                    const std::map<ValueId, std::map<int, int64_t>>& seq_rows = {},
+                                    int length_input = -1) {
   auto out = std::make_shared<Generated>();
   out->graph = graph_of(graph);
   FusionPlan p = plan_of(plan);
   CodegenOptions o;
   o.isa = isa;
   o.prologues = prologues;
+  if (length_input >= static_cast<int>(out->graph->inputs().size()))
+    throw Error("generate_cpu: length_input " + std::to_string(length_input) + " is not an input of the graph");
+  if (length_input >= 0) {
+    const Value& lv = out->graph->value(out->graph->inputs()[length_input]);
+    if (lv.type.dtype != DType::I64 || !lv.type.shape.empty())
+      throw Error("generate_cpu: the length input '" + lv.name + "' must be an int64 scalar");
+  }
+  for (const auto& [v, axes] : seq_rows) {
+    if (v < 0 || static_cast<size_t>(v) >= out->graph->values().size())
+      throw Error("generate_cpu: seq_rows names value " + std::to_string(v) + ", which the graph lacks");
+    const int64_t r = static_cast<int64_t>(out->graph->value(v).type.shape.size());
+    for (const auto& [a, c] : axes)
+      if (a < 0 || a >= r) throw Error("generate_cpu: seq_rows axis " + std::to_string(a) + " of a rank-" +
+                                       std::to_string(r) + " value");
+  }
+  o.seq_rows = seq_rows;
+  o.length_input = length_input;
   py::gil_scoped_release unlocked;
   out->module = generate_cpu(*out->graph, p, o);
   return out;
@@ -148,10 +168,13 @@ void bind_codegen(py::module_& m) {
       });
 
   m.def("generate_cpu", &generate, py::arg("graph"), py::arg("plan"), py::arg("isa") = "scalar",
-        py::arg("prologues") = true,
+        py::arg("prologues") = true, py::arg("seq_rows") = std::map<ValueId, std::map<int, int64_t>>{},
+        py::arg("length_input") = -1,
         "Lowers every block of a fusion plan to C++ for the CPU dialect `isa` "
         "(avx512 | avx2 | neon | scalar). prologues=False materialises every GEMM operand made "
-        "in its block (to measure what fused prologues save).");
+        "in its block (to measure what fused prologues save). seq_rows {value id: {axis: offset}} and "
+        "length_input (an int64 scalar input L): stages writing those values compute only their first "
+        "L + offset positions (dynamic=True's runtime sequence length, dnnfusion.seq_extents).");
   m.def("generate_cpu_dict", [](const py::object& graph, const py::object& plan, const std::string& isa) {
     return generated_dict(*generate(graph, plan, isa));
   }, py::arg("graph"), py::arg("plan"), py::arg("isa") = "scalar",

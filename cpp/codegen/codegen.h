@@ -26,6 +26,7 @@
 //       and of the final output copies to seconds[kernels.size()].
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,12 @@ struct CodegenOptions {
   std::string isa = "scalar";
   // Fused GEMM prologues (A computed while packed); off only to measure what they save.
   bool prologues = true;
+  // compile(..., dynamic=True)'s runtime sequence length (dnnfusion/seq_extents.py): values
+  // whose positions from L + offset on, along each listed axis, no valid output reads, and
+  // the graph input holding L (an int64 scalar). Stages writing such a value compute only
+  // their first L + offset positions where the stage's form allows (cg::SeqRows).
+  std::map<ValueId, std::map<int, int64_t>> seq_rows;
+  int length_input = -1;
 };
 
 // What one fused block became.
@@ -68,6 +75,7 @@ struct KernelInfo {
   int64_t scratch_bytes = 0;        // kernel-local buffers (materialised inside the block)
   int64_t passes = 0;               // stages run (codegen/counts.h)
   int64_t intermediate_bytes_written = 0;  // stored to the arena and scratch per inference
+  int seq_rows_stages = 0;          // stages whose rows follow the runtime sequence length
 };
 
 struct GeneratedModule {

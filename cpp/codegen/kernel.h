@@ -243,18 +243,37 @@ struct AnchorStage {
 // (conv.h's is_depthwise), which writes its output dense only.
 inline bool is_depthwise_shape(const std::vector<int64_t>& s) { return s.size() > 4 && s[4] == s[2] && s[3] == s[2]; }
 
+// compile(..., dynamic=True)'s runtime sequence length (dnnfusion/seq_extents.py, seq_rows.cc):
+// the stage's output is read only at its first P = min(max(L + offset, 0), size) positions
+// along one dim, L the length input at run time, so the stage computes only those.
+struct SeqRows {
+  enum class How : uint8_t {
+    None,
+    Rows,    // a row-form loop whose outermost index var is the dim: per * P rows
+    Guard,   // a row-form loop skips the rows whose index var `var` is >= P
+    Flat,    // a flat loop over the first per * P elements (the dims before the dim are 1s)
+    GemmM,   // a GEMM's M (per batch index) is P
+    Outer,   // a row kernel (Softmax, LayerNorm) over per * P rows: its first Int argument
+  };
+  How how = How::None;
+  int64_t offset = 0, size = 0, per = 1;
+  int var = -1;
+};
+
 struct Stage {
   enum class Kind : uint8_t { Loop, Transpose, Anchor };
   Kind kind = Kind::Loop;
   LoopStage loop;
   TransposeStage transpose;
   AnchorStage anchor;
+  SeqRows seq;
   std::string label;  // one line for KernelInfo::stages ("gemm [128x768x768] +epilogue(3 ops)")
 };
 
 struct BlockPlan {
   int block = -1;
   size_t operators = 0;
+  int length_input = -1;  // the graph input holding L (int64 scalar) when a stage has SeqRows
   std::vector<Buffer> buffers;  // in value-id order
   std::vector<Stage> stages;    // in execution order
   int64_t scratch_bytes = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -151,6 +152,11 @@ CpuExecutable::CpuExecutable(std::shared_ptr<const Graph> graph, GeneratedModule
   run_timed_ = library_.function<RunTimedFn>("dnnf_run_timed");
   destroy_ = library_.function<DestroyFn>("dnnf_destroy");
   arena_ = aligned_bytes(static_cast<size_t>(module_.arena_bytes));
+  // $DNNF_POISON_ARENA=1 (tests): the arena and the outputs are filled with 0xff bytes (NaN
+  // floats, -1 integers) before every run, so that a kernel reading memory no kernel of
+  // this run wrote shows in its results (dynamic=True's uncomputed padded rows, seq_rows.h).
+  const char* poison = std::getenv("DNNF_POISON_ARENA");
+  poison_ = poison && poison[0] == '1';
 
   char err[kErrLen] = {0};
   state_ = create(constants.empty() ? nullptr : constants.data(), num_threads_, err, kErrLen);
@@ -196,6 +202,11 @@ void CpuExecutable::run_with(const std::vector<TensorRef>& inputs, const std::ve
   for (const TensorRef& t : outputs) out.push_back(t.data);
   char err[kErrLen] = {0};
   std::lock_guard<std::mutex> lock(mu_);
+  if (poison_) {
+    std::memset(arena_.get(), 0xff, static_cast<size_t>(module_.arena_bytes));
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (out[i]) std::memset(out[i], 0xff, graph_->value(module_.outputs[i]).type.nbytes());
+  }
   int rc = seconds ? run_timed_(state_, in.data(), out.data(), arena_.get(), num_threads_, seconds, err, kErrLen)
                    : run_(state_, in.data(), out.data(), arena_.get(), num_threads_, err, kErrLen);
   if (rc != 0) throw Error(std::string("the compiled model failed: ") + (err[0] ? err : "no message"));

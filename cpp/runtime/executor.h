@@ -110,6 +110,7 @@ class CpuExecutable {
   RunTimedFn run_timed_ = nullptr;
   DestroyFn destroy_ = nullptr;
   std::shared_ptr<char> arena_;
+  bool poison_ = false;  // $DNNF_POISON_ARENA
   std::mutex mu_;
 };
 

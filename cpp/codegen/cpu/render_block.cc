@@ -105,7 +105,18 @@ class BlockRenderer {
       fn += "  " + c + t + "* const " + ptr(buf.value) + " = reinterpret_cast<" + c + t + "*>(" + where(buf.where) +
             ");\n";
     }
-    for (const Stage& s : b_.stages) {
+    if (b_.length_input >= 0)  // compile(..., dynamic=True)'s runtime sequence length L
+      code_.line("const long seq_len = static_cast<long>(*static_cast<const int64_t*>(x.in[" +
+                 std::to_string(b_.length_input) + "]));");
+    for (size_t i = 0; i < b_.stages.size(); ++i) {
+      const Stage& s = b_.stages[i];
+      seq_ = s.seq;
+      lim_.clear();
+      if (seq_.how != SeqRows::How::None) {  // the positions this stage computes
+        lim_ = "sq" + std::to_string(i);
+        code_.line("const long " + lim_ + " = std::min<long>(std::max<long>(seq_len + (" + std::to_string(seq_.offset) +
+                   "L), 0L), " + std::to_string(seq_.size) + "L);");
+      }
       switch (s.kind) {
         case Stage::Kind::Loop: loop(s.loop); break;
         case Stage::Kind::Transpose: transpose(s.transpose); break;
@@ -124,6 +135,13 @@ class BlockRenderer {
     for (const LoopStage::IndexVar& v : l.index_vars)
       body.line("const long i" + std::to_string(v.k) + " = " +
                 (v.zero ? std::string("0") : "(o / " + std::to_string(v.div) + "L) % " + std::to_string(v.mod) + "L") + ";");
+    if (seq_.how == SeqRows::How::Guard) body.line("if (i" + std::to_string(seq_.var) + " >= " + lim_ + ") continue;");
+    // the elements (flat) or rows computed: all, or those of the runtime length's positions
+    const bool flat_seq = seq_.how == SeqRows::How::Flat;
+    const std::string total = flat_seq ? "(" + lim_ + " * " + L(seq_.per) + ")" : std::to_string(l.total) + "L";
+    const std::string rows = flat_seq ? "((" + lim_ + " * " + L(seq_.per) + " + " + len + "L - 1) / " + len + "L)"
+                             : seq_.how == SeqRows::How::Rows ? "(" + lim_ + " * " + L(seq_.per) + ")"
+                                                               : std::to_string(l.rows) + "L";
     // A body that calls costly functions (exp, tanh, erf, divisions: tens of cycles of
     // latency each, in one dependent chain per vector) runs several vectors a step,
     // instruction by instruction, so that the chains of different vectors overlap; one vector
@@ -132,7 +150,7 @@ class BlockRenderer {
     // AVX-512 0.85-1.69 / 0.36-0.67 / 0.29-0.66, AVX2 1.68-3.28 / 0.73-1.53 / 0.58-1.54).
     const int heavy = vec ? heavy_calls(l.body) : 0;
     const int copies = heavy > 0 && interleavable(l.body) ? interleave_copies(l.body, l.row_len) : 1;
-    const std::string end = l.flat ? "std::min<long>(j + " + len + "L, " + std::to_string(l.total) + "L)" : len + "L";
+    const std::string end = l.flat ? "std::min<long>(j + " + len + "L, " + total + ")" : len + "L";
     if (copies > 1) {
       const std::string step = std::to_string(copies) + " * cg::W";
       body.line("long j = " + std::string(l.flat ? "o * " + len + "L" : "0") + ";");
@@ -154,7 +172,7 @@ class BlockRenderer {
     body.close();
     // Threads by the work, not the elements: a costly call counts as kHeavyWork plain ones.
     const int64_t work = l.row_len * (1 + static_cast<int64_t>(kHeavyWork) * heavy);
-    code_.open("cg::par_rows(" + std::to_string(l.rows) + "L, " + std::to_string(work) + "L, [&](long o0, long o1)");
+    code_.open("cg::par_rows(" + rows + ", " + std::to_string(work) + "L, [&](long o0, long o1)");
     code_.open("for (long o = o0; o < o1; ++o)");
     code_.text += body.text;
     code_.close();
@@ -223,7 +241,9 @@ class BlockRenderer {
   std::string call(const char* fn, const std::vector<AnchorArg>& args, const AnchorStage& st, const std::string& ep,
                    size_t from = 0) const {
     std::string s = std::string(fn) + "(";
-    for (size_t i = from; i < args.size(); ++i) s += (i > from ? ", " : "") + arg(args[i], st, ep);
+    for (size_t i = from; i < args.size(); ++i)
+      s += (i > from ? ", " : "") +
+           (i == 0 && seq_.how == SeqRows::How::Outer ? "(" + lim_ + " * " + L(seq_.per) + ")" : arg(args[i], st, ep));
     return s + ");";
   }
 
@@ -270,7 +290,8 @@ class BlockRenderer {
   // One GEMM call: A strided (or computed by its prologue), B strided or packed beforehand.
   void gemm_call(const GemmCall& g, const std::string& offa, const std::string& offb, const std::string& out,
                  const std::string& ep) {
-    const std::string M = std::to_string(g.M), N = std::to_string(g.N), K = std::to_string(g.K);
+    const std::string M = seq_.how == SeqRows::How::GemmM ? lim_ : std::to_string(g.M);
+    const std::string N = std::to_string(g.N), K = std::to_string(g.K);
     const std::string packed = "x.st->w" + std::to_string(g.packed_b) + ".view()";
     if (g.a_computed) {
       const std::string pro = prologue(g);
@@ -489,6 +510,8 @@ class BlockRenderer {
   EpilogueTypes& types_;
   Code code_;
   int lambdas_ = 0;
+  SeqRows seq_;      // the stage being rendered: which of its rows follow the runtime length
+  std::string lim_;  // and the variable holding its positions
 };
 
 }  // namespace

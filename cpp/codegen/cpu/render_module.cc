@@ -4,6 +4,7 @@
 #include <set>
 
 #include "codegen/cpu/render.h"
+#include "codegen/seq_rows.h"
 
 #include <cstdlib>
 #include "codegen/counts.h"
@@ -209,7 +210,10 @@ GeneratedModule render_module(const Graph& g, const ModulePlan& mp, const Memory
     KernelInfo info;
     info.block = b.block;
     info.function = "k" + std::to_string(b.block);
-    for (const Stage& s : b.stages) info.stages.push_back(s.label);
+    for (const Stage& s : b.stages) {
+      info.stages.push_back(s.label + (s.seq.how != SeqRows::How::None ? " (rows: runtime length)" : ""));
+      info.seq_rows_stages += s.seq.how != SeqRows::How::None;
+    }
     info.scratch_bytes = b.scratch_bytes;
     const Counts bc = count_block(g, b);
     info.passes = bc.passes;
@@ -367,6 +371,7 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
     memory = plan_memory(g, p, memory.alignment, true, in_place, memory.run_alignment, row_writers);
     mp = cg::plan_module(g, p, memory, lo);
   }
+  cg::limit_sequence_rows(g, mp, opt.seq_rows, opt.length_input);
   return cg::cpu::render_module(g, mp, memory, opt.isa);
 }
 
