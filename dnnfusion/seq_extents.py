@@ -47,7 +47,9 @@ class _Checked(_Tracker):
         self.valid: dict[int, dict[int, int]] = {}  # bool value id -> {axis: c}: (i < S + c)
         self.clean: dict[int, tuple[dict[int, int], float]] = {}  # value id -> (axes, neutral)
         self.clean_from: dict[int, int] = {}  # a clean copy's value id -> the clean value it copies
-        self.need_clean: set[int] = set()
+        # value id -> the axes it must be computed along in full (its masked axes; every
+        # sequence axis for the copies between a mask and the operand)
+        self.need_clean: dict[int, set[int]] = {}
         self.nodes = list(ga.nodes)
         self.length_id = next((v.id for v in ga.inputs if v.name == length_name), None)
         if self.length_id is None:
@@ -61,8 +63,10 @@ class _Checked(_Tracker):
         if got is None or not _same(got[1], neutral) or any(got[0].get(a) != c for a, c in axes.items()):
             n = self.nodes[k]
             self.fail(n, f"reads '{v.name}' along the sequence unmasked in the planned graph")
+        self.need_clean.setdefault(v.id, set()).update(axes)
+        v = self._value(self.clean_from.get(v.id))
         while v is not None:  # the mask and the copies between it and this operand: computed in full
-            self.need_clean.add(v.id)
+            self.need_clean.setdefault(v.id, set()).update(self.pos.get(v.id, {}))
             v = self._value(self.clean_from.get(v.id))
 
     def _value(self, vid: int | None) -> Any:
@@ -137,8 +141,13 @@ def runtime_rows(fa: Any, la: int, fb: Any, lb: int, length_name: str,
         for v in n.inputs:
             if v is not None:
                 consumers.setdefault(v.id, []).append(n)
-    cand = {vid: axes for vid, axes in t.pos.items()
-            if axes and vid in producers and vid not in t.need_clean and producers[vid].outputs[0].dtype in _FLOATS}
+    # a masked operand may still stop along its other sequence axes (the queries of an
+    # attention's masked weights: only their keys are contracted)
+    cand = {}
+    for vid, axes in t.pos.items():
+        free = {a: c for a, c in axes.items() if a not in t.need_clean.get(vid, ())}
+        if free and vid in producers and producers[vid].outputs[0].dtype in _FLOATS:
+            cand[vid] = free
     # Stale bits spread to every value computed from an uncomputed one; a non-float such value
     # may only reach boolean logic, a Where's condition, or the graph's outputs.
     stale = set(cand)

@@ -80,7 +80,7 @@ def test_a_mask_left_uncomputed_would_show(monkeypatch):
         t = seq_extents._Checked(fa, la, fb, lb, length_name)
         t.run({**inputs, length_name: {}})
         made = {o.id for n in t.nodes for o in n.outputs}
-        extra = {v: a for v, a in t.pos.items() if a and v in made and v in t.need_clean}
+        extra = {v: a for v, a in t.pos.items() if a and v in made and t.need_clean.get(v)}
         assert extra, "the masked operands are values of the planned graph"
         return {**rows, **extra}, why
 

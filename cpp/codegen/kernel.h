@@ -252,12 +252,17 @@ struct SeqRows {
     Rows,    // a row-form loop whose outermost index var is the dim: per * P rows
     Guard,   // a row-form loop skips the rows whose index var `var` is >= P
     Flat,    // a flat loop over the first per * P elements (the dims before the dim are 1s)
-    GemmM,   // a GEMM's M (per batch index) is P
+    GemmM,   // a GEMM's M (per batch index) is P; with `n`, its N too (the last dim's P_N)
     Outer,   // a row kernel (Softmax, LayerNorm) over per * P rows: its first Int argument
+    Heads,   // Softmax / LogSoftmax without an epilogue, once per index of the dims before the
+             // sequence (`heads`, `stride` elements apart): per * P rows each
   };
   How how = How::None;
   int64_t offset = 0, size = 0, per = 1;
   int var = -1;
+  bool n = false;
+  int64_t n_offset = 0, n_size = 0;
+  int64_t heads = 1, stride = 0;
 };
 
 struct Stage {

@@ -48,6 +48,9 @@ SeqRows anchor_rows(const AnchorStage& a, const std::map<ValueId, std::map<int, 
     if (gc.dtype != DType::F32 || r < 2 || dim != static_cast<int>(r) - 2) return {};
     if (gc.M != d[r - 2] || gc.N != d[r - 1] || prod(d, 0, r - 2) != (gc.batched ? a.batch : 1)) return {};
     s.how = SeqRows::How::GemmM;
+    auto last = rows.at(a.y).find(static_cast<int>(r) - 1);
+    if (last != rows.at(a.y).end() && !gc.a_computed && gc.packed_b < 0)  // the keys of attention scores
+      s.n = true, s.n_offset = last->second, s.n_size = d[r - 1];
     return s;
   }
   if (a.kind == AnchorKind::Softmax || a.kind == AnchorKind::LogSoftmax || a.kind == AnchorKind::LayerNorm) {
@@ -58,13 +61,18 @@ SeqRows anchor_rows(const AnchorStage& a, const std::map<ValueId, std::map<int, 
         if (a.args[i].kind == AnchorArg::Kind::Buffer && a.args[i].value != kNoValue && !rows.count(a.args[i].value))
           return {};
     const int64_t outer = a.args[0].i;
-    // outer = prod(dims before the normalised axis); the sequence must lead them
-    if (prod(d, 0, dim) != 1 || outer % d[dim] != 0) return {};
+    // outer = prod(dims before the normalised axis), which the sequence is one of
     int64_t before = 1;
     size_t ax = 0;
     while (ax < r && before < outer) before *= d[ax++];
     if (before != outer || static_cast<int>(ax) <= dim) return {};
-    s.how = SeqRows::How::Outer, s.per = outer / d[dim];
+    s.per = prod(d, dim + 1, ax);
+    if (prod(d, 0, dim) == 1) {
+      s.how = SeqRows::How::Outer;
+      return s;
+    }
+    if (a.kind == AnchorKind::LayerNorm || a.ep.present) return {};
+    s.how = SeqRows::How::Heads, s.heads = prod(d, 0, dim), s.stride = prod(d, dim, r);
     return s;
   }
   return {};

@@ -116,6 +116,9 @@ class BlockRenderer {
         lim_ = "sq" + std::to_string(i);
         code_.line("const long " + lim_ + " = std::min<long>(std::max<long>(seq_len + (" + std::to_string(seq_.offset) +
                    "L), 0L), " + std::to_string(seq_.size) + "L);");
+        if (seq_.n)
+          code_.line("const long " + lim_ + "n = std::min<long>(std::max<long>(seq_len + (" +
+                     std::to_string(seq_.n_offset) + "L), 0L), " + std::to_string(seq_.n_size) + "L);");
       }
       switch (s.kind) {
         case Stage::Kind::Loop: loop(s.loop); break;
@@ -291,7 +294,7 @@ class BlockRenderer {
   void gemm_call(const GemmCall& g, const std::string& offa, const std::string& offb, const std::string& out,
                  const std::string& ep) {
     const std::string M = seq_.how == SeqRows::How::GemmM ? lim_ : std::to_string(g.M);
-    const std::string N = std::to_string(g.N), K = std::to_string(g.K);
+    const std::string N = seq_.n ? lim_ + "n" : std::to_string(g.N), K = std::to_string(g.K);
     const std::string packed = "x.st->w" + std::to_string(g.packed_b) + ".view()";
     if (g.a_computed) {
       const std::string pro = prologue(g);
@@ -465,6 +468,15 @@ class BlockRenderer {
     code_.open("");
     arrays(a.args);
     const std::string ep = epilogue(a, "0L");
+    if (seq_.how == SeqRows::How::Heads) {  // Softmax rows per head: (rows, axis, inner, x, y, ep)
+      const std::string off = " + hb * " + L(seq_.stride);
+      code_.open("for (long hb = 0; hb < " + L(seq_.heads) + "; ++hb)");
+      code_.line(fn + "((" + lim_ + " * " + L(seq_.per) + "), " + arg(a.args[1], a, ep) + ", " + arg(a.args[2], a, ep) +
+                 ", " + arg(a.args[3], a, ep) + off + ", " + y(a) + off + ", " + ep + ");");
+      code_.close();
+      code_.close();
+      return;
+    }
     code_.line(call(fn.c_str(), a.args, a, ep));
     if (!a.second.empty()) code_.line(call("dnnf::pool::max_pool_indices", a.second, a, ep));
     code_.close();
