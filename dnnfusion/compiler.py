@@ -382,8 +382,10 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     length of ``example_inputs`` / ``input_shapes`` (the longest a call runs without compiling
     again; a longer call compiles it again for its own length) and a shorter call runs padded to
     it, the padded positions masked wherever an operator mixes positions (Softmax, the
-    contraction of a MatMul, a reduction over the sequence), so its latency is that of the
-    longest. A model that reads the length itself (``x[:, -1]``, ``x * x.shape[1]``), or other
+    contraction of a MatMul, a reduction over the sequence); the kernels whose rows no valid
+    output reads past the call's length stop there (:mod:`dnnfusion.seq_extents`,
+    ``stats["dynamic"]["sequence"]["runtime_rows"]``), so a short call costs about what its own
+    length does. A model that reads the length itself (``x[:, -1]``, ``x * x.shape[1]``), or other
     symbolic dimensions, compile a specialization per size instead. ``stats["dynamic"]`` says
     what was proven and chosen (``stats["dynamic"]["sequence"]``: the maximum, the masked
     operands, compiles and calls, or why not). ``sequence_buckets=True`` (with ``dynamic=True``)

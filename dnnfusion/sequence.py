@@ -26,10 +26,13 @@ mixes them, and there the garbage is masked out first:
   in ``stats["dynamic"]["sequence"]``.
 
 An operator without a rule here ends the proof with its name, as in :mod:`dnnfusion.batching`.
-The cost: a short sequence computes ``S_max`` positions, so latency is that of ``S_max``; with
-``sequence_buckets=True`` programs for ``S_max / 2``, ``S_max / 4``, ... are compiled on first use
-and a call runs padded to the shortest that holds it (at most about twice its own length's
-work, at most ``log2(S_max)`` compiles for every length)."""
+The padded positions need not even be computed: :mod:`dnnfusion.seq_extents` proves the same
+on the graph the kernels are generated from and marks the values no valid output reads past
+``S + c``, whose stages then stop at the call's length (GEMM rows, loop rows, row kernels), so
+a short call costs about what its own length does. Where that second proof fails every padded
+position is computed and a call costs what ``S_max`` does; ``sequence_buckets=True`` then still
+bounds it: programs for ``S_max / 2``, ``S_max / 4``, ... are compiled on first use and a call
+runs padded to the shortest that holds it (at most ``log2(S_max)`` compiles for every length)."""
 
 from __future__ import annotations
 
