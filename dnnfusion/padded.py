@@ -31,7 +31,8 @@ def _fresh(name: str, taken: set[str]) -> str:
 
 
 def masked_graph(ga: Any, tracker: _Tracker) -> tuple[Any, str]:
-    """`ga` rebuilt with the runtime length as one more input (int64 scalar, last) and every
+    """`ga` rebuilt with the runtime length as one more input (a float32 scalar, last: exact to
+    2^24, and a float so that a mask's comparison runs on vectors in generated code) and every
     mixing operand read through its mask; returns the ECG and the length input's name."""
     from dnnfusion import _core
     from dnnfusion.dtypes import numpy_dtype
@@ -44,7 +45,7 @@ def masked_graph(ga: Any, tracker: _Tracker) -> tuple[Any, str]:
     for v in g.inputs:
         new[v.id] = out.add_input(v.name, v.dtype, [int(d) for d in v.shape])
     length_name = _fresh(LENGTH_INPUT, taken)
-    length = out.add_input(length_name, "i64", [])
+    length = out.add_input(length_name, "f32", [])
     for v in g.constants:
         new[v.id] = out.add_constant(v.name, v.numpy())
     counter = [0]
@@ -53,16 +54,20 @@ def masked_graph(ga: Any, tracker: _Tracker) -> tuple[Any, str]:
         counter[0] += 1
         return _fresh(f"dnnf_seq_{base}{counter[0]}", taken)
 
-    valid_cache: dict[tuple[int, int, int], Any] = {}
+    uses = [0]
 
     def valid(dim: int, offset: int, trailing: int) -> Any:
-        """bool [dim, 1 x trailing]: position i < S + offset."""
-        key = (dim, offset, trailing)
-        if key not in valid_cache:
-            positions = (np.arange(dim, dtype=np.int64) - offset).reshape([dim] + [1] * trailing)
-            pos = out.add_constant(name("pos"), positions)
-            valid_cache[key] = out.add_node("Less", [pos, length], {}, 1, name("valid"), [name("valid")])[0]
-        return valid_cache[key]
+        """bool [dim, 1 x trailing]: position i < S + offset, as (i - offset + u) < (S + u) with
+        u this mask's own number: every mask is its own value (the rewrites' CSE cannot make
+        one mask shared by operators in different kernels, which would store it as bools that
+        the others read lane by lane), computed inside the kernel that reads it, on vectors."""
+        uses[0] += 1
+        u = float(uses[0])
+        positions = (np.arange(dim, dtype=np.float32) - offset + u).reshape([dim] + [1] * trailing)
+        pos = out.add_constant(name("pos"), positions)
+        shifted = out.add_node("Add", [length, out.add_constant(name("u"), np.array(u, np.float32))], {}, 1,
+                               name("len"), [name("len")])[0]
+        return out.add_node("Less", [pos, shifted], {}, 1, name("valid"), [name("valid")])[0]
 
     def masked(v: Any, axes: dict[int, int], neutral: float) -> Any:
         r = len(v.shape)
@@ -91,13 +96,13 @@ def masked_graph(ga: Any, tracker: _Tracker) -> tuple[Any, str]:
             # each other reduced axis
             rank = len(x.shape)
             others = [int(x.shape[a]) for a in (_axes(n, rank) or []) if a not in tracker.means[k]]
-            count = out.add_constant(name("size"), np.array(int(np.prod(others, dtype=np.int64)), np.int64))
+            count = out.add_constant(name("size"), np.array(float(np.prod(others, dtype=np.int64)), np.float32))
             for a, c in tracker.means[k].items():
-                t = out.add_node("Sub", [length, out.add_constant(name("off"), np.array(-c, np.int64))], {}, 1,
+                t = out.add_node("Sub", [length, out.add_constant(name("off"), np.array(-c, np.float32))], {}, 1,
                                  name("count"), [name("count")])[0]
                 count = out.add_node("Mul", [count, t], {}, 1, name("count"), [name("count")])[0]
-            countf = out.add_node("Cast", [count], {"to": _FLOAT_CODES[x.dtype]}, 1,
-                                  name("countf"), [name("countf")])[0]
+            countf = count if x.dtype == "f32" else out.add_node(
+                "Cast", [count], {"to": _FLOAT_CODES[x.dtype]}, 1, name("countf"), [name("countf")])[0]
             made = out.add_node("Div", [s, countf], {}, 1, n.name, [n.outputs[0].name])
         else:
             made = out.add_node(n.op, ins, dict(n.attrs), len(n.outputs), n.name, [o.name for o in n.outputs])
@@ -179,7 +184,7 @@ class Padder:
                 p[tuple(slice(0, d) for d in a.shape)] = a
                 a = p
             out.append(a)
-        return out + [np.array(s, np.int64)]
+        return out + [np.array(s, np.float32)]
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         s = self.length(arrays)

@@ -54,6 +54,14 @@ class _Checked(_Tracker):
         self.length_id = next((v.id for v in ga.inputs if v.name == length_name), None)
         if self.length_id is None:
             raise NotPaddable(f"the planned graph lost its length input '{length_name}'")
+        self.lengths: dict[int, float] = {self.length_id: 0.0}  # value id -> u: the value is L + u
+        for n in self.nodes:  # L + u (padded.masked_graph's masks; no sequence axes, so no rule sees them)
+            if n.op == "Add" and len(n.inputs) == 2:
+                for x, k in (n.inputs, n.inputs[::-1]):
+                    if (x is not None and x.id in self.lengths and k is not None and k.is_constant
+                            and k.numpy().size == 1):
+                        self.lengths[n.outputs[0].id] = self.lengths[x.id] + float(k.numpy().reshape(-1)[0])
+                        break
 
     def mask(self, k: int, i: int, axes: dict[int, int], neutral: float) -> None:
         if not axes:
@@ -87,12 +95,12 @@ class _Checked(_Tracker):
         ro = len(out.shape)
         if op in ("Less", "Greater") and len(node.inputs) == 2:
             pos, length = node.inputs if op == "Less" else node.inputs[::-1]
-            if length is not None and length.id == self.length_id and pos is not None and pos.is_constant:
+            if length is not None and length.id in self.lengths and pos is not None and pos.is_constant:
                 p = self.pos.get(pos.id, {})
                 if len(p) == 1:
                     (a, c), = p.items()
-                    values = pos.numpy()
-                    want = (np.arange(values.shape[a], dtype=np.int64) - c).reshape(
+                    values = pos.numpy().astype(np.float64) - self.lengths[length.id]  # pos - u < L
+                    want = (np.arange(values.shape[a], dtype=np.float64) - c).reshape(
                         [-1 if j == a else 1 for j in range(values.ndim)])
                     if values.shape == tuple(int(d) for d in pos.shape) and np.array_equal(
                             values, np.broadcast_to(want, values.shape)):

@@ -323,11 +323,15 @@ def test_fused_epilogue_keeps_intermediates_in_registers():
 
 def test_where_with_a_per_row_condition_is_a_vector_loop():
     ecg, feeds = case_where_row_mask()
+    feeds["a"][0, 0, :3] = np.nan  # Less is false on NaN, on vectors as in NumPy
+    feeds["b"][1, 2, 5] = np.nan
     outs, gen = run(ecg, feeds, planner="dnnfusion")
     stages = [s for k in gen["kernels"] for s in k["stages"]]
     # Greater, Tanh, the first Where and Add in one vector loop (the condition once per
-    # row); Less and the second Where one element at a time
-    assert stages == ["vector loop f32[252]", "scalar loop f32[252]"], stages
+    # row); Less and the second Where too, the condition varying along the vector: a lane
+    # select on the comparison of two f32 vectors (expr.cc select_by_compare)
+    assert stages == ["vector loop f32[252]", "vector loop f32[252]"], stages
+    assert any("v_select(V::v_cmp_lt(" in line for line in gen["source"].splitlines()), "no lane select"
     assert_matches_reference(ecg, feeds, outs)
 
 

@@ -133,10 +133,10 @@ def test_the_masks_are_what_makes_it_right(tmp_path):
     xpad = np.concatenate([x, np.zeros((1, 7, D), np.float32)], axis=1)
     want = _ort(path, x)
     masked, _ = padded.masked_graph(ga, t)
-    np.testing.assert_allclose(df.compile(masked)(xpad, np.array(5))[:, :5], want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(df.compile(masked)(xpad, np.array(5, np.float32))[:, :5], want, rtol=2e-5, atol=2e-5)
     t.masks.clear()
     bare, _ = padded.masked_graph(ga, t)
-    assert np.abs(df.compile(bare)(xpad, np.array(5))[:, :5] - want).max() > 1e-3
+    assert np.abs(df.compile(bare)(xpad, np.array(5, np.float32))[:, :5] - want).max() > 1e-3
 
 
 def test_a_longer_sequence_compiles_again_for_its_length(tmp_path):

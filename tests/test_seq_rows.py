@@ -141,7 +141,7 @@ def test_generate_cpu_checks_what_it_is_given(tmp_path):
     some = next(v.id for n in ecg.nodes for v in n.outputs)
     with pytest.raises(df.Error, match="is not an input"):
         _core.generate_cpu(ecg.graph, plan, "scalar", seq_rows={some: {1: 0}}, length_input=7)
-    with pytest.raises(df.Error, match="int64 scalar"):
+    with pytest.raises(df.Error, match="float32 scalar"):
         _core.generate_cpu(ecg.graph, plan, "scalar", seq_rows={some: {1: 0}}, length_input=0)
     with pytest.raises(df.Error, match="lacks"):
         _core.generate_cpu(ecg.graph, plan, "scalar", seq_rows={10 ** 6: {0: 0}}, length_input=1)

@@ -81,8 +81,8 @@ std::shared_ptr<Generated> generate(const py::object& graph, const py::object& p
     throw Error("generate_cpu: length_input " + std::to_string(length_input) + " is not an input of the graph");
   if (length_input >= 0) {
     const Value& lv = out->graph->value(out->graph->inputs()[length_input]);
-    if (lv.type.dtype != DType::I64 || !lv.type.shape.empty())
-      throw Error("generate_cpu: the length input '" + lv.name + "' must be an int64 scalar");
+    if ((lv.type.dtype != DType::I64 && lv.type.dtype != DType::F32) || !lv.type.shape.empty())
+      throw Error("generate_cpu: the length input '" + lv.name + "' must be an int64 or float32 scalar");
   }
   for (const auto& [v, axes] : seq_rows) {
     if (v < 0 || static_cast<size_t>(v) >= out->graph->values().size())
@@ -94,6 +94,8 @@ std::shared_ptr<Generated> generate(const py::object& graph, const py::object& p
   }
   o.seq_rows = seq_rows;
   o.length_input = length_input;
+  o.length_f32 = length_input >= 0 &&
+                 out->graph->value(out->graph->inputs()[length_input]).type.dtype == DType::F32;
   py::gil_scoped_release unlocked;
   out->module = generate_cpu(*out->graph, p, o);
   return out;

@@ -65,6 +65,7 @@ struct CodegenOptions {
   // their first L + offset positions where the stage's form allows (cg::SeqRows).
   std::map<ValueId, std::map<int, int64_t>> seq_rows;
   int length_input = -1;
+  bool length_f32 = false;  // L is a float32 scalar (else int64)
 };
 
 // What one fused block became.

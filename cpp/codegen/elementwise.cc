@@ -298,6 +298,10 @@ Ew trilu_select(bool upper, DType t) {
                       {arg(0), arg(1), arg(2), arg(3)}));
 }
 
+Ew select_by_compare(OpKind cmp) {
+  return call("v_select", {call(cmp == OpKind::Less ? "v_cmp_lt" : "v_cmp_gt", {arg(0), arg(1)}), arg(2), arg(3)});
+}
+
 Ew elementwise(const Graph& g, const Node& n, const std::vector<DType>& types, const std::vector<bool>& present,
                Mode mode) {
   const DType ot = g.value(n.outputs.at(0)).type.dtype;

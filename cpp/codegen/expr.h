@@ -37,6 +37,11 @@ std::vector<int64_t> dims_of(const Graph& g, ValueId v);
 // UnsupportedOperatorError unless generated code computes on element type t.
 void require_dtype(DType t);
 
+// Where(Less / Greater(a, b), x, y) on f32 vectors: v_select(v_cmp_lt / gt(a, b), x, y) over
+// args 0-3 (a, b, x, y), for a condition that varies along the vector (a per-lane mask, such
+// as dynamic=True's `position < length`), which a vector program could not read as bools.
+Ew select_by_compare(OpKind cmp);
+
 // The elementwise expression of One-to-One operator `n` over operands of `types` (`present`
 // false: an omitted optional input), in `mode`. NeedScalar: no vector form (a non-f32
 // operand); UnsupportedOperatorError naming the node when code generation has no form.

@@ -279,6 +279,7 @@ struct BlockPlan {
   int block = -1;
   size_t operators = 0;
   int length_input = -1;  // the graph input holding L (int64 scalar) when a stage has SeqRows
+  bool length_f32 = false;  // ... a float32 scalar
   std::vector<Buffer> buffers;  // in value-id order
   std::vector<Stage> stages;    // in execution order
   int64_t scratch_bytes = 0;

@@ -13,13 +13,22 @@ int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
   return p;
 }
 
+// Whether `p` stores a value other than `own` (an epilogue that also stores an operator's
+// result, a loop computing two values): stopping the stage early would leave those short too,
+// and one of them may be a masked operand that must be complete.
+bool stores_other(const Program& p, ValueId own) {
+  for (const Instr& i : p.code)
+    if (i.kind == Instr::Kind::Store && i.value != own) return true;
+  return false;
+}
+
 // The dim of `axes` a stage can stop along: the first (outermost) one.
 std::pair<int, int64_t> first_axis(const std::map<int, int64_t>& axes) { return *axes.begin(); }
 
 SeqRows loop_rows(const LoopStage& l, const std::vector<int64_t>& d, int dim, int64_t offset) {
   SeqRows s;
   s.offset = offset, s.size = d[dim];
-  if (prod(d, 0, d.size()) != l.total) return {};
+  if (prod(d, 0, d.size()) != l.total || stores_other(l.body, l.value)) return {};
   if (l.flat) {
     if (prod(d, 0, dim) != 1) return {};
     s.how = SeqRows::How::Flat, s.per = prod(d, dim + 1, d.size());
@@ -42,7 +51,8 @@ SeqRows anchor_rows(const AnchorStage& a, const std::map<ValueId, std::map<int, 
   SeqRows s;
   s.offset = offset, s.size = d[dim];
   const size_t r = d.size();
-  if (a.ep.stores || !a.expand.empty() || a.y == kNoValue) return {};
+  if (a.ep.stores || !a.expand.empty() || a.y == kNoValue || (a.ep.present && stores_other(a.ep.prog, a.y)))
+    return {};
   if (a.kind == AnchorKind::MatMul || a.kind == AnchorKind::Gemm) {
     const GemmCall& gc = a.gemm;
     if (gc.dtype != DType::F32 || r < 2 || dim != static_cast<int>(r) - 2) return {};
@@ -81,7 +91,7 @@ SeqRows anchor_rows(const AnchorStage& a, const std::map<ValueId, std::map<int, 
 }  // namespace
 
 int limit_sequence_rows(const Graph& g, ModulePlan& mp, const std::map<ValueId, std::map<int, int64_t>>& rows,
-                        int length_input) {
+                        int length_input, bool length_f32) {
   if (rows.empty() || length_input < 0) return 0;
   int n = 0;
   for (BlockPlan& b : mp.blocks) {
@@ -97,6 +107,7 @@ int limit_sequence_rows(const Graph& g, ModulePlan& mp, const std::map<ValueId, 
       st.seq = st.kind == Stage::Kind::Loop ? loop_rows(st.loop, d, dim, offset) : anchor_rows(st.anchor, rows, d, dim, offset);
       if (st.seq.how == SeqRows::How::None) continue;
       b.length_input = length_input;
+      b.length_f32 = length_f32;
       ++n;
     }
   }

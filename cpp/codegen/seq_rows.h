@@ -15,6 +15,6 @@ namespace dnnf::cg {
 // LayerNormalization whose rows are. Other stages compute every position, as before.
 // Returns the number of stages set.
 int limit_sequence_rows(const Graph& g, ModulePlan& mp, const std::map<ValueId, std::map<int, int64_t>>& rows,
-                        int length_input);
+                        int length_input, bool length_f32);
 
 }  // namespace dnnf::cg

@@ -106,8 +106,8 @@ class BlockRenderer {
             ");\n";
     }
     if (b_.length_input >= 0)  // compile(..., dynamic=True)'s runtime sequence length L
-      code_.line("const long seq_len = static_cast<long>(*static_cast<const int64_t*>(x.in[" +
-                 std::to_string(b_.length_input) + "]));");
+      code_.line("const long seq_len = static_cast<long>(*static_cast<const " +
+                 std::string(b_.length_f32 ? "float" : "int64_t") + "*>(x.in[" + std::to_string(b_.length_input) + "]));");
     for (size_t i = 0; i < b_.stages.size(); ++i) {
       const Stage& s = b_.stages[i];
       seq_ = s.seq;

@@ -371,7 +371,7 @@ GeneratedModule generate_cpu(const Graph& g, const FusionPlan& p, const CodegenO
     memory = plan_memory(g, p, memory.alignment, true, in_place, memory.run_alignment, row_writers);
     mp = cg::plan_module(g, p, memory, lo);
   }
-  cg::limit_sequence_rows(g, mp, opt.seq_rows, opt.length_input);
+  cg::limit_sequence_rows(g, mp, opt.seq_rows, opt.length_input, opt.length_f32);
   return cg::cpu::render_module(g, mp, memory, opt.isa);
 }
 
