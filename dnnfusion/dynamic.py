@@ -12,7 +12,7 @@ import numpy as np
 from dnnfusion import specialize
 from dnnfusion.batching import ANALYSIS_BATCHES, NotSeparable, prove
 from dnnfusion.ecg import load
-from dnnfusion.errors import Error, ShapeError
+from dnnfusion.errors import Error, ModelFormatError, ShapeError
 
 
 def _count(example_inputs: Any) -> int:
@@ -46,10 +46,17 @@ def export_with_batch(module: Any, example_inputs: Any) -> tuple[bytes, list[np.
             axes[n][1] = "sequence"
     axes.update({n: {0: "batch"} for n, o in zip(outn, outs) if o.dim() > 0})
     buf = io.BytesIO()
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
-        torch.onnx.export(module, xs, buf, dynamo=False, opset_version=17, input_names=ins, output_names=outn,
-                          dynamic_axes=axes, do_constant_folding=True)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+            torch.onnx.export(module, xs, buf, dynamo=False, opset_version=17, input_names=ins, output_names=outn,
+                              dynamic_axes=axes, do_constant_folding=True)
+    except Exception as e:  # noqa: BLE001 - torch raises many kinds; all mean "cannot export"
+        raise ModelFormatError(
+            f"compile(..., dynamic=True): torch.onnx.export could not export {type(module).__name__} with a "
+            f"symbolic batch: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Export it to ONNX "
+            "yourself with dynamic_axes (or torch.export dynamic_shapes) and compile the file, or compile without "
+            "dynamic=True") from e
     return buf.getvalue(), [x.detach().cpu().numpy() for x in xs]
 
 

@@ -236,6 +236,15 @@ class TokenModel(torch.nn.Module):
         return self.att(a @ h).mean(1)
 
 
+def test_a_module_torch_cannot_export_is_a_clear_error():
+    """nn.TransformerEncoderLayer in eval mode runs PyTorch's fused fast path, which the
+    TorchScript ONNX exporter refuses: a dnnfusion.Error naming the module and what to do, not
+    torch's exception."""
+    layer = torch.nn.TransformerEncoderLayer(D, 2, 32, batch_first=True, dropout=0.0).eval()
+    with pytest.raises(df.ModelFormatError, match="could not export TransformerEncoderLayer.*dynamic_axes"):
+        df.compile(layer, [torch.randn(1, 8, D)], dynamic=True)
+
+
 def test_a_torch_module_with_token_inputs_gets_a_runtime_sequence_too():
     module = TokenModel().eval()
     gen = torch.Generator().manual_seed(3)
