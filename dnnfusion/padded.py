@@ -69,14 +69,23 @@ def masked_graph(ga: Any, tracker: _Tracker) -> tuple[Any, str]:
                                name("len"), [name("len")])[0]
         return out.add_node("Less", [pos, shifted], {}, 1, name("valid"), [name("valid")])[0]
 
-    def masked(v: Any, axes: dict[int, int], neutral: float) -> Any:
+    def condition(v: Any, axes: dict[int, int]) -> Any:
         r = len(v.shape)
         m = None
         for a, c in sorted(axes.items()):
             x = valid(int(v.shape[a]), c, r - 1 - a)
             m = x if m is None else out.add_node("And", [m, x], {}, 1, name("and"), [name("and")])[0]
+        return m
+
+    # Every mask's condition first, ahead of the model's operators: a condition made of
+    # constants and the length exists before any kernel runs, so the Where after an anchor
+    # (the weights after a Softmax) can join the anchor's epilogue (lower.cc choose_epilogue).
+    conds = {key: condition(g.nodes[key[0]].inputs[key[1]], axes) for key, (axes, _) in sorted(tracker.masks.items())}
+    conds.update({(k, -1): condition(g.nodes[k].inputs[0], axes) for k, axes in sorted(tracker.means.items())})
+
+    def masked(v: Any, key: tuple[int, int], neutral: float) -> Any:
         fill = out.add_constant(name("fill"), _neutral(neutral, numpy_dtype(v.dtype)))
-        return out.add_node("Where", [m, new[v.id], fill], {}, 1, name("where"), [name("where")])[0]
+        return out.add_node("Where", [conds[key], new[v.id], fill], {}, 1, name("where"), [name("where")])[0]
 
     for k, n in enumerate(g.nodes):
         ins = []
@@ -84,13 +93,12 @@ def masked_graph(ga: Any, tracker: _Tracker) -> tuple[Any, str]:
             if v is None:
                 ins.append(None)
             elif (k, i) in tracker.masks:
-                axes, neutral = tracker.masks[(k, i)]
-                ins.append(masked(v, axes, neutral))
+                ins.append(masked(v, (k, i), tracker.masks[(k, i)][1]))
             else:
                 ins.append(new[v.id])
         if k in tracker.means:  # ReduceMean over sequence axes: masked ReduceSum / valid count
             x = n.inputs[0]
-            ins[0] = masked(x, tracker.means[k], 0.0)
+            ins[0] = masked(x, (k, -1), 0.0)
             s = out.add_node("ReduceSum", ins, dict(n.attrs), 1, name("sum"), [name("sum")])[0]
             # the count: the valid positions of each reduced sequence axis times the size of
             # each other reduced axis

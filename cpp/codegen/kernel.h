@@ -254,8 +254,8 @@ struct SeqRows {
     Flat,    // a flat loop over the first per * P elements (the dims before the dim are 1s)
     GemmM,   // a GEMM's M (per batch index) is P; with `n`, its N too (the last dim's P_N)
     Outer,   // a row kernel (Softmax, LayerNorm) over per * P rows: its first Int argument
-    Heads,   // Softmax / LogSoftmax without an epilogue, once per index of the dims before the
-             // sequence (`heads`, `stride` elements apart): per * P rows each
+    Heads,   // Softmax / LogSoftmax once per index of the dims before the sequence (`heads`,
+             // `stride` elements apart), per * P rows each, its epilogue's rows continuing
   };
   How how = How::None;
   int64_t offset = 0, size = 0, per = 1;

@@ -81,8 +81,10 @@ SeqRows anchor_rows(const AnchorStage& a, const std::map<ValueId, std::map<int, 
       s.how = SeqRows::How::Outer;
       return s;
     }
-    if (a.kind == AnchorKind::LayerNorm || a.ep.present) return {};
-    s.how = SeqRows::How::Heads, s.heads = prod(d, 0, dim), s.stride = prod(d, dim, r);
+    s.heads = prod(d, 0, dim), s.stride = prod(d, dim, r);
+    // (an epilogue's rows continue from head to head: R rows in all, R / heads a head)
+    if (a.kind == AnchorKind::LayerNorm || (a.ep.present && a.ep.R % s.heads != 0)) return {};
+    s.how = SeqRows::How::Heads;
     return s;
   }
   return {};

@@ -467,8 +467,8 @@ class BlockRenderer {
     }
     code_.open("");
     arrays(a.args);
-    const std::string ep = epilogue(a, "0L");
     if (seq_.how == SeqRows::How::Heads) {  // Softmax rows per head: (rows, axis, inner, x, y, ep)
+      const std::string ep = epilogue(a, "hb * " + L(a.ep.present ? a.ep.R / seq_.heads : 0));
       const std::string off = " + hb * " + L(seq_.stride);
       code_.open("for (long hb = 0; hb < " + L(seq_.heads) + "; ++hb)");
       code_.line(fn + "((" + lim_ + " * " + L(seq_.per) + "), " + arg(a.args[1], a, ep) + ", " + arg(a.args[2], a, ep) +
@@ -477,6 +477,7 @@ class BlockRenderer {
       code_.close();
       return;
     }
+    const std::string ep = epilogue(a, "0L");
     code_.line(call(fn.c_str(), a.args, a, ep));
     if (!a.second.empty()) code_.line(call("dnnf::pool::max_pool_indices", a.second, a, ep));
     code_.close();
