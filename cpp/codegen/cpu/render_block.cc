@@ -470,10 +470,12 @@ class BlockRenderer {
     if (seq_.how == SeqRows::How::Heads) {  // Softmax rows per head: (rows, axis, inner, x, y, ep)
       const std::string ep = epilogue(a, "hb * " + L(a.ep.present ? a.ep.R / seq_.heads : 0));
       const std::string off = " + hb * " + L(seq_.stride);
-      code_.open("for (long hb = 0; hb < " + L(seq_.heads) + "; ++hb)");
+      // the heads shared out (one fork; each head's rows then run on its thread: the pool runs
+      // a nested call inline), not a fork per head
+      code_.open("dnnf::parallel_for(" + std::to_string(seq_.heads) + ", [&](int hb)");
       code_.line(fn + "((" + lim_ + " * " + L(seq_.per) + "), " + arg(a.args[1], a, ep) + ", " + arg(a.args[2], a, ep) +
                  ", " + arg(a.args[3], a, ep) + off + ", " + y(a) + off + ", " + ep + ");");
-      code_.close();
+      code_.close("});");
       code_.close();
       return;
     }
