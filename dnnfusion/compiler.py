@@ -23,8 +23,9 @@ from dnnfusion import plan as _plan
 from dnnfusion import profiling as _profiling
 from dnnfusion import rewrite as _rewrite
 from dnnfusion import specialize as _specialize
-from dnnfusion.ecg import ECG, load
-from dnnfusion.dtypes import HALF_DTYPES, NARROW_DTYPES, SMALL_FLOAT_NAMES, numpy_dtype, to_torch, torch_numpy
+from dnnfusion.planned import planned_graph as _planned
+from dnnfusion.ecg import ECG
+from dnnfusion.dtypes import numpy_dtype, to_torch, torch_numpy
 from dnnfusion.errors import CompileWarning, DTypeError, Error, ShapeError
 
 LAYOUTS = ("auto", "nchw", "nhwc")
@@ -431,40 +432,6 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, target: str
     return m
 
 
-def _prepare(model: Any, example_inputs: Sequence[Any] | None, input_shapes: dict | None, optimize: bool,
-             layout: str, float16: str) -> tuple:
-    """Import, the float16 / narrow-integer conversions, the rewrites, the layout and the host
-    tail: the graph that is planned (dynamic=True's runtime extents run it twice, at two
-    sequence lengths). Returns (ecg, operators_before, f16_in, f16_out, halves, t_loaded,
-    report, layout_report, tail)."""
-    ecg = load(model, example_inputs, input_shapes=input_shapes)
-    operators_before = len(ecg)
-    f16_in: dict[str, np.dtype] = {}
-    f16_out: list[np.dtype | None] = []
-    if _rewrite.uses_float16(ecg):
-        if float16 == "error":
-            raise DTypeError("the model computes in float16 or bfloat16 and compile(..., float16='error') "
-                             "refuses it; float16='f32' (the default) computes it in float32")
-        f16_in = {v.name: numpy_dtype(v.dtype) for v in ecg.inputs if v.dtype in HALF_DTYPES}
-        f16_out = [numpy_dtype(v.dtype) if v.dtype in HALF_DTYPES else None for v in ecg.outputs]
-        ecg = _rewrite.float16_to_float32(ecg)
-    halves = bool(f16_out)
-    if _rewrite.uses_narrow(ecg):  # int4, uint4, int2, uint2: computed in int8 / uint8, exactly
-        small = set(NARROW_DTYPES) | set(SMALL_FLOAT_NAMES)
-        f16_in.update({v.name: numpy_dtype(v.dtype) for v in ecg.inputs if v.dtype in small})
-        f16_out = [numpy_dtype(v.dtype) if v.dtype in small else (f16_out[i] if f16_out else None)
-                   for i, v in enumerate(ecg.outputs)]
-        ecg = _rewrite.narrow_to_wide(ecg)
-    t_loaded = time.perf_counter()
-    report = None
-    if optimize:
-        ecg, report = _rewrite.rewrite(ecg)
-    ecg, layout_report = _rewrite.select_layout(ecg, layout)
-    layout_report["mode"] = layout
-    ecg, tail = _host_tail.split(ecg)  # what follows a data-dependent output length (NMS)
-    return ecg, operators_before, f16_in, f16_out, halves, t_loaded, report, layout_report, tail
-
-
 def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: str, planner: str,
                     threads: int | None, input_shapes: dict[str, Sequence[int]] | None,
                     optimize: bool, isa: str | None, layout: str | None, device: str,
@@ -502,7 +469,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
         ocl_device = _core.opencl_select_device(device)
 
     t_start = time.perf_counter()
-    ecg, operators_before, f16_in, f16_out, halves, t_loaded, report, layout_report, tail = _prepare(
+    ecg, operators_before, f16_in, f16_out, halves, t_loaded, report, layout_report, tail = _planned(
         model, example_inputs, input_shapes, optimize, layout, float16)
     t_rewritten = time.perf_counter()
     # Yellow cells measured on this machine: only the DNNFusion planner on the CPU asks for
@@ -537,7 +504,7 @@ def _compile_static(model: Any, example_inputs: Sequence[Any] | None, target: st
     if target == "cpu":
         rows, length_input = {}, -1
         if seq_rows is not None:
-            rows, length_input = seq_rows(ecg, lambda e: _prepare(e, None, None, optimize, layout, float16)[0])
+            rows, length_input = seq_rows(ecg, lambda e: _planned(e, None, None, optimize, layout, float16)[0])
         generated = _core.generate_cpu(ecg.graph, fusion, isa, seq_rows=rows, length_input=length_input)
         t_generated = time.perf_counter()
         exe = _core.CpuExecutable(ecg.graph, generated, isa, threads, prelude)

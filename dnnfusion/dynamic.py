@@ -198,7 +198,7 @@ def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[i
         def rows_of(planned: Any, prepare: Callable[[Any], Any]) -> tuple[dict, int]:
             # the planned graph's proof again, against its twin one position shorter: the
             # values whose padded positions the kernels need not compute (seq_extents)
-            if kwargs.get("target", "cpu") != "cpu" or os.environ.get("DNNF_SEQ_ROWS", "1") == "0":
+            if os.environ.get("DNNF_SEQ_ROWS", "1") == "0":
                 rows_info.update(values=0, why="off (DNNF_SEQ_ROWS=0)")
                 return {}, -1
             twin = prepare(_padded.masked_graph(t.gb, t)[0])
@@ -207,6 +207,8 @@ def _compile_padded(model: Any, names: list[str], others: dict[str, list[tuple[i
             names_in = [v.name for v in planned.inputs]
             return rows, names_in.index(length_name) if rows else -1
 
+        if kwargs.get("target", "cpu") != "cpu":  # (compile_static calls rows_of for the CPU only)
+            rows_info.update(values=0, why="the CPU's kernels only: target='opencl' computes every position")
         m = compile_static(ecg, None, input_shapes=None, seq_rows=rows_of, **kwargs)
         m.input_names = [n for n in m.input_names if n != length_name]
         limited = sum(int(k.get("seq_rows_stages", 0)) for k in m.kernels)

@@ -12,11 +12,12 @@ The rewrites may have moved the masks, so the proof is made again on that graph,
 two lengths (the planned graph and its twin one position shorter), with the same rules; the
 difference is that a mixing operand must now already be masked: produced by
 ``Where(i < S + c, x, neutral)`` (the condition a ``Less`` of a position constant and the
-length input), possibly through copies (Transpose, Reshape, ...). Those masked values, and the
-copies between the mask and the mixing operator, are computed in full (a mixing operator reads
-their neutral elements); every other floating-point value that carries the sequence is left
-uncomputed past ``S + c``. Its padded positions then hold stale memory, which only values
-computed from it read, at padded positions (the proof), and masks select away.
+length input plus a constant, :func:`dnnfusion.padded.masked_graph`'s form), possibly through
+copies (Transpose, Reshape, ...). Those masked values are computed in full along their masked
+axes, and the copies between the mask and the mixing operator along every axis (a mixing
+operator reads their neutral elements); every other floating-point value that carries the
+sequence is left uncomputed past ``S + c``. Its padded positions then hold stale memory, which
+only values computed from it read, at padded positions (the proof), and masks select away.
 
 Only floating-point values are left uncomputed, and none that an integer or index computation
 reads: stale bits there could be a divisor of zero or an index out of range. When any step
@@ -32,9 +33,8 @@ import numpy as np
 from dnnfusion.sequence import _COPIES, NotPaddable, _Tracker
 
 _FLOATS = {"f32", "f64"}
-# Operators a stale floating-point value may reach without the stale bits doing harm beyond
-# garbage at padded positions: consumers whose outputs are floats or bools (or an ArgMax whose
-# indices stay in range whatever the data) and that index nothing by the value.
+# The consumers a stale non-float value (a comparison of stale floats) may have: boolean logic
+# and a Where's condition, which index nothing by it and compute no integer from it.
 _BOOL_SAFE = {"Where", "And", "Or", "Not", "Xor"}
 
 
@@ -51,6 +51,7 @@ class _Checked(_Tracker):
         # sequence axis for the copies between a mask and the operand)
         self.need_clean: dict[int, set[int]] = {}
         self.nodes = list(ga.nodes)
+        self.values = {o.id: o for n in self.nodes for o in n.outputs}  # computed values by id
         self.length_id = next((v.id for v in ga.inputs if v.name == length_name), None)
         if self.length_id is None:
             raise NotPaddable(f"the planned graph lost its length input '{length_name}'")
@@ -72,19 +73,10 @@ class _Checked(_Tracker):
             n = self.nodes[k]
             self.fail(n, f"reads '{v.name}' along the sequence unmasked in the planned graph")
         self.need_clean.setdefault(v.id, set()).update(axes)
-        v = self._value(self.clean_from.get(v.id))
-        while v is not None:  # the mask and the copies between it and this operand: computed in full
-            self.need_clean.setdefault(v.id, set()).update(self.pos.get(v.id, {}))
-            v = self._value(self.clean_from.get(v.id))
-
-    def _value(self, vid: int | None) -> Any:
-        if vid is None:
-            return None
-        for n in self.nodes:
-            for o in n.outputs:
-                if o.id == vid:
-                    return o
-        return None
+        vid = self.clean_from.get(v.id)
+        while vid is not None:  # the mask and the copies between it and this operand: computed in full
+            self.need_clean.setdefault(vid, set()).update(self.pos.get(vid, {}))
+            vid = self.clean_from.get(vid)
 
     def rule(self, k: int, node: Any, twin: Any, ins: list, outs: list) -> None:
         self._mark(node, ins, outs)
@@ -143,7 +135,6 @@ def runtime_rows(fa: Any, la: int, fb: Any, lb: int, length_name: str,
         return {}, str(e)
     if t.means:
         return {}, "a ReduceMean along the sequence is left in the planned graph"
-    producers = {o.id: n for n in t.nodes for o in n.outputs}
     consumers: dict[int, list[Any]] = {}
     for n in t.nodes:
         for v in n.inputs:
@@ -154,17 +145,16 @@ def runtime_rows(fa: Any, la: int, fb: Any, lb: int, length_name: str,
     cand = {}
     for vid, axes in t.pos.items():
         free = {a: c for a, c in axes.items() if a not in t.need_clean.get(vid, ())}
-        if free and vid in producers and producers[vid].outputs[0].dtype in _FLOATS:
+        if free and vid in t.values and t.values[vid].dtype in _FLOATS:
             cand[vid] = free
     # Stale bits spread to every value computed from an uncomputed one; a non-float such value
     # may only reach boolean logic, a Where's condition, or the graph's outputs.
     stale = set(cand)
-    order = list(t.nodes)
-    for n in order:
+    for n in t.nodes:
         if any(v is not None and v.id in stale for v in n.inputs):
             stale.update(o.id for o in n.outputs)
     for vid in stale:
-        v = producers[vid].outputs[[o.id for o in producers[vid].outputs].index(vid)]
+        v = t.values[vid]
         if v.dtype in _FLOATS:
             continue
         for n in consumers.get(vid, []):

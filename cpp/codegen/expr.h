@@ -86,6 +86,11 @@ class ExprBuilder {
  private:
   Ref eval_in(ValueId v, const std::vector<IExpr>& idx, Mode m);
   Ref eval_node(const Node& n, int out, const std::vector<IExpr>& idx, Mode m);
+  // A One-to-One operator's output (expr_pointwise.cc); `od` its dims.
+  Ref eval_pointwise(const Node& n, int out, const std::vector<IExpr>& idx, const std::vector<int64_t>& od, Mode m);
+  // Where in vector mode whose condition varies along the vector and is a Less / Greater of
+  // f32 operands computed here: v_select(v_cmp(a, b), x, y); kNoRef when it is not that.
+  Ref lane_select(const Node& n, const std::vector<IExpr>& idx, const std::vector<int64_t>& od);
   Ref push(Instr i);
   Ref bind(Instr i);  // a named instruction ("t<k>")
   Ref conditional(std::vector<IndexCmp> conds, DType t, Mode m, const std::function<Ref()>& then_fn,

@@ -66,9 +66,7 @@ unchanged, as is every other attribute.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -89,12 +87,14 @@ from dnnfusion.frontends.onnx_versions import schema_version as _schema_version
 from dnnfusion.frontends.onnx_versions import unsupported_op as _unsupported_op
 from dnnfusion.frontends.onnx_versions import RENAMED_BY_CONVERSION  # noqa: F401 (re-exported)
 from dnnfusion.frontends.builder import GraphBuilder
+from dnnfusion.frontends.onnx_checker import TOLERATED as _TOLERATED
+from dnnfusion.frontends.onnx_checker import check_proto as _check_proto
+from dnnfusion.frontends.onnx_checker import short as _short
 
 
 # ONNX TensorProto element-type codes -> ECG dtype names (cpp/ir/types.h).
 ONNX_DTYPES: dict[int, str] = {code: name for name, code in ONNX_CODES.items()}
 
-_CHECKER_LIMIT = 2**31 - 1  # protobuf cannot serialize more; check such models by path
 
 
 def _require_onnx() -> Any:
@@ -137,11 +137,6 @@ def import_onnx(model: Any, input_shapes: Mapping[str, Sequence[int | str | None
 # ------------------------------------------------------------------------------------------
 # Reading and validating
 # ------------------------------------------------------------------------------------------
-def _short(e: BaseException) -> str:
-    msg = " ".join(str(e).split())
-    return msg if len(msg) <= 300 else msg[:297] + "..."
-
-
 def _read_and_check(onnx: Any, model: Any) -> Any:
     """The ModelProto, parsed, screened, checked, with its external data loaded."""
     if isinstance(model, (str, os.PathLike)):
@@ -185,7 +180,7 @@ def _read_and_check(onnx: Any, model: Any) -> Any:
                                    f"corrupt or not ONNX): {_short(e)}") from None
         what = "the model bytes"
     elif isinstance(model, onnx.ModelProto):
-        proto, what = model, "the model"
+        proto, what, data = model, "the model", None  # (a proto may change; its check is not remembered)
     else:
         raise ModelFormatError(f"cannot import a {type(model).__name__} as ONNX: expected an "
                                "onnx.ModelProto, a path or bytes")
@@ -195,21 +190,8 @@ def _read_and_check(onnx: Any, model: Any) -> Any:
             raise ModelFormatError(
                 f"tensor '{t.name}' keeps its data in an external file; load the model by "
                 "its path so dnnfusion can find the data next to it")
-    # The same bytes imported again (dynamic=True imports a model at four shapes; the checker
-    # took 2.3 s of each for BERT-base's 440 MB): a clean pass is remembered by the bytes'
-    # digest, in this process (the checker reads nothing but the bytes).
-    digest = hashlib.sha256(data).digest() if what == "the model bytes" else None
-    if digest is None or digest not in _CHECKED_BYTES:
-        if _check_proto(onnx, proto, what) and digest is not None:
-            _CHECKED_BYTES[digest] = None
-            while len(_CHECKED_BYTES) > 16:
-                _CHECKED_BYTES.pop(next(iter(_CHECKED_BYTES)))
+    _check_proto(onnx, proto, what, data)
     return _upgraded(onnx, proto, what)
-
-
-# Digests of model bytes the checker passed cleanly (oldest first; a warning is not remembered:
-# each import warns again).
-_CHECKED_BYTES: dict[bytes, None] = {}
 
 
 def _upgraded(onnx: Any, proto: Any, what: str) -> Any:
@@ -233,63 +215,6 @@ def _all_tensors(proto: Any) -> list:
                 tensors.append(a.t)
             tensors.extend(a.tensors)
     return tensors
-
-
-# Checker complaints ONNX Runtime does not share (it runs such models): imported with a
-# ModelWarning after checking a copy with the complaint repaired, so nothing else slips by.
-_TOLERATED = {
-    # A graph output or value_info whose type has no shape: ORT infers it (so does dnnfusion).
-    "Field 'shape' of 'type' is required but missing": "a value's type has no shape field",
-}
-
-
-def _repair_missing_shapes(onnx: Any, proto: Any) -> Any:
-    copy = onnx.ModelProto()
-    copy.CopyFrom(proto)
-    g = copy.graph
-    for vi in list(g.output) + list(g.value_info):
-        if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
-            vi.type.tensor_type.shape.SetInParent()
-    return copy
-
-
-def _run_checker(onnx: Any, proto: Any) -> None:
-    try:
-        size = proto.ByteSize()
-    except Exception:  # noqa: BLE001 - protobuf refuses to size messages over 2 GB
-        size = _CHECKER_LIMIT + 1
-    if size <= _CHECKER_LIMIT:
-        onnx.checker.check_model(proto)
-        return
-    # Too large to hand to the C++ checker in one piece: check it the way it will be
-    # stored, as a file with external data, without touching the caller's proto.
-    with tempfile.TemporaryDirectory(prefix="dnnfusion-check-") as d:
-        copy = onnx.ModelProto()
-        copy.CopyFrom(proto)
-        path = os.path.join(d, "model.onnx")
-        onnx.save_model(copy, path, save_as_external_data=True, location="model.data")
-        onnx.checker.check_model(path)
-
-
-def _check_proto(onnx: Any, proto: Any, what: str) -> bool:
-    """ModelFormatError unless the checker passes `proto`; True when it passes cleanly, False
-    when it passed a complaint ONNX Runtime tolerates (with a ModelWarning)."""
-    try:
-        _run_checker(onnx, proto)
-        return True
-    except Exception as e:  # noqa: BLE001
-        first = e
-    tolerated = [why for text, why in _TOLERATED.items() if text in str(first)]
-    if not tolerated:
-        raise ModelFormatError(f"{what} fails the ONNX checker: {_short(first)}") from None
-    try:
-        _run_checker(onnx, _repair_missing_shapes(onnx, proto))
-    except Exception as e:  # noqa: BLE001 - something else is wrong too
-        raise ModelFormatError(f"{what} fails the ONNX checker: {_short(e)}") from None
-    warnings.warn(ModelWarning(
-        f"{what} fails the ONNX checker ({_short(first)}: {tolerated[0]}); ONNX Runtime runs such "
-        "models, so dnnfusion imports it and infers what is missing"), stacklevel=2)
-    return False
 
 
 def _screen(onnx: Any, proto: Any, what: str) -> None:
