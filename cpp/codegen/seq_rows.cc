@@ -1,17 +1,12 @@
 // The stages whose rows follow the runtime sequence length (seq_rows.h).
 #include "codegen/seq_rows.h"
 
+#include "codegen/anchors.h"
 #include "codegen/expr.h"
 
 namespace dnnf::cg {
 
 namespace {
-
-int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
-}
 
 // Whether `p` stores a value other than `own` (an epilogue that also stores an operator's
 // result, a loop computing two values): stopping the stage early would leave those short too,
@@ -47,7 +42,8 @@ SeqRows loop_rows(const LoopStage& l, const std::vector<int64_t>& d, int dim, in
   return {};  // the dim is the inner one (or collapsed away): every position
 }
 
-SeqRows anchor_rows(const AnchorStage& a, const std::map<ValueId, std::map<int, int64_t>>& rows, const std::vector<int64_t>& d, int dim, int64_t offset) {
+SeqRows anchor_rows(const AnchorStage& a, const std::map<ValueId, std::map<int, int64_t>>& rows,
+                    const std::vector<int64_t>& d, int dim, int64_t offset) {
   SeqRows s;
   s.offset = offset, s.size = d[dim];
   const size_t r = d.size();
