@@ -285,6 +285,11 @@ def cases_x86() -> list[Case]:
         # many row panels (BERT's 128 rows: every tile shares the next block's prefetch) over
         # several k-blocks, with the packed B over 2 MiB (large_alloc.h's huge-page path)
         cs.append(Case(130, 800, 700, packed=1, threads=threads, ep="bias_col"))
+        # B over half of L2 under few row panels: read once in memory order, each column
+        # panel by every row panel in turn (gemm.h), with a 2-row remainder panel, a partial
+        # last k-block and column panel, C accumulated into, a residual, a transposed B
+        cs.append(Case(30, 1030, 1100, packed=1, threads=threads, ep="residual"))
+        cs.append(Case(16, 1030, 1100, packed=1, threads=threads, accumulate=1, ep="relu", tb=1))
     # a B of over 2^20 floats is packed on the pool, in k-blocks x runs of 32 panels: a partial
     # last k-block and a partial last run, read by rows and transposed
     for tb in (0, 1):

@@ -283,8 +283,10 @@ struct BAhead {
   const char* p = nullptr;
   long lines = 0;
   // Share q of `parts` equal ones.
-  BAhead share(long q, long parts) const {
-    const long l0 = lines * q / parts, l1 = lines * (q + 1) / parts;
+  BAhead share(long q, long parts) const { return part(q, q + 1, parts); }
+  // The part [lo, hi) of `total` equal units (a tile's rows of its column's, say).
+  BAhead part(long lo, long hi, long total) const {
+    const long l0 = lines * lo / total, l1 = lines * hi / total;
     return {p + l0 * 64, l1 - l0};
   }
   // Lines to issue per group so that `groups` groups cover them, within [lo, hi].
