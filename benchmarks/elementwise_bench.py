@@ -7,6 +7,7 @@ operator.
 
     python benchmarks/elementwise_bench.py                       # Tanh,Sigmoid,Exp,Erf x2 over 8192
     python benchmarks/elementwise_bench.py --ops Exp --repeat 8 --n 8192 --threads 1,2
+    python benchmarks/elementwise_bench.py --isolate             # a process per framework
 
 A measurement, not a test: the machine and the load average are printed beside it.
 """
@@ -56,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frameworks", default="dnnfusion,ort,openvino")
     ap.add_argument("--budget", type=float, default=8.0, help="seconds of interleaved rounds per thread count")
     ap.add_argument("--block", type=int, default=20, help="timed calls per framework per round")
+    ap.add_argument("--isolate", action="store_true",
+                    help="a worker process per framework (side_by_side.py's --isolate): in one process a "
+                         "runtime's worker threads, spinning after its calls, take the second core from the "
+                         "next framework's threads, so 2-thread cells there measure the neighbours too")
     args = ap.parse_args(argv)
     ops = [o for o in args.ops.split(",") if o]
     cpu = cpu_info()
@@ -64,10 +69,20 @@ def main(argv: list[str] | None = None) -> int:
         path = str(Path(tmp) / "chain.onnx")
         n_ops = chain_model(ops, args.repeat, args.n, path)
         x = ((np.random.default_rng(0).random((1, args.n)) - 0.5) * 2).astype(np.float32)
-        print(f"# {n_ops} operators ({','.join(ops)} x{args.repeat}) over {args.n} floats")
+        print(f"# {n_ops} operators ({','.join(ops)} x{args.repeat}) over {args.n} floats"
+              + (", a process per framework" if args.isolate else ", one process"))
         for t in (int(s) for s in args.threads.split(",")):
-            sides = [sbs.build(f, path, ["x"], [x], t) for f in args.frameworks.split(",")]
-            rounds = sbs.time_rounds(sides, args.budget, 30, args.block)
+            fws = args.frameworks.split(",")
+            if args.isolate:
+                sides = [sbs.RemoteSide(f, path, ["x"], [x], t) for f in fws]
+                sides = [s.ready() for s in sides]
+            else:
+                sides = [sbs.build(f, path, ["x"], [x], t) for f in fws]
+            try:
+                rounds = sbs.time_rounds(sides, args.budget, 30, args.block)
+            finally:
+                for s in sides:
+                    s.close()
             for s in sides:
                 us = statistics.median(rounds[s.name]) * 1e3
                 print(f"threads={t} {s.name:10s} {us:9.1f} us/call  {us * 1e3 / (args.n * n_ops):6.3f} ns/element/op"
