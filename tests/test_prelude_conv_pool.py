@@ -356,6 +356,12 @@ def cases_x86() -> list[Case]:
         Case("conv_nhwc", (1, 300, 6, 7), k=(3, 3), M=70, pads=(1, 1, 1, 1), threads=2,
              ep="bias_relu"),
         Case("conv_nhwc", (1, 16, 14, 14), k=(1, 1), M=24, strides=(2, 2), ep="stores"),
+        # strided 1x1s with weights of half of L2 or more (2 MiB here) run as a GEMM whose A
+        # rows are every stride-th input pixel (conv_shape.h gemm_pointwise): odd extents, two
+        # images, unequal strides, 3-D (ResNet's downsampling 1x1s; smaller ones run direct)
+        Case("conv_nhwc", (2, 512, 9, 7), k=(1, 1), M=1024, strides=(2, 3), ep="bias_relu", threads=2),
+        Case("conv_nhwc", (1, 512, 3, 5, 7), k=(1, 1, 1), M=1024, strides=(2, 2, 3), ep="affine"),
+        Case("conv_nhwc", (1, 512, 14, 14), k=(1, 1), M=1024, strides=(2, 2), ep="bias_relu", threads=2),
         Case("conv_nhwc", (2, 16, 13, 11), k=(1, 1), M=24, ep="bias_relu"),
         Case("conv_nhwc", (2, 6, 40), k=(5,), M=10, pads=(2, 2), strides=(3,)),
         Case("conv_nhwc", (1, 4, 6, 7, 8), k=(3, 3, 3), M=5, pads=(1,) * 6, threads=2),

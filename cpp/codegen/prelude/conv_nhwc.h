@@ -163,6 +163,24 @@ void mean_of_rows(const ConvShape& s, const float* y, float* pooled, float scale
 }
 }  // namespace nhwc_detail
 
+namespace nhwc_detail {
+// A strided 1x1 convolution's GEMM rows (gemm::ARows): output pixel `row` reads input pixel
+// (n, z * sz, y * sy, x * sx), whose C channels are contiguous.
+struct StridedRows {
+  const float* x;
+  window::Geom g;
+  long C;
+  static void fill(const void* ctx, long row, long k0, int n, float* dst) {
+    const StridedRows& r = *static_cast<const StridedRows*>(ctx);
+    const window::Geom& g = r.g;
+    const long ox = row % g.out[2], oy = (row / g.out[2]) % g.out[1], oz = (row / (static_cast<long>(g.out[2]) * g.out[1])) % g.out[0];
+    const long img = row / g.out_plane();
+    const long pix = ((img * g.in[0] + oz * g.stride[0]) * g.in[1] + oy * g.stride[1]) * g.in[2] + ox * g.stride[2];
+    std::memcpy(dst, r.x + pix * r.C + k0, sizeof(float) * n);
+  }
+};
+}  // namespace nhwc_detail
+
 class PackedNhwcWeights;
 namespace nhwc_detail {
 // The packing behind PackedNhwcWeights's constructors (segments: the input's channel segments,
@@ -198,7 +216,11 @@ class PackedNhwcWeights {
   bool fits(const ConvShape& s) const {
     bool same = s.nd == s_.nd && s.C == s_.C && s.M == s_.M && s.group == s_.group && s.planar_x == s_.planar_x;
     for (int i = 0; i < s.nd && same; ++i) same = s.k[i] == s_.k[i];
-    return same && pointwise_gemm(s) == pointwise_gemm(s_) && (!wino_ || wino::applies(s));
+    return same && any_pointwise(s) == any_pointwise(s_) && (!wino_ || wino::applies(s));
+  }
+  // The GEMM path's shapes (nhwc_path).
+  static bool any_pointwise(const ConvShape& s) {
+    return s.group == 1 && !s.planar_x && detail::gemm_pointwise(detail::geom(s), s.C, s.M);
   }
   bool segmented() const { return segmented_; }
   NhwcPath path() const { return path_; }
@@ -304,8 +326,14 @@ void conv_nhwc_paths_f32(const ConvShape& s, const float* x, const PackedNhwcWei
   }
   if constexpr ((Paths & static_cast<int>(NhwcPath::Pointwise)) != 0) {
     if (p == NhwcPath::Pointwise) {
-      const long pixels = static_cast<long>(s.N) * detail::geom(s).out_plane();
-      return gemm::gemm_f32_src(static_cast<int>(pixels), s.M, s.C, gemm::AView<>{x, s.C, 1}, w.gemm(), y, ldy, ep);
+      const window::Geom g = detail::geom(s);
+      const long pixels = static_cast<long>(s.N) * g.out_plane();
+      if (detail::is_pointwise(g))
+        return gemm::gemm_f32_src(static_cast<int>(pixels), s.M, s.C, gemm::AView<>{x, s.C, 1}, w.gemm(), y, ldy, ep);
+      // Strided: row r of A is output pixel r's input pixel, copied while A is packed.
+      const nhwc_detail::StridedRows rows{x, g, s.C};
+      return gemm::gemm_f32_src(static_cast<int>(pixels), s.M, s.C, gemm::ARows{&nhwc_detail::StridedRows::fill, &rows},
+                                w.gemm(), y, ldy, ep);
     }
   }
   if constexpr ((Paths & static_cast<int>(NhwcPath::Direct)) != 0) {

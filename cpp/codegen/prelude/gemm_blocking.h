@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "cache_info.h"
 #include "gemm_kernel.h"
 
 namespace dnnf::gemm {
@@ -26,20 +27,7 @@ struct Blocking {
   // 1x1 convolution's short K gets wide column blocks. False: nc as given (DNNF_GEMM_BLOCKING).
   bool nc_by_kc = true;
 };
-// This machine's L1 data cache and L2 per core (48 KiB and 1 MiB where the OS does not say),
-// read once; the GEMM's and the convolutions' blockings derive from them.
-inline long cache_bytes(int level) {
-#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
-  auto ask = [](int name, long fallback) {  // sysconf's answer where the OS gives one
-    const long r = sysconf(name);
-    return r > 0 ? r : fallback;
-  };
-  static const long l1 = ask(_SC_LEVEL1_DCACHE_SIZE, 48 * 1024), l2 = ask(_SC_LEVEL2_CACHE_SIZE, 1024 * 1024);
-#else
-  static const long l1 = 48 * 1024, l2 = 1024 * 1024;
-#endif
-  return level == 1 ? l1 : l2;
-}
+using ::dnnf::cache_bytes;  // cache_info.h
 // Columns of a kc x nc block of packed B in half of L2.
 inline int nc_for_kc(int kc) {
   return std::max(kNR, static_cast<int>(cache_bytes(2) / 2 / (std::max(1, kc) * 4L)) / kNR * kNR);
