@@ -429,6 +429,15 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
     // 0.99; 2 threads 16x3072x768 0.83, 64x3072x768 0.92, 128x2304x768 0.93. Smaller B (it
     // stays in L2: 784x576x96 1.07, 256^3 1.04 this way) keeps the blocked order, whose A
     // panel stays in L1 across the columns.
+    // The task's A for k-block [pc, pc + kcb): in the shared packing, or packed now into tl
+    // (`pack`; else per panel, by the caller).
+    auto a_block = [&](int pc, int kcb, int kcp, bool pack) -> const float* {
+      if (share_a) return ap + static_cast<size_t>(pc) * m_pad + static_cast<size_t>(r0) * kcp;
+      if constexpr (!a_pre) {
+        if (pack) pack_a_block(asrc, tl, r0, r1 - r0, M, pc, kcb, kcp);
+      }
+      return tl;
+    };
     bool direct_shape = false;
     if constexpr (std::is_same_v<ASrc, AView<ProNone>>)
       direct_shape = per_panel && asrc.cs == 1 && (c1 - c0 <= 4 * kNR || std::min(kc, K) <= 64);
@@ -436,12 +445,7 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
         static_cast<long>(round_up(r1 - r0, kMR)) * kc * 4 <= cache_bytes(2) / 4) {
       for (int p = 0; p < nk; ++p) {
         const int pc = p * kc, kcb = std::max(0, std::min(kc, K - pc)), kcp = round_up(kcb, kKU);
-        const float* ablk = tl;
-        if (share_a) {
-          ablk = ap + static_cast<size_t>(pc) * m_pad + static_cast<size_t>(r0) * kcp;
-        } else if constexpr (!a_pre) {
-          pack_a_block(asrc, tl, r0, r1 - r0, M, pc, kcb, kcp);
-        }
+        const float* ablk = a_block(pc, kcb, kcp, true);
         const float* bblk = bp + static_cast<size_t>(pc) * n_pad;
         const bool load_c = opt.accumulate || p > 0, last = p == nk - 1;
         for (int jr = c0; jr < c1; jr += kNR) {
@@ -469,12 +473,7 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
       const int jend = std::min(c1, jc + nc_step);
       for (int p = 0; p < nk; ++p) {
         const int pc = p * kc, kcb = std::max(0, std::min(kc, K - pc)), kcp = round_up(kcb, kKU);
-        const float* ablk = tl;
-        if (share_a) {
-          ablk = ap + static_cast<size_t>(pc) * m_pad + static_cast<size_t>(r0) * kcp;
-        } else if constexpr (!a_pre) {
-          if (!per_panel) pack_a_block(asrc, tl, r0, r1 - r0, M, pc, kcb, kcp);
-        }
+        const float* ablk = a_block(pc, kcb, kcp, !per_panel);
         const float* bblk = tl;
         if (!stream_b) {
           bblk = bp + static_cast<size_t>(pc) * n_pad + static_cast<size_t>(jc) * kcp;
