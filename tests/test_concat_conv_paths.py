@@ -64,3 +64,28 @@ def test_a_concat_read_in_place_takes_its_shapes_path(spatial, c1, c2, planner, 
         assert segmented_calls(m.source()) == [2 if winograd == "auto" else 1]  # Winograd, direct (NhwcPath)
     for got, ref in zip(m(*ins), want):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_strided_1x1_compiles_both_paths_its_l2_chooses_between():
+    """A strided 1x1 convolution runs as a GEMM where its weights fill half of L2 or more, else
+    on the direct kernel (conv_shape.h gemm_pointwise): the module is generated with both, since
+    it asks the machine again when it packs the weights. Here a 2 MiB one (a GEMM on every
+    L2 up to 4 MiB) and a small one, after each other, against the reference interpreter."""
+    rng = np.random.default_rng(5)
+    g = df._core.Graph("strided_1x1")
+    x = g.add_input("x", "f32", [1, 512, 9, 7])
+    big = g.add_node("Conv", [x, g.add_constant("wb", f32(rng, 1024, 512, 1, 1, scale=0.05))],
+                     {"strides": [2, 3]}, 1, "big", ["big"])[0]
+    big = g.add_node("Relu", [big], {}, 1, "rb", ["rb"])[0]
+    small = g.add_node("Conv", [big, g.add_constant("ws", f32(rng, 24, 1024, 1, 1, scale=0.05))],
+                       {"strides": [2, 2]}, 1, "small", ["out"])[0]
+    g.set_outputs([small])
+    e = df.ECG(g)
+    e.verify()
+    ins = [f32(rng, 1, 512, 9, 7, scale=1.0)]
+    want = e.run_reference(*ins)
+    m = df.compile(e, threads=2, layout="nhwc")
+    sets = [int(p) for p in re.findall(r"conv_nhwc_paths_f32<(\d+)>", m.source())]
+    assert sets == [9, 9], sets  # NhwcPath Direct | Pointwise, each
+    got = m(*ins)
+    np.testing.assert_allclose(got[0] if isinstance(got, list) else got, want[0], rtol=1e-4, atol=1e-4)
