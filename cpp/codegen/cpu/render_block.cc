@@ -73,14 +73,7 @@ int nhwc_paths(const AnchorStage& a) {
   }
   s.ldy = static_cast<long>(v.at(23)), s.planar_x = static_cast<int>(v.at(24));
   if (a.args.at(1).kind == AnchorArg::Kind::Segments) return static_cast<int>(conv::segmented_nhwc_path(s));
-  const conv::NhwcPath p = conv::nhwc_path(s);
-  // A strided 1x1 takes the GEMM or the direct kernel by this machine's L2 (gemm_pointwise),
-  // which the module asks again when it packs the weights: both go in, so that a kernel cache
-  // shared by machines of one CPU model and another L2 still finds the path it packs for.
-  if ((p == NhwcPath::Direct || p == NhwcPath::Pointwise) && s.group == 1 && !s.planar_x &&
-      conv::detail::is_strided_pointwise(conv::detail::geom(s)))
-    return static_cast<int>(NhwcPath::Direct) | static_cast<int>(NhwcPath::Pointwise);
-  return static_cast<int>(p);
+  return conv::nhwc_paths_of(s);
 }
 
 namespace {

@@ -161,9 +161,7 @@ void mean_of_rows(const ConvShape& s, const float* y, float* pooled, float scale
       gemm::store_lanes(pooled + n * s.C + c0, simd::v_mul(acc, simd::v_set1(scale)), nc);
     }
 }
-}  // namespace nhwc_detail
 
-namespace nhwc_detail {
 // A strided 1x1 convolution's GEMM rows (gemm::ARows): output pixel `row` reads input pixel
 // (n, z * sz, y * sy, x * sx), whose C channels are contiguous.
 struct StridedRows {

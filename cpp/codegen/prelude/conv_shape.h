@@ -136,6 +136,18 @@ inline NhwcPath nhwc_path(const ConvShape& s) {
   return NhwcPath::Direct;
 }
 
+// The paths a module generated for s must hold: nhwc_path's, and for a strided 1x1 both the
+// GEMM and the direct kernel, since gemm_pointwise follows the L2 of the machine that packs
+// the weights, which need not be the one that generated the module (a kernel cache shared by
+// VMs of one CPU model and another L2).
+inline int nhwc_paths_of(const ConvShape& s) {
+  const NhwcPath p = nhwc_path(s);
+  if ((p == NhwcPath::Direct || p == NhwcPath::Pointwise) && s.group == 1 && !s.planar_x &&
+      detail::is_strided_pointwise(detail::geom(s)))
+    return static_cast<int>(NhwcPath::Direct) | static_cast<int>(NhwcPath::Pointwise);
+  return static_cast<int>(p);
+}
+
 // The path of a channels-last convolution whose input comes in channel segments (a Concat
 // read in place; one group): Winograd where chosen, the direct kernel else.
 inline NhwcPath segmented_nhwc_path(const ConvShape& s) {

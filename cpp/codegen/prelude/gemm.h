@@ -416,19 +416,6 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
     // blocks repack A twice as often (361x512x512, a 1x1 convolution at 19x19: 0.98 -> 1.04
     // ms with, 1.00 without).
     const bool ahead_b = b_pre && r1 - r0 > kMR && (share_a || r1 - r0 <= kAheadPanels * kMR);
-    // Pre-packed B of at least half of L2 (weights that do not stay in L2 between calls)
-    // under a few row panels whose A block fits in a quarter of L2 (weights at a short or
-    // moderate sequence: BERT's 128 tokens, a 1x1 convolution at 19x19), unless A goes
-    // unpacked (direct_a, below): B is read once, in memory order, each column panel by
-    // every row panel's tile in turn (from L2 after the first), while those tiles bring the
-    // panel this thread reads next into L2, each a share by its rows. Block by block (below),
-    // the first row panel's sweep waited on memory while the next block's prefetches were
-    // issued as fast by the short remainder tiles as by the full ones. Interleaved in one
-    // process (Xeon, AVX-512, weights cold, time with / without): 1 thread 16x3072x768 0.83,
-    // 32x768x3072 0.91, 128x768x3072 0.93, 196x1024x256 0.86, 361x512x512 0.91, 197x3072x768
-    // 0.99; 2 threads 16x3072x768 0.83, 64x3072x768 0.92, 128x2304x768 0.93. Smaller B (it
-    // stays in L2: 784x576x96 1.07, 256^3 1.04 this way) keeps the blocked order, whose A
-    // panel stays in L1 across the columns.
     // The task's A for k-block [pc, pc + kcb): in the shared packing, or packed now into tl
     // (`pack`; else per panel, by the caller).
     auto a_block = [&](int pc, int kcb, int kcp, bool pack) -> const float* {
@@ -438,10 +425,29 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
       }
       return tl;
     };
-    bool direct_shape = false;
-    if constexpr (std::is_same_v<ASrc, AView<ProNone>>)
-      direct_shape = per_panel && asrc.cs == 1 && (c1 - c0 <= 4 * kNR || std::min(kc, K) <= 64);
-    if (b_pre && r1 - r0 > kMR && !direct_shape && 4L * K * n_pad >= cache_bytes(2) / 2 &&
+    // Whether A's full panels go unpacked for `cols` columns of a k-block of kcb (see
+    // run_tile_direct's use below).
+    auto unpacked_a = [&](int cols, int kcb) {
+      if constexpr (std::is_same_v<ASrc, AView<ProNone>>) {
+        return per_panel && asrc.cs == 1 && (cols <= 4 * kNR || kcb <= 64);
+      } else {
+        return false;
+      }
+    };
+    // Pre-packed B of at least half of L2 (weights that do not stay in L2 between calls)
+    // under a few row panels whose A block fits in a quarter of L2 (weights at a short or
+    // moderate sequence: BERT's 128 tokens, a 1x1 convolution at 19x19), unless A goes
+    // unpacked (unpacked_a): B is read once, in memory order, each column panel by
+    // every row panel's tile in turn (from L2 after the first), while those tiles bring the
+    // panel this thread reads next into L2, each a share by its rows. Block by block (below),
+    // the first row panel's sweep waited on memory while the next block's prefetches were
+    // issued as fast by the short remainder tiles as by the full ones. Interleaved in one
+    // process (Xeon, AVX-512, weights cold, time with / without): 1 thread 16x3072x768 0.83,
+    // 32x768x3072 0.91, 128x768x3072 0.93, 196x1024x256 0.86, 361x512x512 0.91, 197x3072x768
+    // 0.99; 2 threads 16x3072x768 0.83, 64x3072x768 0.92, 128x2304x768 0.93. Smaller B (it
+    // stays in L2: 784x576x96 1.07, 256^3 1.04 this way) keeps the blocked order, whose A
+    // panel stays in L1 across the columns.
+    if (b_pre && r1 - r0 > kMR && !unpacked_a(c1 - c0, std::min(kc, K)) && 4L * K * n_pad >= cache_bytes(2) / 2 &&
         static_cast<long>(round_up(r1 - r0, kMR)) * kc * 4 <= cache_bytes(2) / 4) {
       for (int p = 0; p < nk; ++p) {
         const int pc = p * kc, kcb = std::max(0, std::min(kc, K - pc)), kcp = round_up(kcb, kKU);
@@ -516,9 +522,7 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
         // 12544x96x16 1.18 / 1.16x, 3136x144x24 1.09 / 1.10x, 5625x128x64 1.12 / 1.12x,
         // 196x384x64 1.04 / 1.05x (AVX2 Zen 3, 1 / 2 threads, median of interleaved per-round
         // ratios; 1444x256x128, the same code both ways, 0.98 / 1.02x).
-        bool direct_a = false;
-        if constexpr (std::is_same_v<ASrc, AView<ProNone>>)
-          direct_a = per_panel && asrc.cs == 1 && (jend - jc <= 4 * kNR || kcb <= 64);
+        const bool direct_a = unpacked_a(jend - jc, kcb);
         for (int ir = r0; ir < r1; ir += kMR) {
           if constexpr (std::is_same_v<ASrc, AView<ProNone>>) {
             if (direct_a && ir + kMR <= r1) {
