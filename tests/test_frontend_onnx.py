@@ -147,6 +147,37 @@ def test_operator_in_another_domain():
         dnnfusion.load(m)
 
 
+@pytest.mark.parametrize("op, domain, advice", [
+    ("Binarizer", "ai.onnx.ml", r"classical-ML operators \(domain ai\.onnx\.ml\) are not compiled: cut the "
+                                r"graph around it \(onnx\.utils\.extract_model\)"),
+    ("Momentum", "ai.onnx.preview.training", "training operators are not compiled: export the inference graph"),
+    ("StringNormalizer", "", "process the text before the model"),
+    ("ImageDecoder", "", "decode the image before the model"),
+    ("MaxRoiPool", "", r"cut the graph around it .* or express it with standard ONNX operators"),
+])
+def test_refused_operator_says_what_to_do(op, domain, advice):
+    """Issue 17: each refusal names the operator and what the user can do about it."""
+    extra = [(domain, 1 if "training" in domain else 3)] if domain else []
+    m = make_model([helper.make_node(op, ["x"], ["y"], name="n", domain=domain)],
+                   [vi("x", [2])], [vi("y", [2])], extra_opsets=extra)
+    with pytest.raises(UnsupportedOperatorError, match=f"node 'n' uses operator '{op}' .*does not support; .*{advice}"):
+        dnnfusion.load(m)
+
+
+@pytest.mark.parametrize("kind", ["sequence", "optional"])
+def test_non_tensor_graph_input_says_what_to_do(kind):
+    tensor = helper.make_tensor_type_proto(TensorProto.FLOAT, [2])
+    typ = (helper.make_sequence_type_proto(tensor) if kind == "sequence"
+           else helper.make_optional_type_proto(tensor))
+    graph = helper.make_graph([helper.make_node("Identity", ["s"], ["y"])], "g",
+                              [helper.make_value_info("s", typ)], [helper.make_value_info("y", typ)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    advice = "build the sequence in the model" if kind == "sequence" else "declare the input as a plain tensor"
+    with pytest.raises(DTypeError, match=f"graph input 's' is a {kind}_type; dnnfusion supports tensor "
+                                         f"inputs only: .*{advice}"):
+        dnnfusion.load(m)
+
+
 def test_old_opset():
     """Opsets 7..12 are converted to 13 (tests/test_old_opsets.py); older ones are refused."""
     m = make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])],
@@ -185,6 +216,9 @@ def test_unsupported_input_dtype(elem):
     with pytest.raises(DTypeError, match=f"graph input 'x' has element type "
                                          f"{TensorProto.DataType.Name(elem)}"):
         dnnfusion.load(m)
+    if elem == TensorProto.STRING:
+        with pytest.raises(DTypeError, match="process the text before the model"):
+            dnnfusion.load(m)
 
 
 def test_unsupported_initializer_dtype():

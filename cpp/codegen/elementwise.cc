@@ -319,7 +319,8 @@ Ew elementwise(const Graph& g, const Node& n, const std::vector<DType>& types, c
   Ew e = scalar_form(g, n, types, ok);
   if (ok) return e;
   throw UnsupportedOperatorError(std::string("code generation does not support ") + op_info(n.op).name +
-                                 " on " + dtype_name(types.empty() ? ot : types.at(0)) + " (node '" + n.name + "')");
+                                 " on " + dtype_name(types.empty() ? ot : types.at(0)) + " (node '" + n.name +
+                                 "'): Cast its inputs to float32 in the model");
 }
 
 }  // namespace dnnf::cg

@@ -267,7 +267,9 @@ class _Importer:
         fn = self.table.get(packet) if packet is not None else None
         if fn is None:
             raise UnsupportedOperatorError(
-                f"fx node '{node.name}' calls {target}, which dnnfusion does not support")
+                f"fx node '{node.name}' calls {target}, which dnnfusion does not support; "
+                "torch.compile(module, backend=\"dnnfusion\") runs a graph it cannot compile in PyTorch instead "
+                "(with a warning), or express the call with other torch operations")
         args = self._bind(node)
         result = fn(self, args)
         self._check(node, result)

@@ -359,11 +359,12 @@ class _Importer:
         kind = v.type.WhichOneof("value")
         if kind != "tensor_type":
             raise DTypeError(f"graph input '{v.name}' is a {kind or 'value of no type'}; "
-                             "dnnfusion supports tensor inputs only")
+                             f"dnnfusion supports tensor inputs only: {_NON_TENSOR_ADVICE.get(kind, _NON_TENSOR_ADVICE[None])}")
         tt = v.type.tensor_type
         if tt.elem_type not in ONNX_DTYPES:
             raise DTypeError(f"graph input '{v.name}' has element type {_type_name(self.onnx, tt.elem_type)}, which "
-                             f"dnnfusion does not support ({_SUPPORTED}){onnx_quantize.dtype_hint(self.g, v.name)}")
+                             f"dnnfusion does not support ({_SUPPORTED}){onnx_quantize.dtype_hint(self.g, v.name)}"
+                             + (_STRING_ADVICE if tt.elem_type == self.onnx.TensorProto.STRING else ""))
         if not tt.HasField("shape"):  # the checker requires it
             raise ModelFormatError(f"graph input '{v.name}' has no shape")
         dims: list = []
@@ -533,4 +534,14 @@ def _type_name(onnx: Any, code: Any) -> str:
         return f"code {code!r}"
 
 
+# What to do about a graph input that is not a tensor (by its type's kind), or one of strings.
+_NON_TENSOR_ADVICE = {
+    "sequence_type": "pass its tensors as inputs of their own and build the sequence in the model "
+                     "(SequenceConstruct), or feed them stacked as one tensor",
+    "optional_type": "declare the input as a plain tensor and always feed it, or leave it out of the graph",
+    "map_type": "maps come from classical-ML models (ai.onnx.ml), which dnnfusion does not compile: run "
+                "that part with ONNX Runtime",
+    None: "declare the input as a tensor",
+}
+_STRING_ADVICE = "; process the text before the model (a tokenizer) and feed the numbers it gives"
 _SUPPORTED = "supported: float16, bfloat16, float, double, int8..int64, uint8..uint64, bool, int4, uint4, int2, uint2, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0), float6 (e2m3, e3m2), float4e2m1"

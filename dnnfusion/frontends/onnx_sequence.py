@@ -110,7 +110,8 @@ def check_outputs(imp: Any, names: list[str]) -> None:
                                            "tensors (a ConcatFromSequence in the model makes it one)")
         if isinstance(imp.env.get(n), Empty):
             raise UnsupportedOperatorError(f"graph output '{n}' is an empty optional; dnnfusion's compiled models "
-                                           "return tensors")
+                                           "return tensors (an OptionalGetElement, or a tensor in every branch, "
+                                           "makes it one)")
 
 
 def _check_version(imp: Any, node: Any, where: str) -> None:

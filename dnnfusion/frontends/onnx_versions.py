@@ -269,10 +269,31 @@ def check_input_types(onnx: Any, node: Any, name: str, dtypes: list[str | None],
                 "to float32 or an integer type first")
 
 
+# What to do about an operator that is not imported, by the kind of work it does.
+_STRING_OPS = frozenset({"StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch",
+                         "TfIdfVectorizer"})
+_CUT_GRAPH = ("cut the graph around it (onnx.utils.extract_model) and run that part with ONNX Runtime, "
+              "the rest with dnnfusion")
+
+
+def what_to_do(node: Any) -> str:
+    """The advice a refused operator's error ends with."""
+    if node.domain == "ai.onnx.ml":
+        return ("classical-ML operators (domain ai.onnx.ml) are not compiled: " + _CUT_GRAPH)
+    if node.domain == "ai.onnx.preview.training":
+        return "training operators are not compiled: export the inference graph (without optimizer updates)"
+    if node.op_type in _STRING_OPS:
+        return ("string tensors are not compiled: process the text before the model (a tokenizer) and feed "
+                "the numbers it gives")
+    if node.op_type == "ImageDecoder":
+        return "decode the image before the model (PIL, OpenCV) and feed the pixels as a uint8 or float tensor"
+    return _CUT_GRAPH + ", or express it with standard ONNX operators"
+
+
 def unsupported_op(name: str, node: Any, opset: int | None) -> UnsupportedOperatorError:
     return UnsupportedOperatorError(
         f"node '{name}' uses operator '{node.op_type}' (domain '{node.domain}', opset "
-        f"{'?' if opset is None else opset}), which dnnfusion does not support")
+        f"{'?' if opset is None else opset}), which dnnfusion does not support; {what_to_do(node)}")
 
 
 def schema_version(onnx: Any, node: Any, name: str, opset: int | None, opsets: dict[str, int]) -> int:
