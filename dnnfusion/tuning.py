@@ -100,9 +100,9 @@ def describe(t: dict) -> list[str]:
          f"kc {t['kc']} (A panel in ~60% of L1), nc {t['nc']} at kc {t['kc']}, {t['nc_for_k64']} "
          f"at k 64 (packed B in half of L2), mc {t['mc']} rows a task" if t["nc_by_kc"] else
          f"           blocking fixed by $DNNF_GEMM_BLOCKING: mc {t['mc']}, kc {t['kc']}, nc {t['nc']}"),
-        f"           weights (pre-packed B) of {t['l2_bytes'] >> 11} KiB or more (half of L2) under at most "
-        f"{t['l2_bytes'] // 16 // max(1, t['kc']) // t['mr'] * t['mr']} rows a task at kc {t['kc']} (their A in a quarter of L2): "
-        f"read once, in memory order",
+        f"           weights (pre-packed B, unless the caller loops over them: Winograd, 1x1 expansions) under at "
+        f"most {t['l2_bytes'] // 16 // max(1, t['kc']) // t['mr'] * t['mr']} rows a task at kc {t['kc']} (their A in a "
+        f"quarter of L2): read once, in memory order",
         f"conv       direct 3x3: at most {t['conv_chunk_channels_3x3']} input channels a chunk "
         f"(one m-block's weights in 3/4 of L2); default threads {t['threads']}",
         (f"           Winograd 3x3 (>= 32 channels, >= 8x8 outputs): F(4x4) on planes from "

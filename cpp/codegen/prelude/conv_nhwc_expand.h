@@ -86,6 +86,7 @@ void expand_depthwise(const ConvShape& sp, const float* x, const PackedNhwcWeigh
     int tap0[16];
     gemm::Options one;
     one.n_threads = 1;
+    one.b_in_l2 = true;  // the same 1x1 weights for every expanded row
     auto expanded = [&](long n, int iy) {  // input row iy of image n, computed into the ring if it is not there
       const int slot = iy % nring;
       float* d = ring + slot * row_floats;

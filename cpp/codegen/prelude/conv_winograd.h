@@ -257,6 +257,7 @@ void run_tile(const ConvShape& s, const InputSegments& xs, const Weights& w, con
     // 2. The A^2 GEMMs, on this thread.
     gemm::Options one;
     one.n_threads = 1;
+    one.b_in_l2 = true;  // the same A^2 weight matrices for every tile batch
     for (int xi = 0; xi < A2; ++xi)
       gemm::gemm_f32_src(Tb, M, K, gemm::AView<>{V + static_cast<long>(xi) * Tb * K, K, 1}, w.b(xi),
                          Mb + static_cast<long>(xi) * Tb * Mp, Mp, gemm::EpNone{}, one);

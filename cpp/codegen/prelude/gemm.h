@@ -37,6 +37,10 @@ namespace dnnf::gemm {
 struct Options {
   int n_threads = 0;        // 0: the pool's size; 1: run on the calling thread only
   bool accumulate = false;  // C += A*B (C must hold values): e.g. an in-place residual
+  // A pre-packed B that the calls just before this one read too (a loop over the same weights:
+  // Winograd's tile batches, a depthwise convolution's expanded rows), so it is likely still in
+  // L2: the blocked tile order, not the read-once one (see gemm_run).
+  bool b_in_l2 = false;
   const Blocking* blocking = nullptr;
 };
 
@@ -434,20 +438,24 @@ void gemm_run(int M, int N, int K, const ASrc& asrc, const BSrc& bsrc, float* c,
         return false;
       }
     };
-    // Pre-packed B of at least half of L2 (weights that do not stay in L2 between calls)
-    // under a few row panels whose A block fits in a quarter of L2 (weights at a short or
-    // moderate sequence: BERT's 128 tokens, a 1x1 convolution at 19x19), unless A goes
-    // unpacked (unpacked_a): B is read once, in memory order, each column panel by
-    // every row panel's tile in turn (from L2 after the first), while those tiles bring the
-    // panel this thread reads next into L2, each a share by its rows. Block by block (below),
-    // the first row panel's sweep waited on memory while the next block's prefetches were
-    // issued as fast by the short remainder tiles as by the full ones. Interleaved in one
-    // process (Xeon, AVX-512, weights cold, time with / without): 1 thread 16x3072x768 0.83,
-    // 32x768x3072 0.91, 128x768x3072 0.93, 196x1024x256 0.86, 361x512x512 0.91, 197x3072x768
-    // 0.99; 2 threads 16x3072x768 0.83, 64x3072x768 0.92, 128x2304x768 0.93. Smaller B (it
-    // stays in L2: 784x576x96 1.07, 256^3 1.04 this way) keeps the blocked order, whose A
-    // panel stays in L1 across the columns.
-    if (b_pre && r1 - r0 > kMR && !unpacked_a(c1 - c0, std::min(kc, K)) && 4L * K * n_pad >= cache_bytes(2) / 2 &&
+    // Pre-packed B (weights: in a model each layer reads its own, which the layers between
+    // two calls have evicted from L2) under a few row panels whose A block fits in a quarter
+    // of L2 (weights at a short or moderate sequence: BERT's 128 tokens, a 1x1 convolution at
+    // 19x19), unless A goes unpacked (unpacked_a): B is read once, in memory order, each
+    // column panel by every row panel's tile in turn (from L2 after the first), while those
+    // tiles bring the panel this thread reads next into L2, each a share by its rows. Block by
+    // block (below), the first row panel's sweep waited on memory while the next block's
+    // prefetches were issued as fast by the short remainder tiles as by the full ones.
+    // Interleaved in one process (Xeon, AVX-512, weights cold, time with / without): 1 thread
+    // 16x3072x768 0.83, 32x768x3072 0.91, 128x768x3072 0.93, 196x1024x256 0.86, 361x512x512
+    // 0.91, 197x3072x768 0.99; 2 threads 16x3072x768 0.83, 64x3072x768 0.92, 128x2304x768
+    // 0.93. B smaller than half of L2 gains as much when it is cold (1 thread: MobileBERT's
+    // 128x384x512 0.85, 128x512x128 0.88, 49x576x160 0.84, 100x256x128 0.88, 256^3 0.97;
+    // 128x128x512, 784x576x96 0.98-0.99), but loses where it is still in L2 (the same
+    // weights called again: 128x384x512 1.05, 256^3 1.04, 784x576x96 1.02): a caller that
+    // loops over the same weights says so (Options::b_in_l2) and keeps the blocked order,
+    // whose A panel stays in L1 across the columns.
+    if (b_pre && !opt.b_in_l2 && r1 - r0 > kMR && !unpacked_a(c1 - c0, std::min(kc, K)) &&
         static_cast<long>(round_up(r1 - r0, kMR)) * kc * 4 <= cache_bytes(2) / 4) {
       for (int p = 0; p < nk; ++p) {
         const int pc = p * kc, kcb = std::max(0, std::min(kc, K - pc)), kcp = round_up(kcb, kKU);
