@@ -1,8 +1,8 @@
 """The caches under stress (issue 17, part 7), end to end through `dnnfusion.compile` in
 separate processes, as users hit them: two processes compiling the same model at once into a
-cold cache, a kernel library truncated on disk, a cache directory that cannot be created. Each
-ends in a correct result or a clear `dnnfusion.Error`, never a crash or a wrong answer.
-(The kernel cache's own cases, corrupt entries, races on one source, full disks and unsafe
+cold cache, a kernel library truncated on disk, a cache directory that cannot be created or
+written. Each ends in a correct result or a clear `dnnfusion.Error`, never a crash or a wrong
+answer. (The kernel cache's own cases, corrupt entries, races on one source, full disks and unsafe
 permissions, are in test_runtime_compiler.py; the import cache's in test_import_cache.py.)"""
 
 from __future__ import annotations
@@ -98,8 +98,26 @@ def test_a_truncated_kernel_library_is_rebuilt(model_path, tmp_path, keep):
     assert os.path.getsize(lib) == size  # compiled again in place
 
 
-def test_a_cache_directory_that_cannot_be_created_is_a_clear_error(model_path):
-    rc, out = finish(child(model_path, "/proc/self/no-such-dir/cache"))  # not even root can
+@pytest.mark.parametrize("where", ["missing", "read-only", "mode 555"])
+def test_a_cache_directory_that_cannot_be_written_is_a_clear_error(model_path, tmp_path, where):
+    """A cache directory whose parent cannot hold it (not even root can make a directory under
+    /proc/self), an existing directory that takes no new entries (/proc/self itself), and one
+    made read-only with chmod (refused to an ordinary user; root writes past its mode, so
+    there the compile must simply be correct): a correct result or an Error naming the
+    directory, never a crash."""
+    cache = {"missing": "/proc/self/no-such-dir/cache", "read-only": "/proc/self"}.get(where)
+    if cache is None:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        cache = str(ro)
+    rc, out = finish(child(model_path, cache))
     assert (rc == 0 and out.startswith("correct")) or (rc == 3 and out.startswith("clear error")), out
     if rc == 3:
-        assert "/proc/self/no-such-dir" in out  # it names the directory it could not make
+        # it names the directory it could not make or write (for the missing one, the
+        # first directory on the way that could not be made)
+        assert (cache if where != "missing" else "/proc/self/no-such-dir") in out, out
+    if where == "mode 555":
+        assert rc == (0 if os.geteuid() == 0 else 3), out
+    else:
+        assert rc == 3, out
