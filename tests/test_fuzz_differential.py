@@ -36,10 +36,22 @@ MODES = ["dnnfusion", "none", "patterns", "tvm", "dp", "dnnfusion-horizontal", "
 
 
 def _ort(m: onnx_fuzz.Model) -> list[np.ndarray]:
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(m.proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, m.feeds)
+    """ONNX Runtime's result as users get it (its graph optimizations on). Where its
+    optimized graph fails on a valid model, its plain kernels give the reference: found by a
+    10,000-case run, a per-axis QuantizeLinear/DequantizeLinear pair feeding MatMul, which
+    ORT 1.32 fuses into a MatMulIntegerToFloat that then refuses per-channel zero points
+    (test_per_axis_dequantize_into_matmul_that_onnxruntime_fuses_wrongly)."""
+    def run_at(level):
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        so.graph_optimization_level = level
+        sess = ort.InferenceSession(m.proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return sess.run(None, m.feeds)
+
+    try:
+        return run_at(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    except ort.capi.onnxruntime_pybind11_state.Fail:
+        return run_at(ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -122,3 +134,38 @@ def test_cases_the_fuzzer_found(case, isa):
     got, gen = run(g, m.feeds, isa=isa)
     assert any("+epilogue" in s for k in gen["kernels"] for s in k["stages"])  # the fused form
     np.testing.assert_allclose(got[0], _ort(m)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["dnnfusion", "none", "compile"])
+def test_per_axis_dequantize_into_matmul_that_onnxruntime_fuses_wrongly(mode, monkeypatch):
+    """A per-axis QuantizeLinear/DequantizeLinear pair (uint8, axis -2) whose result feeds a
+    MatMul with its own transpose: ONNX Runtime 1.32's optimizer turns it into a
+    MatMulIntegerToFloat that then fails ("Per-Channel is not supported yet"), so `_ort`
+    takes the reference from its unoptimized kernels. dnnfusion must run it and match."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(3)
+    g = h.make_graph([h.make_node("QuantizeLinear", ["y", "s", "z"], ["q"], axis=-2),
+                      h.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], axis=-2),
+                      h.make_node("Transpose", ["d"], ["dt"], perm=[0, 1, 3, 2]),
+                      h.make_node("MatMul", ["d", "dt"], ["out"])], "found",
+                     [h.make_tensor_value_info("y", T.FLOAT, [3, 5, 4, 4])],
+                     [h.make_tensor_value_info("out", T.FLOAT, [3, 5, 4, 4])],
+                     [nh.from_array(np.array([0.078, 0.057, 0.082, 0.091], np.float32), "s"),
+                      nh.from_array(np.array([34, 57, 31, 42], np.uint8), "z")])
+    m = onnx_fuzz.Model(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]),
+                        {"y": rng.standard_normal([3, 5, 4, 4]).astype(np.float32)}, ["QuantizeLinear"])
+    want = _ort(m)[0]
+    # the reference itself: y quantized per row of its last two axes, then d @ d^T
+    y, s, z = m.feeds["y"], np.array([0.078, 0.057, 0.082, 0.091], np.float32)[:, None], \
+        np.array([34, 57, 31, 42], np.float32)[:, None]
+    d = (np.clip(np.round(y / s) + z, 0, 255) - z) * s
+    np.testing.assert_allclose(want, d @ np.swapaxes(d, -1, -2), rtol=1e-5, atol=1e-5)
+    if mode == "compile":
+        monkeypatch.setenv("DNNF_OPT_LEVEL", "1")
+        got = df.compile(m.proto, threads=2).run(**m.feeds)
+    else:
+        got, _ = run(df.load(m.proto), m.feeds, planner=mode)
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
