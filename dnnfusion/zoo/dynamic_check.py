@@ -9,7 +9,7 @@ Each model is exported with its batch (and, for token inputs, sequence) axes sym
 sizes: the example, batch 2, and for token inputs a shorter and a longer sequence. Every call
 is compared with ONNX Runtime running the same dynamic file; "call s" is the first call at a
 size (a specialization's compile included), "run ms" and "ORT ms" the median of 5 calls after
-it, "progs" the programs compiled so far. A call at new sizes compiles a
+3 untimed ones, "progs" the programs compiled so far. A call at new sizes compiles a
 specialization for them (``compile``'s dynamic shapes: ``stats["specializations"]``); with
 ``--dynamic-batch`` (``dynamic=True``) every batch and every sequence up to the example's runs
 through one program, and a longer sequence compiles it again for that length. One row
@@ -54,7 +54,9 @@ def sizes_for(name: str, reduced: bool = True, dynamic_batch: bool = False) -> l
     return [(1, s), (2, s)] + ([(3, s)] if dynamic_batch else []) + [(1, s // 2), (2, s + s // 2)]
 
 
-def _median_ms(fn, repeat: int = 5) -> float:
+def _median_ms(fn, repeat: int = 5, warmup: int = 3) -> float:
+    for _ in range(warmup):  # the first calls after a compile or at a new size run cold
+        fn()
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
