@@ -105,18 +105,18 @@ def test_a_cache_directory_that_cannot_be_written_is_a_clear_error(model_path, t
     made read-only with chmod (refused to an ordinary user; root writes past its mode, so
     there the compile must simply be correct): a correct result or an Error naming the
     directory, never a crash."""
-    cache = {"missing": "/proc/self/no-such-dir/cache", "read-only": "/proc/self"}.get(where)
-    if cache is None:
-        ro = tmp_path / "ro"
-        ro.mkdir()
-        ro.chmod(0o555)
-        cache = str(ro)
+    if where == "mode 555":
+        cache = str(tmp_path / "ro")
+        os.mkdir(cache)
+        os.chmod(cache, 0o555)
+    else:
+        cache = {"missing": "/proc/self/no-such-dir/cache", "read-only": "/proc/self"}[where]
+    # the directory the error must name: for the missing one, the first that could not be made
+    named = "/proc/self/no-such-dir" if where == "missing" else cache
     rc, out = finish(child(model_path, cache))
     assert (rc == 0 and out.startswith("correct")) or (rc == 3 and out.startswith("clear error")), out
     if rc == 3:
-        # it names the directory it could not make or write (for the missing one, the
-        # first directory on the way that could not be made)
-        assert (cache if where != "missing" else "/proc/self/no-such-dir") in out, out
+        assert named in out, out
     if where == "mode 555":
         assert rc == (0 if os.geteuid() == 0 else 3), out
     else:

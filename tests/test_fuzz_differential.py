@@ -54,6 +54,16 @@ def _ort(m: onnx_fuzz.Model) -> list[np.ndarray]:
         return run_at(ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
 
 
+def _dnnfusion(m: onnx_fuzz.Model, mode: str, monkeypatch) -> list[np.ndarray]:
+    """The graph's outputs from dnnfusion in one of MODES."""
+    if mode == "compile":  # rewrites, layout selection and the planner, as users compile
+        monkeypatch.setenv("DNNF_OPT_LEVEL", "1")
+        return df.compile(m.proto, threads=2).run(**m.feeds)
+    planner, _, horizontal = mode.partition("-")
+    got, _ = run(df.load(m.proto), m.feeds, planner=planner, horizontal=bool(horizontal))
+    return got
+
+
 @pytest.mark.parametrize("mode", MODES)
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=not LONG, database=None,
           suppress_health_check=list(HealthCheck))
@@ -61,13 +71,7 @@ def _ort(m: onnx_fuzz.Model) -> list[np.ndarray]:
 def test_random_graphs_match_onnxruntime(mode, data, monkeypatch):
     m = onnx_fuzz.build(data.draw)
     want = _ort(m)
-    if mode == "compile":  # rewrites, layout selection and the planner, as users compile
-        monkeypatch.setenv("DNNF_OPT_LEVEL", "1")
-        got = df.compile(m.proto, threads=2).run(**m.feeds)
-    else:
-        g = df.load(m.proto)
-        planner, _, horizontal = mode.partition("-")
-        got, _ = run(g, m.feeds, planner=planner, horizontal=bool(horizontal))
+    got = _dnnfusion(m, mode, monkeypatch)
     assert len(got) == len(want)
     for i, (a, b) in enumerate(zip(got, want)):
         ctx = f"output {i} of the graph:\n{m.describe()}"
@@ -147,25 +151,20 @@ def test_per_axis_dequantize_into_matmul_that_onnxruntime_fuses_wrongly(mode, mo
     from onnx import numpy_helper as nh
 
     rng = np.random.default_rng(3)
+    scale = np.array([0.078, 0.057, 0.082, 0.091], np.float32)
+    zero = np.array([34, 57, 31, 42], np.uint8)
     g = h.make_graph([h.make_node("QuantizeLinear", ["y", "s", "z"], ["q"], axis=-2),
                       h.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], axis=-2),
                       h.make_node("Transpose", ["d"], ["dt"], perm=[0, 1, 3, 2]),
                       h.make_node("MatMul", ["d", "dt"], ["out"])], "found",
                      [h.make_tensor_value_info("y", T.FLOAT, [3, 5, 4, 4])],
                      [h.make_tensor_value_info("out", T.FLOAT, [3, 5, 4, 4])],
-                     [nh.from_array(np.array([0.078, 0.057, 0.082, 0.091], np.float32), "s"),
-                      nh.from_array(np.array([34, 57, 31, 42], np.uint8), "z")])
+                     [nh.from_array(scale, "s"), nh.from_array(zero, "z")])
     m = onnx_fuzz.Model(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]),
                         {"y": rng.standard_normal([3, 5, 4, 4]).astype(np.float32)}, ["QuantizeLinear"])
     want = _ort(m)[0]
     # the reference itself: y quantized per row of its last two axes, then d @ d^T
-    y, s, z = m.feeds["y"], np.array([0.078, 0.057, 0.082, 0.091], np.float32)[:, None], \
-        np.array([34, 57, 31, 42], np.float32)[:, None]
-    d = (np.clip(np.round(y / s) + z, 0, 255) - z) * s
+    s, z = scale[:, None], zero.astype(np.float32)[:, None]
+    d = (np.clip(np.round(m.feeds["y"] / s) + z, 0, 255) - z) * s
     np.testing.assert_allclose(want, d @ np.swapaxes(d, -1, -2), rtol=1e-5, atol=1e-5)
-    if mode == "compile":
-        monkeypatch.setenv("DNNF_OPT_LEVEL", "1")
-        got = df.compile(m.proto, threads=2).run(**m.feeds)
-    else:
-        got, _ = run(df.load(m.proto), m.feeds, planner=mode)
-    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_dnnfusion(m, mode, monkeypatch)[0], want, rtol=1e-5, atol=1e-5)
